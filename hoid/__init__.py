@@ -1,0 +1,12 @@
+"""hoid: an ML compiler whose optimizer is a search over an e-graph.
+
+Importing hoid must not import egglog, openai or CuTe DSL: they load lazily where used.
+"""
+
+from .errors import ExportError, GraphError, HoidError, InputError, ParseError, UnsupportedOpError
+from .ir import Graph, GraphBuilder, Node, TensorType, Value, register_op, run
+
+__version__ = "0.1.0"
+
+__all__ = ["ExportError", "Graph", "GraphBuilder", "GraphError", "HoidError", "InputError", "Node",
+           "ParseError", "TensorType", "UnsupportedOpError", "Value", "register_op", "run"]

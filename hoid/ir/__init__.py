@@ -1,0 +1,11 @@
+"""The IR: types, values, nodes, graphs, the op registry, the builder and the reference interpreter."""
+
+from .builder import GraphBuilder
+from .dtypes import dtype_name
+from .graph import Graph, GraphInput, Node, Value
+from .interpreter import run
+from .registry import Attr, OpDef, all_ops, get_op, register_op
+from .types import TensorType
+
+__all__ = ["Attr", "Graph", "GraphBuilder", "GraphInput", "Node", "OpDef", "TensorType", "Value",
+           "all_ops", "dtype_name", "get_op", "register_op", "run"]

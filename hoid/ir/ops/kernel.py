@@ -1,0 +1,58 @@
+"""`kernel`: a region of the graph replaced by an implementation.
+
+The node holds the region it replaced as its *body* (a graph whose inputs are the node's operands, in
+order): the reference semantics, which the interpreter runs. It also names the implementation: the
+kernel id, the version hash of its source, and its parameters. A graph with kernel nodes can always be
+re-verified and run without the kernels.
+"""
+
+from __future__ import annotations
+
+from ..registry import Attr, InferError, OpDef, register_op
+
+
+def _infer(types, attrs):
+    body = attrs["body"]
+    ins = body.inputs_of_kind("input")
+    if len(body.inputs) != len(ins):
+        raise InferError(f"body @{body.name} may only have plain inputs (no weights or state)")
+    if len(ins) != len(types):
+        raise InferError(f"body @{body.name} takes {len(ins)} inputs, the node gives {len(types)}")
+    for i, (v, t) in enumerate(zip(ins, types)):
+        if not v.type.same_data_type(t):
+            raise InferError(f"operand {i} is {t}, body @{body.name} expects {v.type} for %{v.name}")
+    return tuple(v.type for v in body.outputs)
+
+
+def _reference(*tensors, body, kernel, version, params):
+    from ..interpreter import run
+
+    return run(body, *tensors)
+
+
+def _count(what):
+    def count(ins, outs, attrs):
+        from ..registry import get_op
+
+        body = attrs["body"]
+        return sum(getattr(get_op(n.op), what)([v.type for v in n.inputs], [v.type for v in n.outputs], n.attrs)
+                   for n in body.nodes)
+    return count
+
+
+register_op(OpDef(
+    name="kernel",
+    operands=("*inputs",),
+    attrs=(
+        Attr("body", "graph", doc="the region this node replaced (its reference semantics)"),
+        Attr("kernel", "str", doc="the implementation's id in the kernel registry"),
+        Attr("version", "str", "", doc="hash of the implementation's source"),
+        Attr("params", "params", {}, doc="the implementation's tuned parameters"),
+    ),
+    infer=_infer,
+    reference=_reference,
+    flops=_count("count_flops"),
+    # bytes: what the fused region must read and write, not its intermediates
+    category="kernel",
+    doc="a region replaced by an implementation; the body is the reference",
+))
