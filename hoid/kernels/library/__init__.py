@@ -1,0 +1,1 @@
+"""The kernel library: one module (or folder) per kernel, each registering its `KernelSpec`."""

@@ -1,0 +1,51 @@
+"""`Pattern`: what a kernel implements, as a hoid subgraph over its inputs.
+
+A pattern builds the region a kernel replaces for any input types it is given: a single op
+(`op_pattern("rmsnorm")`) or a fused composition (a residual add feeding an RMSNorm, two outputs). The
+built graph is the kernel's reference semantics (run by the interpreter), the body of the `kernel` node
+that replaces the region, and, abstracted over its inputs, the rule the search adds for every match.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from ..ir import Graph, GraphBuilder, TensorType, Value
+from ..ir.registry import Attr, get_op
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """name: unique; build(b, inputs, attrs) emits the region with GraphBuilder `b` and returns its
+    output value(s); operands: names of the inputs; attrs: the attrs the pattern takes (eps, dim, ...)."""
+
+    name: str
+    operands: tuple[str, ...]
+    build: Callable[[GraphBuilder, list[Value], dict], Value | tuple[Value, ...]]
+    attrs: tuple[Attr, ...] = ()
+    doc: str = ""
+
+    def graph(self, types: Sequence[TensorType], attrs: dict | None = None) -> Graph:
+        """The region for these input types: inputs named after the operands, outputs in order."""
+        if len(types) != len(self.operands):
+            raise ValueError(f"pattern {self.name} takes {len(self.operands)} inputs ({', '.join(self.operands)}), "
+                             f"got {len(types)}")
+        b = GraphBuilder(self.name)
+        ins = [b.input(n, t.shape, t.dtype) for n, t in zip(self.operands, types)]
+        out = self.build(b, ins, dict(attrs or {}))
+        return b.build(*(out if isinstance(out, tuple) else (out,)))
+
+    def output_types(self, types: Sequence[TensorType], attrs: dict | None = None) -> tuple[TensorType, ...]:
+        return tuple(v.type for v in self.graph(types, attrs).outputs)
+
+
+def op_pattern(op_name: str) -> Pattern:
+    """The pattern of one registered op: the region is that op alone."""
+    op = get_op(op_name)
+    operands = tuple(o.strip("*?") for o in op.operands)
+
+    def build(b: GraphBuilder, ins: list[Value], attrs: dict):
+        return b.op(op_name, *ins, **attrs)
+
+    return Pattern(op_name, operands, build, op.attrs, doc=op.doc)

@@ -1,0 +1,114 @@
+"""`KernelSpec`: the contract every kernel (library, user or agent) is held to.
+
+A spec names what the kernel implements (a `Pattern`), the constraints under which it is valid, its
+tunable parameters and their choices, its backend, whether it is bitwise deterministic, and a version
+hash of its source. Kernels are destination-passing: `launch(*inputs, *outputs, **attrs, **params)`
+writes every output in place and returns nothing; the caller allocates the outputs (the checker poisons
+them first; the runtime plans their memory).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..ir import TensorType
+from .pattern import Pattern
+
+BACKENDS = ("triton", "cute", "torch")
+Example = tuple[list[TensorType], dict]
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """A condition on input types and attrs, with the words that say it ("last dim a multiple of 8")."""
+
+    description: str
+    holds: Callable[[Sequence[TensorType], dict], bool]
+
+
+@dataclass(frozen=True)
+class Param:
+    """A tunable parameter: its name, the values it may take, and the value used when untuned."""
+
+    name: str
+    choices: tuple
+    default: Any
+
+    def __post_init__(self):
+        if self.default not in self.choices:
+            raise ValueError(f"param {self.name}: default {self.default!r} is not among its choices {self.choices}")
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """id: unique, dotted (`triton.rmsnorm`); pattern: what it implements; launch: the implementation;
+    examples(rng) -> (input types, attrs): a draw from the declared shape space, used by
+    `hoid.verify.check_kernel`; index_bounds(types, attrs) -> {input position: exclusive bound} for integer
+    inputs that index; compile(arch) builds it for a GPU arch without a GPU (Triton/CuTe) and raises on
+    failure; source: the text the version hash covers (defaults to launch's module source)."""
+
+    id: str
+    pattern: Pattern
+    backend: str
+    launch: Callable[..., None]
+    constraints: tuple[Constraint, ...] = ()
+    params: tuple[Param, ...] = ()
+    deterministic: bool = False
+    examples: Callable[[random.Random], Example] | None = None
+    index_bounds: Callable[[Sequence[TensorType], dict], dict[int, int]] | None = None
+    compile: Callable[[str], Any] | None = None
+    archs: tuple[str, ...] = ("sm_90", "sm_100")
+    source: str | None = None
+    doc: str = ""
+    version: str = field(init=False)
+
+    def __post_init__(self):
+        if self.backend not in BACKENDS:
+            raise ValueError(f"kernel {self.id}: unknown backend {self.backend!r}; expected one of {BACKENDS}")
+        clash = {p.name for p in self.params} & {a.name for a in self.pattern.attrs}
+        if clash:
+            raise ValueError(f"kernel {self.id}: params {sorted(clash)} clash with the pattern's attrs")
+        text = self.source if self.source is not None else _source_of(self.launch)
+        object.__setattr__(self, "version", hashlib.sha256(text.encode()).hexdigest()[:12])
+
+    def default_params(self) -> dict:
+        return {p.name: p.default for p in self.params}
+
+    def check_params(self, params: dict) -> dict:
+        """`params` completed with defaults; raises ValueError on unknown names or values outside choices."""
+        known = {p.name: p for p in self.params}
+        for name, value in params.items():
+            if name not in known:
+                raise ValueError(f"kernel {self.id}: unknown param {name!r}; its params are {sorted(known)}")
+            if value not in known[name].choices:
+                raise ValueError(f"kernel {self.id}: param {name}={value!r} is not among {known[name].choices}")
+        return {**self.default_params(), **params}
+
+    def rejects(self, types: Sequence[TensorType], attrs: dict) -> str | None:
+        """None when the kernel is valid for these input types and attrs, else the first unmet constraint."""
+        if len(types) != len(self.pattern.operands):
+            return f"takes {len(self.pattern.operands)} inputs, got {len(types)}"
+        for c in self.constraints:
+            try:
+                ok = c.holds(types, attrs)
+            except Exception as e:  # a constraint that cannot be evaluated does not hold
+                ok, c = False, Constraint(f"{c.description} (could not be checked: {e})", c.holds)
+            if not ok:
+                return c.description
+        return None
+
+    def output_types(self, types: Sequence[TensorType], attrs: dict) -> tuple[TensorType, ...]:
+        return self.pattern.output_types(types, attrs)
+
+
+def _source_of(fn: Callable) -> str:
+    module = inspect.getmodule(fn)
+    try:
+        return inspect.getsource(module) if module is not None else inspect.getsource(fn)
+    except (OSError, TypeError):
+        return getattr(fn, "__qualname__", repr(fn))

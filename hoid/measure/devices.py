@@ -1,0 +1,82 @@
+"""The one device table: bandwidth, peak flops per dtype, launch cost, L2.
+
+Every figure says where it comes from. H200 entries are measured on the H200 we are lent
+(`benchmarks/measure_calibration.py` re-measures them); B200 entries are datasheet figures until someone
+measures one; the CPU entry is a rough default that `calibrate_cpu()` replaces with a short measurement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+
+@dataclass(frozen=True)
+class Device:
+    name: str
+    arch: str  # "sm_90", "sm_100", "cpu"
+    copy_bandwidth: float  # bytes/s, read + write of a large device-to-device copy
+    read_bandwidth: float  # bytes/s, read-only streaming
+    peak_flops: dict[str, float]  # dtype name -> flop/s (dense, matrix units where the dtype uses them)
+    launch_overhead: float  # s per kernel launched from the host
+    graph_launch_overhead: float  # s per kernel replayed inside a CUDA graph
+    l2_bytes: int
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def flops_for(self, dtype: str) -> float:
+        return self.peak_flops.get(dtype) or self.peak_flops["f32"]
+
+    def with_measurements(self, **figures) -> Device:
+        """A copy with measured figures replaced (`sources` records where each came from)."""
+        sources = dict(self.sources)
+        for key in figures:
+            sources[key] = "measured"
+        return replace(self, sources=sources, **figures)
+
+
+H200 = Device(
+    name="NVIDIA H200",
+    arch="sm_90",
+    copy_bandwidth=4.24e12,
+    read_bandwidth=4.3e12,
+    # bf16/f16 on tensor cores measured ~790 TFLOP/s (8192^3, random data); f32 without tf32 is the SIMT rate.
+    peak_flops={"bf16": 790e12, "f16": 790e12, "f32": 67e12, "f64": 34e12},
+    launch_overhead=4.0e-6,
+    graph_launch_overhead=1.2e-6,
+    l2_bytes=60 * 2**20,
+    sources={"copy_bandwidth": "measured here 2026-11", "read_bandwidth": "measured here 2026-11",
+             "peak_flops.bf16": "measured here 2026-11", "peak_flops.f32": "datasheet",
+             "launch_overhead": "estimate", "graph_launch_overhead": "estimate", "l2_bytes": "torch properties"},
+)
+
+B200 = Device(
+    name="NVIDIA B200",
+    arch="sm_100",
+    copy_bandwidth=8.0e12,
+    read_bandwidth=8.0e12,
+    peak_flops={"bf16": 2250e12, "f16": 2250e12, "f32": 80e12, "f64": 40e12},
+    launch_overhead=4.0e-6,
+    graph_launch_overhead=1.2e-6,
+    l2_bytes=126 * 2**20,
+    sources={"*": "datasheet (dense), not measured"},
+)
+
+CPU = Device(
+    name="cpu",
+    arch="cpu",
+    copy_bandwidth=10e9,
+    read_bandwidth=10e9,
+    peak_flops={"f32": 50e9, "f64": 25e9, "bf16": 10e9, "f16": 10e9},
+    launch_overhead=5e-6,
+    graph_launch_overhead=5e-6,
+    l2_bytes=2 * 2**20,
+    sources={"*": "default; calibrate_cpu() measures this machine"},
+)
+
+DEVICES: dict[str, Device] = {"h200": H200, "b200": B200, "cpu": CPU}
+
+
+def get_device(name: str) -> Device:
+    key = name.lower().replace("nvidia ", "").strip()
+    if key not in DEVICES:
+        raise KeyError(f"no device {name!r} in the table; known: {', '.join(DEVICES)}")
+    return DEVICES[key]
