@@ -1,0 +1,69 @@
+"""The interpreter: references run in any dtype, inputs are checked, state is functional, kernels run bodies."""
+
+import pytest
+import torch
+
+import hoid
+from hoid.ir import GraphBuilder
+
+
+def affine_graph(dtype="f32"):
+    b = GraphBuilder("affine")
+    x = b.input("x", (2, 3), dtype)
+    w = b.weight("w", (3,), dtype)
+    return b.build(b.add(b.mul(x, w), 1.0))
+
+
+def test_matches_torch_and_takes_weights_by_name():
+    g = affine_graph()
+    x, w = torch.randn(2, 3), torch.randn(3)
+    (out,) = hoid.run(g, x, weights={"w": w})
+    torch.testing.assert_close(out, x * w + 1.0, rtol=0, atol=0)
+
+
+def test_missing_weight_is_named():
+    with pytest.raises(hoid.InputError, match=r"no tensor for weight\(s\) w"):
+        hoid.run(affine_graph(), torch.randn(2, 3))
+
+
+def test_input_type_mismatch_names_input_and_both_types():
+    g = affine_graph()
+    with pytest.raises(hoid.InputError, match=r"input %x: declared f32\[2,3\], got a tensor of type f16\[2,3\]"):
+        hoid.run(g, torch.randn(2, 3, dtype=torch.float16), weights={"w": torch.randn(3)})
+    with pytest.raises(hoid.InputError, match=r"takes 1 inputs \(%x: f32\[2,3\]\), got 2"):
+        hoid.run(g, torch.randn(2, 3), torch.randn(2, 3))
+
+
+def test_state_is_not_modified_and_its_update_is_returned():
+    b = GraphBuilder("step")
+    cache = b.state("cache", (4,), "f32")
+    x = b.input("x", (4,), "f32")
+    new = b.add(cache, x)
+    g = b.build(new, updates={cache: new})
+    c = torch.zeros(4)
+    (out,) = hoid.run(g, c, torch.ones(4))
+    assert torch.equal(c, torch.zeros(4)) and torch.equal(out, torch.ones(4))
+
+
+def test_kernel_node_runs_its_body():
+    body = affine_graph()
+    # the body's weight becomes a plain input of the region
+    rb = GraphBuilder("region")
+    x, w = rb.input("x", (2, 3), "f32"), rb.input("w", (3,), "f32")
+    region = rb.build(rb.add(rb.mul(x, w), 1.0))
+    b = GraphBuilder("main")
+    x, w = b.input("x", (2, 3), "f32"), b.input("w", (3,), "f32")
+    k = b.kernel(x, w, body=region, kernel="test.affine", version="0", params={"BLOCK": 4})
+    g = b.build(k)
+    xt, wt = torch.randn(2, 3), torch.randn(3)
+    assert torch.equal(hoid.run(g, xt, wt)[0], hoid.run(body, xt, weights={"w": wt})[0])
+    with pytest.raises(hoid.GraphError, match=r"operand 1 is f32\[4\], body @region expects f32\[3\]"):
+        b.kernel(x, b.input("w2", (4,), "f32"), body=region, kernel="test.affine")
+
+
+def test_runs_in_half_precision_on_any_device():
+    g = affine_graph("f16")
+    x, w = torch.randn(2, 3, dtype=torch.float16), torch.randn(3, dtype=torch.float16)
+    (out,) = hoid.run(g, x, weights={"w": w})
+    assert out.dtype == torch.float16
+    torch.testing.assert_close(out, x * w + 1.0)
