@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import random
 
-from ..dtypes import FLOAT_DTYPES
+from ..dtypes import FLOAT_DTYPES, INT_DTYPES
 from ..registry import InferError
-from ..types import TensorType
+from ..types import TensorType, contiguous_strides
 
 
 def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
@@ -16,7 +17,8 @@ def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
         sizes = {s[len(s) - rank + i] for s in shapes if len(s) - rank + i >= 0}
         non_one = sizes - {1}
         if len(non_one) > 1:
-            raise InferError(f"shapes {', '.join(str(list(s)) for s in shapes)} do not broadcast (dim {i - rank})")
+            listed = ", ".join(str(list(s)) for s in shapes)
+            raise InferError(f"shapes {listed} do not broadcast (dim {i - rank})")
         out.append(non_one.pop() if non_one else 1)
     return tuple(out)
 
@@ -49,9 +51,101 @@ def require_rank(t: TensorType, ranks, what: str = "input") -> None:
 
 # --- samplers: small random valid shapes for tests and random graphs ---------------------------
 
-def rand_shape(rng: random.Random, min_rank: int = 1, max_rank: int = 3, max_size: int = 5) -> tuple[int, ...]:
+def rand_shape(rng: random.Random, min_rank: int = 1, max_rank: int = 3, max_size: int = 5
+               ) -> tuple[int, ...]:
     return tuple(rng.randint(1, max_size) for _ in range(rng.randint(min_rank, max_rank)))
 
 
 def rand_float_dtype(rng: random.Random) -> str:
     return rng.choice(("f32", "f32", "f64", "f16"))
+
+
+def rand_dim(rng: random.Random, rank: int) -> int:
+    """A valid dim of a rank-`rank` tensor, written negative half of the time (both forms must work)."""
+    dim = rng.randrange(max(rank, 1))
+    return dim - max(rank, 1) if rng.random() < 0.5 else dim
+
+
+# --- dtype and shape checks ------------------------------------------------------------------
+
+def require_int(t: TensorType, what: str, dtypes=INT_DTYPES) -> None:
+    """`t` must be an integer tensor of one of `dtypes` (torch refuses others for indices)."""
+    if t.dtype not in dtypes:
+        wanted = " or ".join(dtypes)
+        raise InferError(f"{what} must be {wanted}, got {t.dtype}; cast it (cast dtype={dtypes[0]})")
+
+
+def require_same_dtype(types: dict[str, TensorType]) -> str:
+    """All named tensors share one dtype (torch does not promote here); returns it."""
+    dtypes = {t.dtype for t in types.values()}
+    if len(dtypes) > 1:
+        listed = ", ".join(f"{name} is {t.dtype}" for name, t in types.items())
+        raise InferError(f"operands must have the same dtype ({listed}); cast them to one dtype")
+    return dtypes.pop()
+
+
+def reduced_shape(shape: tuple[int, ...], dims: tuple[int, ...] | None, keepdim: bool) -> tuple[int, ...]:
+    """The shape left after reducing `dims` (non-negative; None = all) with or without keepdim."""
+    dims = tuple(range(len(shape))) if dims is None else dims
+    if keepdim:
+        return tuple(1 if i in dims else s for i, s in enumerate(shape))
+    return tuple(s for i, s in enumerate(shape) if i not in dims)
+
+
+# --- layout of views -------------------------------------------------------------------------
+
+def is_contiguous_layout(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """torch's notion: row-major where it matters; strides of size-1 dims and empty tensors don't count."""
+    if math.prod(shape) == 0:
+        return True
+    expected = 1
+    for size, stride in zip(reversed(shape), reversed(strides), strict=True):
+        if size != 1:
+            if stride != expected:
+                return False
+            expected *= size
+    return True
+
+
+def view_type(shape: tuple[int, ...], dtype: str, strides: tuple[int, ...]) -> TensorType:
+    """The type of a view with these strides: contiguous (no strides) when torch would call it so.
+
+    Normalizing here keeps one type per layout, whatever strides torch leaves on size-1 dims.
+    """
+    return TensorType(shape, dtype, None if is_contiguous_layout(shape, strides) else strides)
+
+
+# --- costs -----------------------------------------------------------------------------------
+
+def per_output_element(k: int):
+    """A flop count of `k` per output element (summed over every output)."""
+    return lambda ins, outs, attrs: k * sum(t.numel for t in outs)
+
+
+def per_input_element(k: int):
+    """A flop count of `k` per element of the first input (reductions: each input element is touched)."""
+    return lambda ins, outs, attrs: k * ins[0].numel
+
+
+def gathered_bytes(index_operand: int):
+    """Bytes of an op that reads only the rows it picks: the index, the picked elements, the output.
+
+    The default (every input read in full) would charge a decode step the whole embedding table.
+    """
+    return lambda ins, outs, attrs: ins[index_operand].nbytes + 2 * outs[0].nbytes
+
+
+def rand_layout(rng: random.Random, shape: tuple[int, ...], dtype: str) -> TensorType:
+    """A type of this shape, contiguous or (half the time) laid out as a permuted contiguous tensor.
+
+    View ops compose strides, so their samplers feed them non-contiguous inputs too.
+    """
+    if len(shape) < 2 or rng.random() < 0.5:
+        return TensorType(shape, dtype)
+    storage_order = list(range(len(shape)))
+    rng.shuffle(storage_order)
+    storage_strides = contiguous_strides(tuple(shape[d] for d in storage_order))
+    strides = [0] * len(shape)
+    for position, dim in enumerate(storage_order):
+        strides[dim] = storage_strides[position]
+    return view_type(shape, dtype, tuple(strides))
