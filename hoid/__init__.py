@@ -5,8 +5,11 @@ Importing hoid must not import egglog, openai or CuTe DSL: they load lazily wher
 
 from .errors import ExportError, GraphError, HoidError, InputError, ParseError, UnsupportedOpError
 from .ir import Graph, GraphBuilder, Node, TensorType, Value, register_op, run
+from .ir.io import load, save
+from .ir.text import dumps, loads
 
 __version__ = "0.1.0"
 
 __all__ = ["ExportError", "Graph", "GraphBuilder", "GraphError", "HoidError", "InputError", "Node",
            "ParseError", "TensorType", "UnsupportedOpError", "Value", "register_op", "run"]
+__all__ += ["dumps", "load", "loads", "save"]  # the .hoid document (hoid/ir/text.py, hoid/ir/io.py)
