@@ -127,12 +127,13 @@ def per_input_element(k: int):
     return lambda ins, outs, attrs: k * ins[0].numel
 
 
-def gathered_bytes(index_operand: int):
-    """Bytes of an op that reads only the rows it picks: the index, the picked elements, the output.
+def gathered_bytes(index_operands: slice):
+    """Bytes of an op that reads only what it picks: the indices (`ins[index_operands]`), the picked
+    elements and the output they are written to.
 
     The default (every input read in full) would charge a decode step the whole embedding table.
     """
-    return lambda ins, outs, attrs: ins[index_operand].nbytes + 2 * outs[0].nbytes
+    return lambda ins, outs, attrs: sum(t.nbytes for t in ins[index_operands]) + 2 * outs[0].nbytes
 
 
 def rand_layout(rng: random.Random, shape: tuple[int, ...], dtype: str) -> TensorType:
