@@ -1,0 +1,236 @@
+"""What every Triton kernel of the library shares: the optional import, launching, and building
+for a GPU arch without a GPU.
+
+Triton is optional (it exists on Linux only), so nothing here imports it unguarded: `import hoid.kernels`
+works without it, every spec still registers, and launching a Triton kernel then raises
+`MissingTritonError`, which names the package to install.
+
+Triton fixes its mode when it is first imported: with `TRITON_INTERPRET=1` every kernel (and Triton's
+own `tl.sum`, `tl.cdiv`...) runs under the CPU interpreter, and nothing can be compiled for a GPU in
+that process; without it nothing can be interpreted. So kernels are written as plain functions decorated
+with `triton_kernel` (not `triton.jit`), launched in whichever mode the process is in, and `compile_for`
+builds in a helper process without the interpreter when this one runs it.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+import json
+import os
+import subprocess
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+from ...errors import HoidError
+from ...ir import TensorType
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # pragma: no cover - exercised only where triton is absent
+    triton = None
+
+    class _ConstexprStandIn:
+        """Lets `BLOCK: tl.constexpr` annotations evaluate when triton is absent; never launched."""
+
+    class tl:  # type: ignore[no-redef]
+        constexpr = _ConstexprStandIn
+
+HAVE_TRITON = triton is not None
+
+# Triton's names for the pointer element types of the IR dtypes.
+_TRITON_TYPES = {"f32": "fp32", "f16": "fp16", "bf16": "bf16", "f64": "fp64", "i64": "i64", "i32": "i32",
+                 "i16": "i16", "i8": "i8", "u8": "u8", "bool": "i1"}
+ARCHS = {"sm_90": 90, "sm_100": 100}
+
+
+class MissingTritonError(HoidError, ImportError):
+    """A Triton kernel was launched or compiled where the `triton` package is not installed."""
+
+
+class TritonDeviceError(HoidError, RuntimeError):
+    """A Triton kernel was launched on tensors it cannot run on (CPU tensors without the interpreter)."""
+
+
+def require_triton(what: str) -> None:
+    if not HAVE_TRITON:
+        raise MissingTritonError(f"{what} needs the `triton` package, which is not installed: "
+                                 "pip install 'triton>=3.6,<3.7' (Linux only)")
+
+
+def interpreting() -> bool:
+    """True when this process imported Triton under its CPU interpreter (`TRITON_INTERPRET=1`)."""
+    # Triton's own jit functions are built in the mode of the first import; they tell which it was.
+    return HAVE_TRITON and type(triton.language.standard.sum).__name__ == "InterpretedFunction"
+
+
+class TritonKernel:
+    """A Triton kernel function; `kernel[grid](*args, num_warps=..., **constexprs)` launches it like a
+    `triton.jit` function, interpreted or compiled as this process runs Triton."""
+
+    def __init__(self, fn: Callable):
+        self.fn = fn
+        self.name = fn.__name__
+        functools.update_wrapper(self, fn)
+
+    @functools.cached_property
+    def impl(self):
+        require_triton(f"Triton kernel {self.name}")
+        return triton.jit(self.fn)  # an InterpretedFunction under the interpreter
+
+    def __getitem__(self, grid):
+        impl = self.impl
+        interpret = interpreting()
+
+        def launch(*args, **kwargs):
+            if not interpret:
+                _require_gpu_tensors(self.name, args)
+            return impl[grid](*args, **kwargs)
+
+        return launch
+
+
+def triton_kernel(fn: Callable) -> TritonKernel:
+    """Decorate a Triton kernel function (use this instead of `@triton.jit`; see the module doc)."""
+    return TritonKernel(fn)
+
+
+def _require_gpu_tensors(name: str, args: Sequence[Any]) -> None:
+    for a in args:
+        if isinstance(a, torch.Tensor) and a.device.type != "cuda":
+            raise TritonDeviceError(
+                f"Triton kernel {name} got a tensor on {a.device}: launch it on CUDA tensors, or set "
+                "TRITON_INTERPRET=1 before triton is first imported to run it on the CPU (interpreted)")
+
+
+def pointer_type(dtype) -> str:
+    """Triton's signature type of a pointer to `dtype` (an IR dtype name or a torch dtype)."""
+    name = TensorType((), dtype).dtype
+    return "*" + _TRITON_TYPES[name]
+
+
+@dataclass(frozen=True)
+class BuiltKernel:
+    """What a build for an arch produced: the PTX `.target` line's arch (`sm_90a`, `sm_100a`), the
+    shared memory it needs and its warps; enough to tell a real build from a silent fallback."""
+
+    kernel: str
+    arch: str
+    ptx_target: str
+    shared_bytes: int
+    num_warps: int
+
+
+def compile_for(kernel: TritonKernel, arch: str, signature: dict[str, str], constexprs: dict[str, Any],
+                num_warps: int = 4, num_stages: int = 3) -> BuiltKernel:
+    """Build `kernel` for `arch` ("sm_90" or "sm_100") without a GPU, down to a cubin.
+
+    `signature` maps every runtime argument to its Triton type ("*bf16", "i32", "fp32"); `constexprs`
+    gives every `tl.constexpr` argument its value. Raises on any compile failure: nothing may silently
+    fail to build for an arch the library claims. Under the interpreter, the build runs in a helper
+    process (see the module doc); `kernel` must then be a module-level name, for that process to import.
+    """
+    require_triton(f"compiling Triton kernel {kernel.name}")
+    if arch not in ARCHS:
+        raise ValueError(f"unknown arch {arch!r}; Triton kernels build for {', '.join(ARCHS)}")
+    if interpreting():
+        return _CompileServer.get().build(kernel.fn.__module__, kernel.name, arch, signature, constexprs,
+                                          num_warps, num_stages)
+    return _build(kernel, arch, signature, constexprs, num_warps, num_stages)
+
+
+def _build(kernel: TritonKernel, arch, signature, constexprs, num_warps, num_stages) -> BuiltKernel:
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    jit = kernel.impl
+    full = {**signature, **{name: "constexpr" for name in constexprs}}
+    missing = [n for n in jit.arg_names if n not in full]
+    if missing:
+        raise ValueError(f"compile_for({kernel.name}): no type or value for argument(s) {', '.join(missing)}")
+    src = ASTSource(fn=jit, signature=full, constexprs=constexprs)
+    built = triton.compile(src, target=GPUTarget("cuda", ARCHS[arch], 32),
+                           options={"num_warps": num_warps, "num_stages": num_stages})
+    ptx_lines = built.asm["ptx"].splitlines()
+    target = next((line.split()[1] for line in ptx_lines if line.startswith(".target")), "?")
+    return BuiltKernel(kernel.name, arch, target, built.metadata.shared, built.metadata.num_warps)
+
+
+class _CompileServer:
+    """A helper process without the interpreter that builds kernels by module and name, one JSON request
+    a line on its stdin, one answer a line on its stdout; started once (importing torch and triton costs
+    seconds) and kept for every later build."""
+
+    _instance: _CompileServer | None = None
+    _ANSWER = "hoid-build:"
+
+    @classmethod
+    def get(cls) -> _CompileServer:
+        if cls._instance is None or cls._instance.proc.poll() is not None:
+            cls._instance = cls()
+        return cls._instance
+
+    def __init__(self):
+        env = {**os.environ, "TRITON_INTERPRET": "0"}
+        self.proc = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True, env=env)
+
+    def build(self, module, name, arch, signature, constexprs, num_warps, num_stages) -> BuiltKernel:
+        request = [module, name, arch, signature, constexprs, num_warps, num_stages]
+        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.flush()
+        for line in self.proc.stdout:  # anything else the build prints is passed over
+            if line.startswith(self._ANSWER):
+                answer = json.loads(line[len(self._ANSWER):])
+                if "error" in answer:
+                    raise RuntimeError(f"building {name} for {arch} failed:\n{answer['error']}")
+                return BuiltKernel(**answer)
+        raise RuntimeError(f"the build process died while building {name} for {arch} (its stderr is above)")
+
+
+def _serve_builds() -> None:
+    for line in sys.stdin:
+        module, name, arch, signature, constexprs, num_warps, num_stages = json.loads(line)
+        try:
+            kernel = getattr(importlib.import_module(module), name)
+            answer = asdict(_build(kernel, arch, signature, constexprs, num_warps, num_stages))
+        except Exception:  # the whole trace goes back to the caller, which raises it
+            answer = {"error": traceback.format_exc()}
+        print(_CompileServer._ANSWER + json.dumps(answer), flush=True)
+
+
+def sources_of(*modules) -> str:
+    """The text a spec's version hash covers when its kernel code spans several modules."""
+    return "\n".join(inspect.getsource(m) for m in modules)
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def next_power_of_2(n: int) -> int:
+    return 1 << max(int(n) - 1, 0).bit_length()
+
+
+def num_sms(device: torch.device) -> int:
+    """Multiprocessors of a CUDA device; a small stand-in on the CPU (the interpreter), where grids only
+    need to be valid, not fast."""
+    if device.type == "cuda":
+        return _cuda_sms(device.index if device.index is not None else torch.cuda.current_device())
+    return 4
+
+
+@functools.cache
+def _cuda_sms(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+if __name__ == "__main__":
+    _serve_builds()

@@ -1,0 +1,71 @@
+"""Checks a library kernel against its pattern run by the interpreter in float64.
+
+Outputs are poisoned with NaN before the launch, so an element the kernel fails to write fails the
+comparison; the figure compared is the relative L2 error, bounded per output dtype at what an honest
+kernel in that precision reaches (float32 summation order; one or two float16 roundings).
+"""
+
+from __future__ import annotations
+
+import random
+
+import torch
+
+from hoid.ir import TensorType, run
+from hoid.ir.dtypes import FLOAT_DTYPES
+from hoid.kernels import KernelSpec
+from hoid.measure.inputs import random_inputs
+
+L2_BOUND = {"f32": 1e-5, "f16": 2e-3, "bf16": 1.6e-2}
+
+
+def _wide(t: TensorType) -> TensorType:
+    return TensorType(t.shape, "f64") if t.dtype in FLOAT_DTYPES else t
+
+
+def reference(spec: KernelSpec, inputs: list[torch.Tensor], attrs: dict) -> tuple[torch.Tensor, ...]:
+    """The pattern's outputs on these inputs, computed in float64."""
+    wide = [x.double() if x.is_floating_point() else x for x in inputs]
+    graph = spec.pattern.graph([_wide(TensorType.of(x)) for x in inputs], attrs)
+    return run(graph, *wide)
+
+
+def launch(spec: KernelSpec, inputs: list[torch.Tensor], attrs: dict, params: dict | None = None):
+    """Launch `spec` on `inputs` into NaN-poisoned outputs of the pattern's types; returns the outputs."""
+    types = spec.output_types([TensorType.of(x) for x in inputs], attrs)
+    device = inputs[0].device
+    outs = [torch.full(t.shape, float("nan") if t.dtype in FLOAT_DTYPES else -1, dtype=t.torch_dtype,
+                       device=device) for t in types]
+    spec.launch(*inputs, *outs, **attrs, **spec.check_params(params or {}))
+    return outs
+
+
+def assert_matches(spec: KernelSpec, inputs: list[torch.Tensor], attrs: dict, params: dict | None = None):
+    """The kernel's outputs are within the dtype's relative L2 bound of the float64 reference."""
+    got = launch(spec, inputs, attrs, params)
+    want = reference(spec, inputs, attrs)
+    assert len(got) == len(want)
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
+        dtype = TensorType.of(g).dtype
+        if dtype not in FLOAT_DTYPES:
+            assert torch.equal(g.cpu(), w.cpu()), f"{spec.id} output {i}: integer output differs"
+            continue
+        assert not g.isnan().any(), f"{spec.id} output {i}: NaN (an element left unwritten?)"
+        err = ((g.double() - w).norm() / w.norm().clamp_min(1e-30)).item()
+        assert err <= L2_BOUND[dtype], f"{spec.id} output {i} ({dtype}): relative L2 error {err:.2e}"
+
+
+def check_examples(spec: KernelSpec, seed: int, draws: int, dtypes=("f32", "f16")) -> int:
+    """Check `spec` on its own example draws whose dtypes the interpreter runs faithfully; returns how many
+    draws were checked (so a caller can assert that the examples reach those dtypes at all)."""
+    rng = random.Random(seed)
+    checked = 0
+    for i in range(draws):
+        types, attrs = spec.examples(rng)
+        if any(t.dtype == "bf16" for t in types) or not any(t.dtype in dtypes for t in types):
+            continue
+        assert spec.rejects(types, attrs) is None, f"{spec.id}: its own example {types} is rejected"
+        bounds = spec.index_bounds(types, attrs) if spec.index_bounds else {}
+        assert_matches(spec, random_inputs(types, index_bounds=bounds, seed=seed * 1000 + i), attrs)
+        checked += 1
+    return checked
