@@ -1,3 +1,3 @@
 """The built-in ops, one module per family. Importing this package registers them all."""
 
-from . import elementwise, indexing, kernel, linalg, nn, reduction, shape  # noqa: F401
+from . import creation, elementwise, indexing, kernel, linalg, nn, reduction, shape  # noqa: F401
