@@ -2,16 +2,18 @@
 
 time = max(flops / peak(dtype), bytes / bandwidth) / efficiency + launch cost
 
-`efficiency` is 1 for an ideal kernel; where a kernel's measured efficiency is cached, the caller scales
-by it, so the model converges on what the device really does.
+`efficiency` is 1 for an ideal kernel. Where a kernel's measured efficiency (analytic floor / measured
+time) is in the measurement cache, `node_time`, `kernel_time` and `graph_time` scale by it, so the model
+converges on what the device really does as measurements accumulate.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..ir import Graph, TensorType
+from ..ir import Graph, Node, TensorType
 from ..ir.registry import get_op
+from .cache import MeasureCache
 from .devices import Device
 
 
@@ -41,7 +43,41 @@ def memory_floor(nbytes: int, device: Device) -> float:
     return nbytes / device.copy_bandwidth
 
 
-def graph_time(graph: Graph, device: Device, *, in_graph: bool = True) -> float:
+def region_work(region: Graph) -> tuple[int, int]:
+    """(flops, bytes) of a fused region: every node's arithmetic, but memory traffic only for the region's
+    inputs (read once) and outputs (written once): a fused kernel keeps its intermediates on chip."""
+    nbytes = sum(v.type.nbytes for v in region.inputs_of_kind("input", "weight", "state"))
+    return region.flops(), nbytes + sum(v.type.nbytes for v in region.outputs)
+
+
+def region_floor(region: Graph, device: Device) -> float:
+    """The fewest seconds a fused kernel can take for `region` (no launch cost)."""
+    flops, nbytes = region_work(region)
+    first = (region.inputs or [None])[0]
+    dtype = first.value.type.dtype if first is not None else "f32"
+    return max(flops / device.flops_for(dtype), nbytes / device.copy_bandwidth)
+
+
+def kernel_time(spec, types: Sequence[TensorType], attrs: dict, device: Device, *,
+                cache: MeasureCache | None = None, in_graph: bool = True) -> float:
+    """Estimated seconds for one launch of kernel `spec` (a `hoid.kernels.KernelSpec`) at these input
+    types: its pattern's region floor, scaled by the kernel's cached efficiency on `device` if any."""
+    efficiency = cache.efficiency(device.name, spec.id, spec.version) if cache is not None else None
+    launch = device.graph_launch_overhead if in_graph else device.launch_overhead
+    return region_floor(spec.pattern.graph(types, attrs), device) / (efficiency or 1.0) + launch
+
+
+def node_time(node: Node, device: Device, *, cache: MeasureCache | None = None,
+              in_graph: bool = True) -> float:
+    """Estimated seconds for one node; a `kernel` node is scaled by its kernel's cached efficiency."""
+    ins, outs = [v.type for v in node.inputs], [v.type for v in node.outputs]
+    efficiency = None
+    if node.op == "kernel" and cache is not None:
+        efficiency = cache.efficiency(device.name, node.attrs["kernel"], node.attrs["version"] or None)
+    return op_time(node.op, ins, outs, node.attrs, device, efficiency=efficiency or 1.0, in_graph=in_graph)
+
+
+def graph_time(graph: Graph, device: Device, *, in_graph: bool = True,
+               cache: MeasureCache | None = None) -> float:
     """Sum of per-node estimates: one launch per node, as the interpreter would run it."""
-    return sum(op_time(n.op, [v.type for v in n.inputs], [v.type for v in n.outputs], n.attrs, device,
-                       in_graph=in_graph) for n in graph.nodes)
+    return sum(node_time(n, device, cache=cache, in_graph=in_graph) for n in graph.nodes)
