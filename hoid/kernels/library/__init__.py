@@ -5,7 +5,16 @@ launching one without it raises `MissingTritonError`, which names the package.
 """
 
 from ..registry import register
-from . import triton_add_rmsnorm, triton_rmsnorm
+from . import triton_add_rmsnorm, triton_embedding, triton_rmsnorm, triton_silu_mul, triton_softmax
 
-for _module in (triton_rmsnorm, triton_add_rmsnorm):
-    register(_module.SPEC)
+TRITON_SPECS = (
+    triton_rmsnorm.SPEC,
+    triton_add_rmsnorm.SPEC,
+    triton_silu_mul.SILU_MUL_SPEC,
+    triton_silu_mul.SWIGLU_MERGED_SPEC,
+    triton_softmax.SPEC,
+    triton_embedding.SPEC,
+)
+
+for _spec in TRITON_SPECS:
+    register(_spec)
