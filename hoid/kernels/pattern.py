@@ -29,10 +29,10 @@ class Pattern:
     def graph(self, types: Sequence[TensorType], attrs: dict | None = None) -> Graph:
         """The region for these input types: inputs named after the operands, outputs in order."""
         if len(types) != len(self.operands):
-            raise ValueError(f"pattern {self.name} takes {len(self.operands)} inputs ({', '.join(self.operands)}), "
-                             f"got {len(types)}")
+            raise ValueError(f"pattern {self.name} takes {len(self.operands)} inputs "
+                             f"({', '.join(self.operands)}), got {len(types)}")
         b = GraphBuilder(self.name)
-        ins = [b.input(n, t.shape, t.dtype) for n, t in zip(self.operands, types)]
+        ins = [b.input(n, t.shape, t.dtype) for n, t in zip(self.operands, types, strict=True)]
         out = self.build(b, ins, dict(attrs or {}))
         return b.build(*(out if isinstance(out, tuple) else (out,)))
 
@@ -40,10 +40,21 @@ class Pattern:
         return tuple(v.type for v in self.graph(types, attrs).outputs)
 
 
-def op_pattern(op_name: str) -> Pattern:
-    """The pattern of one registered op: the region is that op alone."""
+def op_pattern(op_name: str, arity: int | None = None) -> Pattern:
+    """The pattern of one registered op: the region is that op alone.
+
+    `arity` leaves out trailing optional operands: `op_pattern("sdpa", 3)` is attention without a mask,
+    `op_pattern("sdpa")` with one. Kernels of both register under the pattern name "sdpa"; a kernel
+    whose operand count differs from a region's is rejected for it (`KernelSpec.rejects`).
+    """
     op = get_op(op_name)
     operands = tuple(o.strip("*?") for o in op.operands)
+    if arity is not None:
+        required = len([o for o in op.operands if not o.endswith("?") and not o.startswith("*")])
+        if not required <= arity <= len(operands):
+            raise ValueError(f"op {op_name} takes {required} to {len(operands)} operands "
+                             f"({', '.join(op.operands)}); a pattern of {arity} is not one of its calls")
+        operands = operands[:arity]
 
     def build(b: GraphBuilder, ins: list[Value], attrs: dict):
         return b.op(op_name, *ins, **attrs)

@@ -19,7 +19,8 @@ def get(kernel_id: str) -> KernelSpec:
     try:
         return _KERNELS[kernel_id]
     except KeyError:
-        raise KeyError(f"no kernel {kernel_id!r}; registered: {', '.join(sorted(_KERNELS)) or 'none'}") from None
+        known = ", ".join(sorted(_KERNELS)) or "none"
+        raise KeyError(f"no kernel {kernel_id!r}; registered: {known}") from None
 
 
 def all_kernels() -> dict[str, KernelSpec]:

@@ -41,7 +41,8 @@ class Param:
 
     def __post_init__(self):
         if self.default not in self.choices:
-            raise ValueError(f"param {self.name}: default {self.default!r} is not among its choices {self.choices}")
+            raise ValueError(f"param {self.name}: default {self.default!r} is not among its choices "
+                             f"{self.choices}")
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,8 @@ class KernelSpec:
 
     def __post_init__(self):
         if self.backend not in BACKENDS:
-            raise ValueError(f"kernel {self.id}: unknown backend {self.backend!r}; expected one of {BACKENDS}")
+            raise ValueError(f"kernel {self.id}: unknown backend {self.backend!r}; "
+                             f"expected one of {BACKENDS}")
         clash = {p.name for p in self.params} & {a.name for a in self.pattern.attrs}
         if clash:
             raise ValueError(f"kernel {self.id}: params {sorted(clash)} clash with the pattern's attrs")
@@ -86,7 +88,8 @@ class KernelSpec:
             if name not in known:
                 raise ValueError(f"kernel {self.id}: unknown param {name!r}; its params are {sorted(known)}")
             if value not in known[name].choices:
-                raise ValueError(f"kernel {self.id}: param {name}={value!r} is not among {known[name].choices}")
+                raise ValueError(f"kernel {self.id}: param {name}={value!r} is not among "
+                                 f"{known[name].choices}")
         return {**self.default_params(), **params}
 
     def rejects(self, types: Sequence[TensorType], attrs: dict) -> str | None:

@@ -5,7 +5,21 @@ launching one without it raises `MissingTritonError`, which names the package.
 """
 
 from ..registry import register
-from . import triton_add_rmsnorm, triton_embedding, triton_rmsnorm, triton_silu_mul, triton_softmax
+from . import (
+    torch_matmul,
+    torch_rmsnorm,
+    torch_rope,
+    torch_sdpa,
+    torch_sdpa_masked,
+    torch_silu_mul,
+    torch_softmax,
+    torch_swiglu_merged,
+    triton_add_rmsnorm,
+    triton_embedding,
+    triton_rmsnorm,
+    triton_silu_mul,
+    triton_softmax,
+)
 
 TRITON_SPECS = (
     triton_rmsnorm.SPEC,
@@ -17,4 +31,11 @@ TRITON_SPECS = (
 )
 
 for _spec in TRITON_SPECS:
+    register(_spec)
+
+# The vendor kernels: a correct, measurable fallback for every pattern the library implements.
+TORCH_SPECS = tuple(m.SPEC for m in (torch_matmul, torch_sdpa, torch_sdpa_masked, torch_rmsnorm, torch_rope,
+                                     torch_silu_mul, torch_swiglu_merged, torch_softmax))
+
+for _spec in TORCH_SPECS:
     register(_spec)
