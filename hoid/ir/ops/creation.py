@@ -18,12 +18,14 @@ from ._common import rand_shape
 
 def _arange_infer(types, attrs):
     start, end, step, dtype = attrs["start"], attrs["end"], attrs["step"], attrs["dtype"]
-    # torch's own length rule (integer dtypes truncate the bounds first), computed without allocating.
-    try:
-        length = torch.arange(start, end, step, dtype=TORCH_DTYPES[dtype], device="meta").numel()
-    except RuntimeError as e:
-        raise InferError(f"arange({start}, {end}, step={step}, dtype={dtype}): {e}") from None
-    return TensorType((length,), dtype)
+    if (end - start) * step < 0:
+        raise InferError(f"start {start}, end {end} and step {step} are inconsistent with step sign: "
+                         "the range would never reach end")
+    if dtype == "i64":  # torch computes i64 ranges in i64, truncating the bounds (other dtypes: in double)
+        start, end, step = int(start), int(end), int(step)
+    if step == 0:
+        raise InferError(f"step must be nonzero, got {attrs['step']} (i64 ranges truncate it to an integer)")
+    return TensorType((max(0, math.ceil((end - start) / step)),), dtype)
 
 
 def _arange_sample(rng):
