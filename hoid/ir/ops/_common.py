@@ -49,6 +49,11 @@ def require_rank(t: TensorType, ranks, what: str = "input") -> None:
         raise InferError(f"{what} must have rank {' or '.join(map(str, ranks))}, got {t}")
 
 
+def require_min_rank(t: TensorType, rank: int, what: str = "input") -> None:
+    if t.rank < rank:
+        raise InferError(f"{what} must have rank {rank} or more, got {t}")
+
+
 # --- samplers: small random valid shapes for tests and random graphs ---------------------------
 
 def rand_shape(rng: random.Random, min_rank: int = 1, max_rank: int = 3, max_size: int = 5

@@ -23,6 +23,7 @@ from ._common import (
     rand_float_dtype,
     rand_shape,
     require_float,
+    require_min_rank,
     require_rank,
     require_same_dtype,
 )
@@ -139,7 +140,7 @@ def _group_norm_infer(types, attrs):
     x, *affine = types
     groups = attrs["num_groups"]
     require_float(x, "x")
-    require_rank(x, range(2, 9), "x")
+    require_min_rank(x, 2, "x ([N, C, ...])")
     if groups < 1 or x.shape[1] % groups:
         raise InferError(f"num_groups {groups} must divide the {x.shape[1]} channels (dim 1) of x")
     for name, t in zip(("weight", "bias"), affine, strict=False):
@@ -387,7 +388,7 @@ def _sdpa_infer(types, attrs):
     q, k, v, *mask = types
     for name, t in (("q", q), ("k", k), ("v", v)):
         require_float(t, name)
-        require_rank(t, range(3, 9), f"{name} ([..., heads, tokens, head_dim])")
+        require_min_rank(t, 3, f"{name} ([..., heads, tokens, head_dim])")
     dtype = require_same_dtype({"q": q, "k": k, "v": v})
     if not q.rank == k.rank == v.rank or q.shape[:-3] != k.shape[:-3] or k.shape[:-1] != v.shape[:-1]:
         raise InferError(f"q {list(q.shape)}, k {list(k.shape)} and v {list(v.shape)} must share batch dims, "
@@ -402,8 +403,8 @@ def _sdpa_infer(types, attrs):
     if mask:
         if attrs["is_causal"]:
             raise InferError("give either a mask or is_causal=true, not both")
-        if mask[0].dtype not in ("bool", dtype):
-            raise InferError(f"mask must be bool (true = attend) or {dtype} like q (added), "
+        if mask[0].dtype not in ("bool", "f32", dtype):  # torch's rule
+            raise InferError(f"mask must be bool (true = attend), or f32 or {dtype} like q (added), "
                              f"got {mask[0].dtype}")
         if broadcast_shapes(mask[0].shape, scores) != scores:
             raise InferError(f"mask {list(mask[0].shape)} does not broadcast to the scores {list(scores)}")
@@ -418,8 +419,10 @@ def _sdpa_reference(q, k, v, mask=None, *, is_causal, scale, enable_gqa):
 def _sdpa_flops(ins, outs, attrs):
     q, k, v = ins[:3]
     tq, tk = q.shape[-2], k.shape[-2]
-    # Causal masks are aligned top-left (row i sees keys 0..i), as in torch; masked scores cost nothing.
-    pairs = sum(min(i + 1, tk) for i in range(tq)) if attrs["is_causal"] else tq * tk
+    pairs = tq * tk
+    if attrs["is_causal"]:  # aligned top-left as in torch: query i sees keys 0..i; masked scores are skipped
+        diagonal = min(tq, tk)
+        pairs = diagonal * (diagonal + 1) // 2 + (tq - diagonal) * tk
     scores = math.prod(q.shape[:-2]) * pairs
     return scores * (2 * q.shape[-1] + 2 * v.shape[-1] + 5)  # q.k, softmax, p.v
 
@@ -438,7 +441,7 @@ def _sdpa_sample(rng):
     if kind == "none":
         return [q, k, v], attrs
     mask_shape = rng.choice(((tq, tk), (*batch, 1, tq, tk)))
-    return [q, k, v, TensorType(mask_shape, "bool" if kind == "bool" else dtype)], attrs
+    return [q, k, v, TensorType(mask_shape, "bool" if kind == "bool" else rng.choice((dtype, "f32")))], attrs
 
 
 register_op(OpDef(

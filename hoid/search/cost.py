@@ -1,0 +1,170 @@
+"""Cost models for extraction: seconds per e-node at its real input and output types.
+
+A cost model is any callable `cost(call: OpCall) -> float`. Two ship here:
+
+- `AnalyticCost`: the roofline of `hoid.measure` (the device table's bandwidth and peak flops, plus a
+  per-launch cost), each kernel's time divided by its measured efficiency where one is known. This is
+  the default and needs no GPU.
+- `MeasuredCost`: seconds looked up per (op or kernel, types, attrs), e.g. from `hoid.measure`'s cache
+  filled on the GPU; an e-node without a measurement is priced by a fallback model and listed in
+  `unmeasured`, or refused when there is no fallback.
+
+`node_costs` prices every e-node of a snapshot. Two rules apply whatever the model: projections
+(`Out`), inputs and absent operands are free, and so is an e-node computed from weights alone (a
+merged Q/K/V weight, a transposed weight): it is folded once when weights are bound, not run per step.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from ..ir import TensorType
+from ..ir.graph import attr_key
+from ..measure.devices import H200, Device
+from ..measure.roofline import op_time
+from .encode import KernelImpl
+from .snapshot import ABSENT, INPUT, KERNEL, OUT, ENode, Snapshot
+
+
+@dataclass(frozen=True)
+class OpCall:
+    """One e-node as a cost model sees it. For kernels, `op` is "kernel" and `attrs` holds body, kernel,
+    version and params, exactly as on a `kernel` node."""
+
+    op: str
+    inputs: tuple[TensorType, ...]
+    outputs: tuple[TensorType, ...]
+    attrs: dict
+
+    @property
+    def name(self) -> str:
+        """The kernel id for kernels, the op name otherwise."""
+        return self.attrs["kernel"] if self.op == "kernel" else self.op
+
+    def key(self) -> tuple:
+        """A hashable identity: what it runs, on which types, with which attrs (a body by its structure)."""
+        return (self.op, self.inputs, attr_key(self.attrs))
+
+
+CostModel = Callable[[OpCall], float]
+
+
+class AnalyticCost:
+    """Roofline seconds on `device`, divided by the kernel's (or op's) measured efficiency.
+
+    efficiency: a mapping from kernel id (or op name) to efficiency in (0, 1], or an object with
+    `efficiency(device_name, kernel, version) -> float | None` such as `hoid.measure.cache.MeasureCache`.
+    Unknown efficiencies are 1 (the roofline itself).
+    """
+
+    def __init__(self, device: Device = H200, *, efficiency=None, in_graph: bool = True):
+        self.device, self.in_graph = device, in_graph
+        self._efficiency = efficiency if efficiency is not None else {}
+
+    def efficiency(self, call: OpCall) -> float:
+        source = self._efficiency
+        if isinstance(source, Mapping):
+            return float(source.get(call.name, 1.0))
+        found = source.efficiency(self.device.name, call.name, call.attrs.get("version") or None)
+        return float(found) if found else 1.0
+
+    def __call__(self, call: OpCall) -> float:
+        return op_time(call.op, call.inputs, call.outputs, call.attrs, self.device,
+                       efficiency=self.efficiency(call), in_graph=self.in_graph)
+
+
+class MeasuredCost:
+    """Seconds from measurements: `lookup(call) -> seconds | None`. Calls with no measurement are priced
+    by `fallback` and recorded in `unmeasured` (keys), so a caller can see what was estimated; with no
+    fallback they raise KeyError naming the call."""
+
+    def __init__(self, lookup: Callable[[OpCall], float | None], *, fallback: CostModel | None = None):
+        self.lookup, self.fallback = lookup, fallback
+        self.unmeasured: set[tuple] = set()
+
+    @classmethod
+    def from_table(cls, table: Mapping[tuple, float], **kw) -> MeasuredCost:
+        """From a dict keyed by `OpCall.key()`."""
+        return cls(lambda call: table.get(call.key()), **kw)
+
+    @classmethod
+    def from_cache(cls, cache, device: str, **kw) -> MeasuredCost:
+        """From a `hoid.measure` cache: kernels by id, version and params; ops as kernel `torch.<op>`."""
+        from ..measure.cache import MeasureKey
+
+        def lookup(call: OpCall) -> float | None:
+            if call.op == "kernel":
+                a = call.attrs
+                key = MeasureKey.of(device, a["kernel"], a["version"], a["params"], call.inputs)
+            else:
+                key = MeasureKey.of(device, f"torch.{call.op}", "", {}, call.inputs, call.attrs)
+            entry = cache.get(key)
+            return entry.median if entry else None
+
+        return cls(lookup, **kw)
+
+    def __call__(self, call: OpCall) -> float:
+        seconds = self.lookup(call)
+        if seconds is not None:
+            return float(seconds)
+        if self.fallback is None:
+            types = ", ".join(map(str, call.inputs))
+            raise KeyError(f"no measurement for {call.name} on {types}; measure it or give MeasuredCost a "
+                           "fallback model")
+        self.unmeasured.add(call.key())
+        return self.fallback(call)
+
+
+# --- pricing a snapshot ------------------------------------------------------------------------------
+
+def weight_only_classes(snapshot: Snapshot, weights: set[str]) -> set[str]:
+    """Classes computable from weights alone (fixpoint: a weight input, or a node over such classes)."""
+    done: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for node in snapshot.nodes.values():
+            if node.eclass in done:
+                continue
+            computed = node.op not in (INPUT, ABSENT) and node.children
+            if (node.op == INPUT and node.attrs["name"] in weights) or (
+                    computed and all(c in done for c in node.children)):
+                done.add(node.eclass)
+                changed = True
+    return done
+
+
+def op_call(snapshot: Snapshot, node: ENode, kernels: Mapping[str, KernelImpl]) -> OpCall:
+    """The call an e-node makes, with the types of its classes."""
+    inputs = tuple(snapshot.types[c] for c in node.children if c in snapshot.types)
+    if node.eclass in snapshot.outputs_of:
+        outs = snapshot.outputs_of[node.eclass]
+        outputs = tuple(snapshot.types[outs[i]] for i in sorted(outs))
+    else:
+        outputs = (snapshot.types[node.eclass],)
+    if node.op == KERNEL:
+        impl = kernels[node.attrs["key"]]
+        attrs = {"body": impl.body, "kernel": impl.kernel, "version": impl.version, "params": impl.params}
+        return OpCall("kernel", inputs, outputs, attrs)
+    return OpCall(node.op, inputs, outputs, dict(node.attrs))
+
+
+def node_costs(snapshot: Snapshot, kernels: Mapping[str, KernelImpl], cost: CostModel,
+               weights: set[str]) -> dict[str, float]:
+    """Seconds for every e-node (see the module doc for what is free)."""
+    folded = weight_only_classes(snapshot, weights)
+    costs: dict[str, float] = {}
+    for nid, node in snapshot.nodes.items():
+        if node.op in (INPUT, ABSENT, OUT) or all(c in folded for c in node.children):
+            costs[nid] = 0.0
+        else:
+            costs[nid] = float(cost(op_call(snapshot, node, kernels)))
+    return costs
+
+
+def describe(call: OpCall) -> str:
+    """A one-line description, for reports: `rmsnorm(bf16[1,1,2048], bf16[2048]) eps=1e-06`."""
+    attrs = {k: v for k, v in call.attrs.items() if k != "body"}
+    return f"{call.name}({', '.join(map(str, call.inputs))}) {json.dumps(attrs, default=str)}"

@@ -1,0 +1,120 @@
+"""Graph -> egglog: every value becomes a handle `(N i)` unioned with its node's term, plus type facts.
+
+Encoding emits commands in chunks against the handles instead of building one nested term: a decode
+step shares the residual stream across every layer, and nested terms (or one huge program) make
+egglog's parsing super-linear, while chunks of flat commands stay linear (notes/egglog-at-scale.md).
+
+A `kernel` node already in the graph is expanded: its body is encoded inline over the node's operands,
+and the kernel's e-node is joined to the body's outputs, so extraction can keep or drop the kernel.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from ..errors import GraphError
+from ..ir import Graph, Node, TensorType
+from ..ir.registry import get_op
+from . import language as L
+
+CHUNK = 400  # commands per egglog call: large enough to amortize the call, small enough to parse fast
+
+
+@dataclass(frozen=True)
+class KernelImpl:
+    """What a `Kernel` e-node stands for: the implementation and the region (body) it replaces."""
+
+    kernel: str
+    version: str
+    params: dict
+    body: Graph
+
+    def identity(self) -> tuple:
+        return (self.kernel, self.version, json.dumps(self.params, sort_keys=True), self.body.structure_key())
+
+
+@dataclass
+class Encoding:
+    """A graph as egglog commands, and the tables to map e-classes back: value names to handles,
+    kernel keys to implementations."""
+
+    graph: Graph
+    handles: dict[str, int] = field(default_factory=dict)  # value name (top level) -> handle index
+    kernels: dict[str, KernelImpl] = field(default_factory=dict)
+    commands: list[str] = field(default_factory=list)
+    _next_handle: int = 0
+
+    # --- public --------------------------------------------------------------------------------
+    def handle(self, value_name: str) -> str:
+        """The handle term of a top-level value of the graph."""
+        return f"(N {self.handles[value_name]})"
+
+    def kernel_key(self, impl: KernelImpl) -> str:
+        """The key under which a kernel implementation is known to the e-graph (one per identity)."""
+        for key, known in self.kernels.items():
+            if known.identity() == impl.identity():
+                return key
+        key = f"{impl.kernel}#{len(self.kernels)}"
+        self.kernels[key] = impl
+        return key
+
+    def chunks(self) -> list[str]:
+        return ["\n".join(self.commands[i:i + CHUNK]) for i in range(0, len(self.commands), CHUNK)]
+
+    # --- building --------------------------------------------------------------------------------
+    def _fresh(self) -> int:
+        self._next_handle += 1
+        return self._next_handle - 1
+
+    def _define(self, term: str, vtype: TensorType) -> str:
+        """A new handle unioned with `term`, with its shape and dtype facts; returns the handle term."""
+        index = self._fresh()
+        handle = f"(N {index})"
+        self.commands.append(f"(union {handle} {term})")
+        self.commands.append(f"(set (shape {handle}) {L.int_vec(vtype.shape)})")
+        self.commands.append(f"(set (dtype {handle}) {L.string(vtype.dtype)})")
+        return handle
+
+    def encode_nodes(self, nodes: list[Node], env: dict[str, str]) -> None:
+        """Encode nodes whose operands are in `env` (value name -> term); adds their outputs to env."""
+        for node in nodes:
+            operands = [env[v.name] for v in node.inputs]
+            if node.op == "kernel":
+                self._encode_kernel(node, operands, env)
+                continue
+            op = get_op(node.op)
+            if not L.encodable(op):
+                raise GraphError(f"node {node.name}: op {node.op} has graph or params attrs and cannot be "
+                                 "encoded for the search; only `kernel` may carry a body")
+            term = L.op_term(op, operands, node.attrs)
+            if len(node.outputs) == 1:
+                env[node.outputs[0].name] = self._define(term, node.outputs[0].type)
+            else:
+                for i, value in enumerate(node.outputs):
+                    env[value.name] = self._define(f"(Out {term} {i})", value.type)
+
+    def _encode_kernel(self, node: Node, operands: list[str], env: dict[str, str]) -> None:
+        body: Graph = node.attrs["body"]
+        inner = {v.name: term for v, term in zip(body.inputs_of_kind("input"), operands, strict=False)}
+        self.encode_nodes(body.nodes, inner)
+        impl = KernelImpl(node.attrs["kernel"], node.attrs["version"], dict(node.attrs["params"]), body)
+        kernel = f"(Kernel {L.string(self.kernel_key(impl))} {L.tensor_list(operands)})"
+        for i, (outer, inner_value) in enumerate(zip(node.outputs, body.outputs, strict=False)):
+            self.commands.append(f"(union {inner[inner_value.name]} (Out {kernel} {i}))")
+            env[outer.name] = inner[inner_value.name]
+
+
+def encode(graph: Graph) -> Encoding:
+    """The commands that put `graph` into an e-graph declared with `language.declarations()`."""
+    enc = Encoding(graph)
+    env: dict[str, str] = {}
+    weight_ids = {v.name: i for i, v in enumerate(graph.weight_inputs)}
+    for gi in graph.inputs:
+        handle = enc._define(f"(Input {L.string(gi.value.name)})", gi.value.type)
+        env[gi.value.name] = handle
+        if gi.value.name in weight_ids:
+            enc.commands.append(f"(set (weight-id {handle}) {weight_ids[gi.value.name]})")
+    enc.encode_nodes(graph.nodes, env)
+    enc.handles = {name: int(term[3:-1]) for name, term in env.items()}
+    return enc

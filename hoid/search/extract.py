@@ -1,0 +1,204 @@
+"""Extraction: choose one e-node per needed e-class so the whole program is cheapest, sharing counted once.
+
+The main extractor is an integer program over the serialized e-graph (one 0/1 variable per e-node; a
+root class needs a chosen node; a chosen node needs a chosen node in each child class), solved by
+scipy's HiGHS under a time limit. It sees what a greedy extractor cannot: a merged Q/K/V projection
+pays off only when all three consumers use it, while each consumer alone looks cheaper unmerged.
+The ILP may pick a cycle (a view of a view of itself costs nothing); a chosen cycle is cut with a
+constraint and the program re-solved. When the solver fails or runs out of time without a solution,
+a greedy DAG extractor answers instead, and the result says so.
+
+Top-k: the best extraction, then one re-extraction per hottest chosen e-class with its chosen e-node
+banned, so a whole-graph measurement can decide between close candidates.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+EPSILON = 1e-12  # seconds added per e-node: among equal costs, prefer fewer nodes (and no redundant ones)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What extraction needs: e-nodes of each class, children classes per e-node, costs, root classes."""
+
+    classes: dict[str, list[str]]  # class -> e-node ids
+    children: dict[str, tuple[str, ...]]  # e-node id -> child classes
+    eclass: dict[str, str]  # e-node id -> its class
+    costs: dict[str, float]
+    roots: tuple[str, ...]
+
+    def without(self, banned: set[str]) -> Problem:
+        classes = {c: [n for n in ns if n not in banned] for c, ns in self.classes.items()}
+        return Problem(classes, self.children, self.eclass, self.costs, self.roots)
+
+    def reachable(self) -> Problem:
+        """Only the classes reachable from the roots, and no e-node that uses its own class."""
+        seen, stack = set(), list(self.roots)
+        while stack:
+            c = stack.pop()
+            if c in seen:
+                continue
+            seen.add(c)
+            for n in self.classes.get(c, ()):
+                stack.extend(k for k in self.children[n] if k not in seen)
+        classes = {c: [n for n in self.classes.get(c, ()) if c not in self.children[n]] for c in seen}
+        return Problem(classes, self.children, self.eclass, self.costs, self.roots)
+
+
+@dataclass
+class Extraction:
+    """A choice of e-node per needed class, its total cost (seconds), and how it was found."""
+
+    choice: dict[str, str]
+    cost: float
+    method: str  # "ilp", "greedy" or "greedy (ilp failed: ...)"
+    banned: tuple[str, ...] = ()
+    notes: list[str] = field(default_factory=list)
+
+
+def total_cost(problem: Problem, choice: dict[str, str]) -> float:
+    return sum(problem.costs[n] for n in choice.values())
+
+
+def walk(problem: Problem, picked: dict[str, str]) -> dict[str, str] | list[str]:
+    """The choice restricted to what the roots need, or the e-nodes of a cycle among the picked ones.
+    Iterative depth-first search: a 28-layer model is thousands of classes deep."""
+    choice: dict[str, str] = {}
+    on_path: dict[str, int] = {}  # class -> position on the current path
+    path: list[str] = []
+    for root in problem.roots:
+        if root in choice:
+            continue
+        stack = [(root, iter(problem.children[picked[root]]))]
+        on_path[root], path[:] = 0, [root]
+        while stack:
+            cls, kids = stack[-1]
+            child = next(kids, None)
+            if child is None:
+                stack.pop()
+                path.pop()
+                del on_path[cls]
+                choice[cls] = picked[cls]
+            elif child in on_path:
+                return [picked[c] for c in path[on_path[child]:]]
+            elif child not in choice:
+                on_path[child] = len(path)
+                path.append(child)
+                stack.append((child, iter(problem.children[picked[child]])))
+    return choice
+
+
+# --- greedy DAG ----------------------------------------------------------------------------------
+
+def greedy(problem: Problem) -> dict[str, str]:
+    """Bottom-up: each class takes the e-node whose sub-DAG (shared nodes counted once) is cheapest."""
+    best: dict[str, tuple[float, frozenset]] = {}
+    parents: dict[str, list[str]] = {}
+    for _c, nodes in problem.classes.items():
+        for n in nodes:
+            for k in problem.children[n]:
+                parents.setdefault(k, []).append(n)
+    pending = [n for nodes in problem.classes.values() for n in nodes if not problem.children[n]]
+    picked: dict[str, str] = {}
+    while pending:
+        next_round: set[str] = set()
+        for n in pending:
+            kids = problem.children[n]
+            if any(k not in best for k in kids):
+                continue
+            members = frozenset().union(*(best[k][1] for k in kids)) | {n}
+            cost = sum(problem.costs[m] + EPSILON for m in members)
+            cls = problem.eclass[n]
+            if cls not in best or cost < best[cls][0] - 1e-15:
+                best[cls] = (cost, members)
+                picked[cls] = n
+                next_round.update(p for p in parents.get(cls, ()) if problem.eclass[p] in problem.classes)
+        pending = list(next_round)
+    missing = [r for r in problem.roots if r not in picked]
+    if missing:
+        raise ValueError(f"no extractable term for e-class(es) {missing[:3]}: no finite program")
+    return picked
+
+
+# --- ILP -------------------------------------------------------------------------------------------
+
+def ilp(problem: Problem, *, time_limit: float = 10.0, max_cuts: int = 20) -> dict[str, str]:
+    """The cheapest choice by integer programming; raises RuntimeError when HiGHS finds no solution."""
+    from scipy.optimize import Bounds, LinearConstraint, milp
+    from scipy.sparse import coo_matrix
+
+    nodes = [n for ns in problem.classes.values() for n in ns]
+    index = {n: i for i, n in enumerate(nodes)}
+    rows, cols, vals, lower = [], [], [], []
+
+    def add_row(entries: list[tuple[int, float]], lo: float) -> None:
+        r = len(lower)
+        for col, v in entries:
+            rows.append(r)
+            cols.append(col)
+            vals.append(v)
+        lower.append(lo)
+
+    for root in problem.roots:  # some node of each root class is chosen
+        add_row([(index[n], 1.0) for n in problem.classes[root]], 1.0)
+    for n in nodes:  # a chosen node has a chosen node in every child class
+        for child in set(problem.children[n]):
+            add_row([(index[m], 1.0) for m in problem.classes[child]] + [(index[n], -1.0)], 0.0)
+    cost = np.array([problem.costs[n] + EPSILON for n in nodes])
+    deadline = time_limit
+    for _ in range(max_cuts + 1):
+        matrix = coo_matrix((vals, (rows, cols)), shape=(len(lower), len(nodes))).tocsr()
+        constraint = LinearConstraint(matrix, np.array(lower), np.full(len(lower), np.inf))
+        result = milp(cost, constraints=constraint, integrality=np.ones(len(nodes)), bounds=Bounds(0, 1),
+                      options={"time_limit": max(deadline, 0.1)})
+        if result.x is None:
+            raise RuntimeError(f"HiGHS found no solution: {result.message}")
+        chosen = [n for n, x in zip(nodes, result.x, strict=False) if x > 0.5]
+        picked: dict[str, str] = {}
+        for n in sorted(chosen, key=lambda n: problem.costs[n]):
+            picked.setdefault(problem.eclass[n], n)
+        walked = walk(problem, picked)
+        if isinstance(walked, dict):
+            return walked
+        # forbid this cycle: not all of its nodes at once
+        add_row([(index[n], -1.0) for n in walked], 1.0 - len(walked))
+    raise RuntimeError(f"the ILP kept choosing cycles after {max_cuts} cuts")
+
+
+def extract(problem: Problem, *, time_limit: float = 10.0) -> Extraction:
+    """ILP extraction, with greedy as the fallback; `method` says which answered and why."""
+    problem = problem.reachable()
+    try:
+        choice = ilp(problem, time_limit=time_limit)
+        method = "ilp"
+    except (RuntimeError, ValueError) as e:
+        picked = greedy(problem)
+        walked = walk(problem, picked)
+        if not isinstance(walked, dict):
+            raise ValueError("greedy extraction chose a cycle; the e-graph holds no acyclic program") from e
+        choice, method = walked, f"greedy (ilp failed: {e})"
+    return Extraction(choice, total_cost(problem, choice), method)
+
+
+def top_k(problem: Problem, k: int, *, time_limit: float = 10.0) -> list[Extraction]:
+    """The best extraction, then for each of the k hottest chosen classes (with an alternative) the best
+    extraction with that class's chosen e-node banned; sorted by cost, duplicates removed."""
+    best = extract(problem, time_limit=time_limit)
+    results = [best]
+    hot = sorted(best.choice.items(), key=lambda item: -problem.costs[item[1]])
+    alternatives = [(c, n) for c, n in hot if len(problem.classes.get(c, ())) > 1][:k]
+    for _cls, node in alternatives:
+        try:
+            other = extract(problem.without({node}), time_limit=time_limit)
+        except ValueError:
+            continue  # nothing else can compute this class
+        other.banned = (node,)
+        if all(other.choice != r.choice for r in results):
+            results.append(other)
+    results.sort(key=lambda e: e.cost if math.isfinite(e.cost) else math.inf)
+    return results

@@ -1,0 +1,72 @@
+"""Algebra: identities, cast/transpose/reshape/slice chains, constant arithmetic on slice bounds.
+
+No blanket commutativity or associativity: on a residual stream they multiply the e-graph by the number
+of ways to bracket a sum (millions of rows in a few iterations, notes/egglog-at-scale.md). Patterns
+that need an operand order spell the orders they accept instead.
+"""
+
+from __future__ import annotations
+
+from ...ir import GraphBuilder
+from . import Rule, RuleSet
+
+
+def _unary_example(dtype, build):
+    def example():
+        b = GraphBuilder("example")
+        x = b.input("x", (2, 3, 4), dtype)
+        return b.build(build(b, x))
+    return example
+
+
+RULES = (
+    # cast to the dtype a tensor already has is the tensor (torch returns it unchanged)
+    Rule("cast-identity", "(rewrite (Cast x (Str d)) x :when ((= (dtype x) d)))",
+         "cast(x, dtype(x)) = x",
+         _unary_example("f32", lambda b, x: b.cast(b.exp(x), dtype="f32"))),
+    # widening then narrowing rounds once: the wide dtype holds the narrow one's values exactly
+    Rule("cast-through-wider",
+         """(rewrite (Cast (Cast x (Str wide)) (Str out)) (Cast x (Str out))
+                     :when ((= (dtype x) d) (lossless d wide)))""",
+         "cast(cast(x, wider), out) = cast(x, out) when the first cast is exact",
+         _unary_example("bf16", lambda b, x: b.cast(b.cast(x, dtype="f32"), dtype="f16"))),
+    # swapping the same two dims twice is the identity (in either order of dim0/dim1)
+    Rule("transpose-transpose",
+         "(rewrite (Transpose (Transpose x (Int a) (Int b)) (Int a) (Int b)) x)",
+         "transpose(transpose(x, a, b), a, b) = x",
+         _unary_example("f32", lambda b, x: b.exp(b.transpose(b.transpose(x, dim0=0, dim1=2),
+                                                                  dim0=0, dim1=2)))),
+    Rule("transpose-transpose-swapped",
+         "(rewrite (Transpose (Transpose x (Int a) (Int b)) (Int b) (Int a)) x)",
+         "transpose(transpose(x, a, b), b, a) = x",
+         _unary_example("f32", lambda b, x: b.exp(b.transpose(b.transpose(x, dim0=1, dim1=2),
+                                                                  dim0=2, dim1=1)))),
+    # reshape reads elements in row-major order whatever the intermediate shape
+    Rule("reshape-reshape", "(rewrite (Reshape (Reshape x s1) s2) (Reshape x s2))",
+         "reshape(reshape(x, s1), s2) = reshape(x, s2)",
+         _unary_example("f32", lambda b, x: b.exp(b.reshape(b.reshape(x, shape=(6, 4)), shape=(4, 6))))),
+    Rule("reshape-identity", "(rewrite (Reshape x (Ints s)) x :when ((= (shape x) s)))",
+         "reshape(x, shape(x)) = x",
+         _unary_example("f32", lambda b, x: b.exp(b.reshape(b.exp(x), shape=(2, 3, 4))))),
+    # constant arithmetic on slice bounds: a slice of a slice along the same dim is one slice, when
+    # both are in bounds (start <= end, non-negative) and step 1, so Python's clamping never applies
+    Rule("slice-slice",
+         """(rule ((= e (Slice (Slice x (Int d) (Int a) (Int b) (Int 1)) (Int d) (Int c) (Int f) (Int 1)))
+                   (>= a 0) (<= a b) (>= c 0) (<= c f) (<= f (- b a)))
+                  ((union e (Slice x (Int d) (Int (+ a c)) (Int (+ a f)) (Int 1)))))""",
+         "slice(slice(x, d, a, b), d, c, f) = slice(x, d, a + c, a + f) in bounds",
+         _unary_example("f32", lambda b, x: b.exp(b.slice(b.slice(x, dim=-1, start=1, end=4), dim=-1, start=1,
+                                                              end=3)))),
+    # -(-x) = x exactly, in every dtype
+    Rule("neg-neg", "(rewrite (Neg (Neg x)) x)", "-(-x) = x",
+         _unary_example("f32", lambda b, x: b.exp(b.neg(b.neg(x))))),
+    # x * 1 and x + 0 leave a float tensor unchanged (an int tensor times 1.0 would become float)
+    Rule("mul-one", "(rewrite (Mul x (Absent) (Float 1.0)) x :when ((= (dtype x) d) (is-float d)))",
+         "x * 1.0 = x for float x",
+         _unary_example("f32", lambda b, x: b.exp(b.mul(x, 1.0)))),
+    Rule("add-zero", "(rewrite (Add x (Absent) (Float 0.0)) x :when ((= (dtype x) d) (is-float d)))",
+         "x + 0.0 = x for float x",
+         _unary_example("f32", lambda b, x: b.exp(b.add(x, 0.0)))),
+)
+
+ALGEBRA = RuleSet("algebra", RULES, __doc__ or "")

@@ -1,0 +1,4 @@
+"""Layout: placeholder, filled in the next commit."""
+from . import RuleSet
+
+LAYOUT = RuleSet("layout", ())

@@ -1,0 +1,111 @@
+"""`SearchSpace`: one graph's e-graph, where rules and kernels add alternatives and extraction chooses.
+
+    space = SearchSpace(graph)
+    space.saturate(default_rulesets())          # -> SaturationReport
+    space.add_kernel(region, spec)              # an agent's verified kernel, and every match of its region
+    result = space.extract(AnalyticCost(), k=3) # -> Extracted: the best graph and the finalists
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..ir import Graph
+from . import language
+from ._egglog import Engine
+from .budget import Budget, SaturationReport, saturate
+from .cost import AnalyticCost, CostModel, node_costs
+from .decode import decode
+from .encode import encode
+from .extract import Problem, top_k
+from .rules import RuleSet
+from .snapshot import Snapshot
+
+
+@dataclass
+class Finalist:
+    """One extracted program: the graph, its modelled cost (seconds), how it was found, what was banned."""
+
+    graph: Graph
+    cost: float
+    method: str
+    banned: tuple[str, ...] = ()
+
+
+@dataclass
+class Extracted:
+    """The best extraction (`graph`, `cost`) and every finalist, best first (the best included)."""
+
+    finalists: list[Finalist] = field(default_factory=list)
+
+    @property
+    def best(self) -> Finalist:
+        return self.finalists[0]
+
+    @property
+    def graph(self) -> Graph:
+        return self.best.graph
+
+    @property
+    def cost(self) -> float:
+        return self.best.cost
+
+
+class SearchSpace:
+    """The e-graph of `graph`, with its encoding tables. Not thread-safe; one per graph."""
+
+    def __init__(self, graph: Graph):
+        self.graph = graph.validate()
+        self.engine = Engine()
+        self.engine.run(language.declarations())
+        self.encoding = encode(self.graph)
+        for chunk in self.encoding.chunks():
+            self.engine.run(chunk)
+        self._declared: set[str] = set()
+        self.reports: list[SaturationReport] = []
+
+    def declare(self, ruleset: RuleSet) -> None:
+        """Add a rule set's rules to the e-graph (once; a second set with the same name is refused)."""
+        if ruleset.name in self._declared:
+            return
+        self.engine.run(ruleset.program())
+        self._declared.add(ruleset.name)
+
+    def saturate(self, rulesets: list[RuleSet], budget: Budget | None = None) -> SaturationReport:
+        for rs in rulesets:
+            self.declare(rs)
+        report = saturate(self.engine, rulesets, budget)
+        self.reports.append(report)
+        return report
+
+    def size(self) -> int:
+        return self.engine.size()
+
+    def snapshot(self) -> Snapshot:
+        return Snapshot(self.engine.serialize())
+
+    def add_kernel(self, region, kernel, **kw):
+        """See `hoid.search.inject.add_kernel`."""
+        from .inject import add_kernel
+
+        return add_kernel(self, region, kernel, **kw)
+
+    def problem(self, snapshot: Snapshot, cost: CostModel) -> Problem:
+        """The extraction problem: e-nodes, their children and costs, the classes of the graph's outputs."""
+        weights = {v.name for v in self.graph.weight_inputs}
+        costs = node_costs(snapshot, self.encoding.kernels, cost, weights)
+        nodes = snapshot.nodes
+        handles = self.encoding.handles
+        roots = tuple(dict.fromkeys(snapshot.handles[handles[v.name]] for v in self.graph.outputs))
+        return Problem(classes=snapshot.classes, children={n: e.children for n, e in nodes.items()},
+                       eclass={n: e.eclass for n, e in nodes.items()}, costs=costs, roots=roots)
+
+    def extract(self, cost: CostModel | None = None, *, k: int = 0, time_limit: float = 10.0) -> Extracted:
+        """The cheapest graph under `cost` (the analytic H200 model by default) and k more finalists."""
+        snapshot = self.snapshot()
+        problem = self.problem(snapshot, cost or AnalyticCost())
+        result = Extracted()
+        for ex in top_k(problem, k, time_limit=time_limit):
+            graph = decode(snapshot, self.encoding, ex.choice)
+            result.finalists.append(Finalist(graph, ex.cost, ex.method, ex.banned))
+        return result
