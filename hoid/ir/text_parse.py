@@ -93,7 +93,7 @@ class GraphTable:
     """The graphs defined so far in a document, by label, and which of them have been used."""
 
     def __init__(self):
-        self.graphs: dict[str, tuple[Graph, int]] = {}  # label -> (graph, line of its header)
+        self.graphs: dict[str, tuple[Graph, Line]] = {}  # label -> (graph, the line of its header)
         self.used: set[str] = set()
 
     def use(self, token: Token, line: Line) -> Graph:
@@ -224,6 +224,10 @@ class GraphReader:
             line.next()
             line.end()
             return self._finish()
+        elif first.kind == "word" and first.value == "graph":
+            opened = self.header.number
+            raise line.error(f"a graph starts inside graph @{self.label} (opened at line {opened}): "
+                             "is its `end` missing?", first, "end before the next graph")
         else:
             raise line.error(f"unexpected {first.text!r} inside graph @{self.label}", first,
                              "input, weight, state, a node (%x = op(...) : type), output or end")
@@ -310,7 +314,7 @@ def parse_document(text: str) -> Document:
         elif reader is not None:
             graph = reader.read(line)
             if graph is not None:
-                graphs.graphs[reader.label] = (graph, reader.header.number)
+                graphs.graphs[reader.label] = (graph, reader.header)
                 reader = None
         elif line.accept("word", "graph"):
             reader = _open_graph(line, graphs)
@@ -331,10 +335,9 @@ def parse_document(text: str) -> Document:
     *bodies, main = graphs.graphs
     for label in bodies:
         if label not in graphs.used:
-            body_line = graphs.graphs[label][1]
-            raise ParseError(f"graph @{label} is never used; the last graph (@{main}) is the main one and "
-                             "earlier graphs are kernel bodies", line=body_line, column=1,
-                             expected="every graph but the last to be used as a body")
+            raise graphs.graphs[label][1].error(
+                f"graph @{label} is never used; the last graph (@{main}) is the main one and earlier graphs "
+                "are kernel bodies", expected="every graph but the last to be used by a kernel node")
     return Document(graphs.graphs[main][0], weights_file)
 
 
@@ -345,7 +348,8 @@ def _read_header(line: Line) -> None:
     line.end()
     if version.value > FORMAT_VERSION:
         raise line.error(f"the document is format version {version.value}; this hoid reads versions up to "
-                         f"{FORMAT_VERSION}", version, "upgrade hoid to read it")
+                         f"{FORMAT_VERSION}", version,
+                         f"version {FORMAT_VERSION} or lower (upgrade hoid to read this)")
     if version.value < 1:
         raise line.error(f"bad format version {version.value}", version, f"1 to {FORMAT_VERSION}")
 
@@ -358,6 +362,7 @@ def _open_graph(line: Line, graphs: GraphTable) -> GraphReader:
         name = line.expect("string", 'the graph\'s name as a string, such as "body"').value
     line.end()
     if label.value in graphs.graphs:
-        raise line.error(f"graph @{label.value} is already defined at line {graphs.graphs[label.value][1]}",
-                         label, "a label not used before in this document")
+        first = graphs.graphs[label.value][1].number
+        raise line.error(f"graph @{label.value} is already defined at line {first}", label,
+                         "a label not used before in this document")
     return GraphReader(line, label.value, name, graphs)
