@@ -1,0 +1,44 @@
+"""Import a PyTorch module into hoid: `hoid.from_torch(module, args)`.
+
+    g = hoid.from_torch(model, (input_ids,))
+    logits, = hoid.run(g, input_ids)          # weights are bound to the graph
+
+The module is captured with `torch.export` (static shapes, the example inputs' shapes and dtypes),
+functionalized, and lowered op by op through the ATen table (`aten_table.py`). See `convert.py`
+for the order of inputs and outputs, `outputs.py` for how a pytree result is flattened.
+
+Modules: `export` (driving torch.export), `aten_table` (which ATen op becomes which hoid ops) and
+its lowerings (`lower_math`, `lower_shape`, `lower_nn`), `convert` (the walk over the program),
+`unsupported` (collecting every op that cannot be imported), `outputs` (result flattening).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..graph import Graph
+from .convert import convert
+from .export import export_program
+from .outputs import flatten_outputs
+
+
+def from_torch(module: torch.nn.Module, args, kwargs: dict | None = None, *,
+               name: str | None = None) -> Graph:
+    """The hoid graph of `module(*args, **kwargs)`.
+
+    Tensor arguments become the graph's inputs; parameters, read-only buffers and tensor constants
+    become weights named by their module path and bound to the graph; buffers the module mutates
+    (KV caches) become state inputs whose updates are outputs. The module is exported as it is
+    (call `.eval()` first for inference).
+
+    Raises `hoid.ExportError` (torch's reason and a hint) when torch.export cannot capture the module,
+    and `hoid.UnsupportedOpError` listing every ATen op that cannot be imported, with its count and
+    the source line of its first use.
+    """
+    if isinstance(args, torch.Tensor):
+        args = (args,)
+    name = name or type(module).__name__
+    return convert(export_program(module, tuple(args), kwargs, name), name)
+
+
+__all__ = ["flatten_outputs", "from_torch"]

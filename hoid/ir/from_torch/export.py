@@ -1,0 +1,72 @@
+"""Driving `torch.export`: from a module to a functional ATen program the ATen table can lower.
+
+Three steps: export the module (its failure becomes `hoid.ExportError` with torch's reason and a
+hint); functionalize without decomposing (`run_decompositions({})`: in-place updates become new
+values and buffer mutations become outputs, while linear, SDPA, SiLU... stay whole); then, for the
+ops the table has no row for, apply torch's own decompositions, only to those, until every op is
+known or nothing more decomposes. What is left is reported by `convert` as unsupported.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.export import ExportedProgram
+
+from ...errors import ExportError
+from .aten_table import lowering_for
+
+# Rounds of decomposition: a decomposition may produce ops that decompose further.
+_MAX_ROUNDS = 4
+
+_HINTS = (
+    (("data-dependent", "data dependent", "GuardOnDataDependent", "nonzero", "item()"),
+     "the module branches on tensor values (data-dependent control flow): make the branch static, "
+     "or express it with torch.where / torch.cond"),
+    (("Constraints violated", "dynamic", "symbolic", "SymInt"),
+     "the module needs dynamic shapes: hoid imports static shapes, so export one graph per shape "
+     "(e.g. one per sequence length) with example inputs of exactly those shapes"),
+)
+_GENERAL_HINT = ("simplify the module's forward (plain tensors in and out, no Python side effects), or "
+                 "wrap it in a small nn.Module that torch.export accepts")
+
+
+def _hint(reason: str) -> str:
+    for needles, hint in _HINTS:
+        if any(n.lower() in reason.lower() for n in needles):
+            return hint
+    return _GENERAL_HINT
+
+
+def export_error(module_name: str, stage: str, error: Exception) -> ExportError:
+    reason = f"{type(error).__name__}: {error}".strip()
+    short = reason if len(reason) < 2000 else reason[:2000] + " [...]"
+    exc = ExportError(f"torch.export could not {stage} {module_name}.\n"
+                      f"torch's reason: {short}\nhint: {_hint(reason)}")
+    exc.reason, exc.hint = reason, _hint(reason)
+    return exc
+
+
+def export_program(module: torch.nn.Module, args: tuple, kwargs: dict | None, name: str) -> ExportedProgram:
+    """`module(*args, **kwargs)` exported, functionalized and decomposed as far as hoid needs."""
+    try:
+        ep = torch.export.export(module, tuple(args), kwargs=dict(kwargs or {}))
+    except Exception as e:  # torch raises many kinds here; each becomes one error with its reason
+        raise export_error(name, "export", e) from e
+    try:
+        ep = ep.run_decompositions({})
+        return decompose_unknown(ep)
+    except Exception as e:
+        raise export_error(name, "functionalize (run_decompositions) the program of", e) from e
+
+
+def decompose_unknown(ep: ExportedProgram) -> ExportedProgram:
+    """Apply torch's decompositions to the ops the ATen table does not know, and only to them."""
+    decompositions = torch.export.default_decompositions()  # torch's core-ATen table
+    for _ in range(_MAX_ROUNDS):
+        unknown = {n.target for n in ep.graph.nodes
+                   if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)
+                   and lowering_for(n.target) is None and n.target in decompositions}
+        if not unknown:
+            break
+        ep = ep.run_decompositions({op: decompositions[op] for op in unknown})
+    return ep

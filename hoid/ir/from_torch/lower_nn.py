@@ -1,0 +1,119 @@
+"""Lowerings of ATen's neural-network ops: norms, convolutions, pooling, resizing, attention.
+
+These stay single hoid nodes (`conv`, `layer_norm`, `sdpa`, ...) rather than being decomposed, so
+that the search sees them as what they are. Batch norm in inference mode, which hoid has no op for,
+becomes the per-channel scale and shift torch itself computes.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .emitter import Emitter, NotLowerable
+
+
+def _per_dim(value, n: int) -> tuple[int, ...]:
+    """torch's int-or-list conv/pool arguments as one int per spatial dim."""
+    values = tuple(value) if isinstance(value, (list, tuple)) else (value,)
+    return values * n if len(values) == 1 else values
+
+
+def layer_norm(em: Emitter, input, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True):
+    if weight is None and bias is not None:
+        raise NotLowerable("layer_norm with a bias but no weight")
+    operands = [t for t in (weight, bias) if t is not None]
+    return em.op("layer_norm", input, *operands, normalized_shape=tuple(normalized_shape), eps=eps)
+
+
+def group_norm(em: Emitter, input, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enabled=True):
+    if weight is None and bias is not None:
+        raise NotLowerable("group_norm with a bias but no weight")
+    operands = [t for t in (weight, bias) if t is not None]
+    return em.op("group_norm", input, *operands, num_groups=num_groups, eps=eps)
+
+
+def rms_norm(em: Emitter, input, normalized_shape, weight=None, eps=None):
+    """`F.rms_norm` over the last dim of a float32/float64 tensor (where it agrees with hoid's
+    rmsnorm, which computes in float32 like transformers)."""
+    if len(normalized_shape) != 1:
+        raise NotLowerable("rms_norm over more than the last dim")
+    if input.type.dtype not in ("f32", "f64"):
+        raise NotLowerable(f"rms_norm of {input.type.dtype} (torch and transformers round differently)")
+    eps = torch.finfo(input.type.torch_dtype).eps if eps is None else eps
+    return em.op("rmsnorm", input, *([weight] if weight is not None else []), eps=eps)
+
+
+def batch_norm_inference(em: Emitter, input, weight, bias, running_mean, running_var, momentum, eps):
+    """`_native_batch_norm_legit_no_training`: x * a + b per channel, with a = w / sqrt(var + eps) and
+    b = bias - mean * a, which is how torch's kernel computes it. Returns (out, None, None): the saved
+    statistics are for training, which an imported graph does not do."""
+    channels = input.type.shape[1]
+    per_channel = (channels,) + (1,) * (input.type.rank - 2)
+    inv_std = em.op("rsqrt", em.op("add", running_var, scalar=eps, tag="var_eps"), tag="inv_std")
+    scale = em.op("mul", inv_std, weight, tag="scale") if weight is not None else inv_std
+    shift = em.op("mul", running_mean, scale, tag="mean_scale")
+    shift = em.op("sub", bias, shift, tag="shift") if bias is not None else em.op("neg", shift, tag="shift")
+    scaled = em.op("mul", input, em.reshape(scale, per_channel, tag="scale_c"), tag="scaled")
+    return em.op("add", scaled, em.reshape(shift, per_channel, tag="shift_c")), None, None
+
+
+def conv(em: Emitter, input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1,
+         transposed=False, output_padding=(0,)):
+    """conv1d, conv2d and convolution (not transposed) -> `conv`."""
+    if transposed:
+        raise NotLowerable("transposed convolution")
+    n = input.type.rank - 2
+    if isinstance(padding, str):
+        if padding != "valid":
+            raise NotLowerable(f"padding={padding!r} (give explicit padding, or 'valid')")
+        padding = 0
+    operands = [input, weight] + ([bias] if bias is not None else [])
+    return em.op("conv", *operands, stride=_per_dim(stride, n), padding=_per_dim(padding, n),
+                 dilation=_per_dim(dilation, n), groups=groups)
+
+
+def _pool_args(self, kernel_size, stride, padding):
+    n = self.type.rank - 2
+    kernel = _per_dim(kernel_size, n)
+    stride = _per_dim(stride, n) if stride else kernel  # torch: an empty stride means the kernel size
+    return dict(kernel_size=kernel, stride=stride, padding=_per_dim(padding, n))
+
+
+def max_pool(em: Emitter, self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    if set(_per_dim(dilation, 1)) != {1} or ceil_mode:
+        raise NotLowerable("max pooling with dilation or ceil_mode")
+    return em.op("max_pool", self, **_pool_args(self, kernel_size, stride, padding))
+
+
+def avg_pool(em: Emitter, self, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
+             divisor_override=None):
+    if ceil_mode or not count_include_pad or divisor_override is not None:
+        raise NotLowerable("average pooling with ceil_mode, count_include_pad=False or divisor_override")
+    return em.op("avg_pool", self, **_pool_args(self, kernel_size, stride, padding))
+
+
+def adaptive_avg_pool(em: Emitter, self, output_size):
+    return em.op("adaptive_avg_pool", self, output_size=em.out_shape[2:])
+
+
+def upsample(mode: str):
+    """upsample_nearest / upsample_bilinear -> `interpolate` to the recorded output size, when the
+    scale is integral (torch then computes the same source positions from the size as from the scale)."""
+    def lower(em: Emitter, input=None, self=None, align_corners=False, scale_factors=None, **scales):
+        input = self if input is None else input  # `.vec` overloads name it input, the others self
+        size = em.out_shape[2:]
+        given = scale_factors or [scales[k] for k in ("scales", "scales_h", "scales_w") if scales.get(k)]
+        if given and any(s * i != o for s, i, o in zip(given, input.type.shape[2:], size, strict=False)):
+            raise NotLowerable(f"a non-integral scale factor {list(given)}")
+        if mode == "nearest":
+            return em.op("interpolate", input, size=size, mode="nearest")
+        return em.op("interpolate", input, size=size, mode="bilinear", align_corners=bool(align_corners))
+    return lower
+
+
+def sdpa(em: Emitter, query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+         enable_gqa=False):
+    if dropout_p:
+        raise NotLowerable(f"attention dropout {dropout_p} (export the module in eval mode)")
+    operands = [query, key, value] + ([attn_mask] if attn_mask is not None else [])
+    return em.op("sdpa", *operands, is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)

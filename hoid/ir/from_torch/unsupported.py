@@ -1,0 +1,71 @@
+"""Collecting what an import cannot express, so that one error lists all of it.
+
+An import meets unsupported calls one by one; stopping at the first would make a user fix them one
+by one. `Unsupported` gathers every one (by ATen op: how often it occurs, where it is first used
+in the user's source, and why it could not be lowered) and `raise_if_any` reports them together.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import torch
+
+from ...errors import UnsupportedOpError
+
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)\n\s*(?P<code>.*)')
+
+
+def source_line(node: torch.fx.Node) -> str:
+    """Where `node` comes from in the user's code: the innermost frame of its recorded stack trace,
+    as `file:line (function): code`, or `unknown source` when export recorded none."""
+    frames = list(_FRAME.finditer(node.meta.get("stack_trace") or ""))
+    if not frames:
+        return "unknown source"
+    f = frames[-1]
+    return f"{f['file']}:{f['line']} ({f['func']}): {f['code'].strip()}"
+
+
+def op_name(target) -> str:
+    """`aten.topk.default` for OpOverloads, the qualified name for other callables."""
+    if isinstance(target, torch._ops.OpOverload):
+        return f"{target.namespace}.{target._schema.name.split('::')[-1]}.{target._overloadname}"
+    return getattr(target, "__qualname__", None) or str(target)
+
+
+@dataclass
+class _Entry:
+    count: int
+    first_use: str
+    reason: str
+
+
+@dataclass
+class Unsupported:
+    """The unsupported calls met so far, by op, in order of first appearance."""
+
+    entries: dict[str, _Entry] = field(default_factory=dict)
+
+    def add(self, node: torch.fx.Node, reason: str) -> None:
+        name = op_name(node.target)
+        if name in self.entries:
+            self.entries[name].count += 1
+        else:
+            self.entries[name] = _Entry(1, source_line(node), reason)
+
+    def __bool__(self) -> bool:
+        return bool(self.entries)
+
+    def raise_if_any(self, module_name: str) -> None:
+        if not self.entries:
+            return
+        lines = [f"{module_name}: {len(self.entries)} ATen op(s) cannot be imported into hoid:"]
+        for name, e in self.entries.items():
+            times = "1 use" if e.count == 1 else f"{e.count} uses"
+            lines.append(f"  {name} ({times}): {e.reason}\n      first used at {e.first_use}")
+        lines.append("Add a row for each to hoid/ir/from_torch/aten_table.py (and the op to hoid/ir/ops/ if "
+                     "hoid lacks it), or change the model to avoid them.")
+        error = UnsupportedOpError("\n".join(lines))
+        error.ops = {name: e.count for name, e in self.entries.items()}
+        raise error
