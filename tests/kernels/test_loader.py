@@ -1,0 +1,92 @@
+"""Loading kernel source: checked without running, versioned, and turned into a spec that runs on demand."""
+
+import hashlib
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from hoid.ir import TensorType
+from hoid.kernels import op_pattern
+from hoid.kernels.loader import KernelSource, KernelSourceError, load_entry
+
+SILU = textwrap.dedent('''
+    """silu into a caller's buffer."""
+    import torch
+    import torch.nn.functional as F
+
+    PARAMS = {"chunks": (1, 2, 4)}
+    NOTE = "declared"
+
+
+    def launch(x: torch.Tensor, out: torch.Tensor, *, chunks: int = 1) -> None:
+        for xs, os_ in zip(x.chunk(chunks), out.chunk(chunks)):
+            torch.mul(F.sigmoid(xs), xs, out=os_)
+''')
+
+TRITON = textwrap.dedent('''
+    import triton
+    import triton.language as tl
+
+
+    @triton.jit
+    def double(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(out_ptr + offs, 2 * tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+    def launch(x, out):
+        double[(triton.cdiv(x.numel(), 128),)](x, out, x.numel(), BLOCK=128)
+''')
+
+
+def test_source_is_versioned_and_read_without_running():
+    src = KernelSource(SILU)
+    assert src.version == hashlib.sha256(SILU.encode()).hexdigest()[:12]
+    assert src.backend == "torch" and src.entry == "launch" and src.path is None
+    assert src.constants == {"PARAMS": {"chunks": (1, 2, 4)}, "NOTE": "declared"}
+    assert [(p.name, p.choices, p.default) for p in src.declared_params()] == [("chunks", (1, 2, 4), 1)]
+
+
+def test_backend_comes_from_the_imports():
+    assert KernelSource(TRITON).backend == "triton"
+    assert KernelSource("import cutlass.cute as cute\n\ndef launch(x, out):\n    pass\n").backend == "cute"
+
+
+def test_from_file_keeps_the_path_and_refuses_a_missing_file(tmp_path):
+    path = tmp_path / "k.py"
+    path.write_text(SILU)
+    src = KernelSource.from_file(path)
+    assert src.path == str(path) and src.text == SILU
+    with pytest.raises(FileNotFoundError, match="no kernel source file"):
+        KernelSource.from_file(tmp_path / "absent.py")
+
+
+def test_load_entry_runs_the_source_as_its_own_module(tmp_path):
+    entry = load_entry(KernelSource(SILU))
+    x = torch.randn(8, 4)
+    out = torch.full_like(x, float("nan"))
+    entry(x, out, chunks=2)
+    torch.testing.assert_close(out, torch.nn.functional.silu(x))
+    assert entry.__module__.startswith("hoid_kernel_")
+
+
+def test_to_spec_defers_the_import_until_the_first_launch():
+    src = KernelSource(SILU.replace("declared", "deferred"))  # a version no other test imported
+    spec = src.to_spec("agent.silu", op_pattern("silu"), doc="an agent's silu")
+    assert spec.version == src.version and spec.backend == "torch"
+    assert spec.check_params({}) == {"chunks": 1}
+    assert not any(src.version in name for name in sys.modules)  # nothing ran yet
+    x = torch.randn(6)
+    out = torch.empty_like(x)
+    spec.launch(x, out, **spec.check_params({"chunks": 2}))
+    torch.testing.assert_close(out, torch.nn.functional.silu(x))
+    assert any(src.version in name for name in sys.modules)
+    assert spec.output_types([TensorType((6,), "f32")], {}) == (TensorType((6,), "f32"),)
+
+
+def test_malformed_params_declaration_is_refused_with_an_example():
+    src = KernelSource("PARAMS = {'BLOCK': 64}\n\ndef launch(x, out):\n    pass\n")
+    with pytest.raises(KernelSourceError, match=r'PARAMS = \{"BLOCK": \(64, 128, 256\)\}'):
+        src.declared_params()
