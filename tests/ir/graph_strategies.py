@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import torch
 from hypothesis import strategies as st
 
+import hoid
 from hoid.errors import GraphError
 from hoid.ir import Graph, GraphBuilder, TensorType, Value, all_ops, get_op
 from hoid.ir.registry import infer_node
@@ -64,6 +65,29 @@ class GraphCase:
         weights = {v.name: random_tensor(v.type, gen, bounds.get(v.name))
                    for v in self.graph.weight_inputs if v.name not in self.graph.weights}
         return inputs, weights
+
+    def outcome(self, graph: Graph, seed: int = 0) -> tuple[torch.Tensor, ...] | str:
+        """What running `graph` (this case's graph, or a copy of it) on seeded inputs gives: the
+        outputs, or the error it raises. Some valid graphs fail at run time (integer division by a
+        computed zero; a bug in an op's reference, which tests/ir/test_ops.py tracks): a copy must
+        then fail the same way."""
+        inputs, weights = self.inputs(seed)
+        weights.update(self.graph.weights)  # a copy may have no weights bound: give it the same ones
+        try:
+            return hoid.run(graph, *inputs, weights=weights)
+        except Exception as e:  # compared by the caller, not swallowed
+            return f"{type(e).__name__}: {e}"
+
+
+def assert_same_outcome(got, want) -> None:
+    """Two `GraphCase.outcome`s are the same: the same error, or bit-exact outputs (NaN == NaN)."""
+    if isinstance(want, str) or isinstance(got, str):
+        assert got == want
+        return
+    assert len(got) == len(want)
+    for a, b in zip(got, want, strict=True):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True)
 
 
 class RandomGraph:

@@ -16,33 +16,9 @@ from hoid.ir import Graph, GraphBuilder, Node, TensorType, Value, all_ops, get_o
 from hoid.ir import text as text_module
 from hoid.ir.graph import GraphInput
 from hoid.ir.text import dumps, loads
-from tests.ir.graph_strategies import GraphCase, RandomGraph, graph_cases
+from tests.ir.graph_strategies import RandomGraph, assert_same_outcome, graph_cases
 
 ROUND_TRIP = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-
-
-def outcome(graph: Graph, case: GraphCase, seed: int = 0):
-    """What running `graph` on the case's seeded inputs gives: the outputs, or the error it raises.
-
-    Some valid graphs fail at run time (integer division by a computed zero; an op's reference bug,
-    which tests/ir/test_ops.py tracks): the loaded graph must then fail in the same way.
-    """
-    inputs, weights = case.inputs(seed)
-    weights.update(case.graph.weights)  # a loaded graph has no weights bound: give it the same ones
-    try:
-        return hoid.run(graph, *inputs, weights=weights)
-    except Exception as e:  # noqa: BLE001  (compared, not swallowed)
-        return f"{type(e).__name__}: {e}"
-
-
-def assert_same_outcome(got, want) -> None:
-    if isinstance(want, str):
-        assert got == want
-        return
-    assert len(got) == len(want)
-    for a, b in zip(got, want, strict=True):
-        assert a.dtype == b.dtype and a.shape == b.shape
-        torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True)  # bit-exact, NaN == NaN
 
 
 def assert_round_trip(graph: Graph) -> str:
@@ -60,7 +36,7 @@ def assert_round_trip(graph: Graph) -> str:
 @given(graph_cases())
 def test_random_graphs_round_trip_and_run_the_same(case):
     loaded = loads(assert_round_trip(case.graph))
-    assert_same_outcome(outcome(loaded, case), outcome(case.graph, case))
+    assert_same_outcome(case.outcome(loaded), case.outcome(case.graph))
 
 
 @pytest.mark.parametrize("name", sorted(all_ops()))
@@ -77,7 +53,7 @@ def test_every_registered_op_round_trips(name):
         case = builder.build(0)
         assert any(n.op == name for n in case.graph.nodes)
         loaded = loads(assert_round_trip(case.graph))
-        assert_same_outcome(outcome(loaded, case), outcome(case.graph, case))
+        assert_same_outcome(case.outcome(loaded), case.outcome(case.graph))
 
 
 def test_the_documented_example_round_trips():
