@@ -7,6 +7,8 @@ in torch). An empty dim list is refused rather than guessed: torch reads it as "
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ..dtypes import FLOAT_DTYPES, TORCH_DTYPES
@@ -140,7 +142,10 @@ register_op(OpDef(
 
 def _var_sample(rng):
     types, attrs = _reduce_sample("ints", int_ok=False)(rng)
-    return types, {**attrs, "correction": rng.choice((0, 1, 1))}
+    x, dims = types[0], attrs["dim"]
+    count = math.prod(x.shape[d] for d in (range(x.rank) if dims is None else dims))
+    # Bessel's correction over a single element divides by zero: valid, but all NaN.
+    return types, {**attrs, "correction": rng.choice((0, 1, 1)) if count > 1 else 0}
 
 
 register_op(OpDef(
