@@ -16,6 +16,7 @@ from . import (
     torch_swiglu_merged,
     triton_add_rmsnorm,
     triton_embedding,
+    triton_gemv,
     triton_rmsnorm,
     triton_silu_mul,
     triton_softmax,
@@ -28,6 +29,9 @@ TRITON_SPECS = (
     triton_silu_mul.SWIGLU_MERGED_SPEC,
     triton_softmax.SPEC,
     triton_embedding.SPEC,
+    triton_gemv.LINEAR_SPEC,
+    triton_gemv.LINEAR_ADD_SPEC,
+    triton_gemv.LINEAR_SWIGLU_SPEC,
 )
 
 for _spec in TRITON_SPECS:

@@ -102,6 +102,12 @@ def triton_kernel(fn: Callable) -> TritonKernel:
     return TritonKernel(fn)
 
 
+def device_function(fn: Callable):
+    """Decorate a function that Triton kernels call (not launched from the host): `triton.jit` in this
+    process's mode, or the plain function where triton is absent (nothing can call it then)."""
+    return triton.jit(fn) if HAVE_TRITON else fn
+
+
 def _require_gpu_tensors(name: str, args: Sequence[Any]) -> None:
     for a in args:
         if isinstance(a, torch.Tensor) and a.device.type != "cuda":

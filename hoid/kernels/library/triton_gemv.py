@@ -1,0 +1,242 @@
+"""Small-M matmul against a linear layer's weight (GEMV at M = 1, up to M = 16), in Triton, with fused
+epilogues: `triton.linear`, `triton.linear_add` (+ residual) and `triton.linear_swiglu` (SiLU gating
+of a merged gate/up projection).
+
+At decode, M is 1 to 16 and the weight [N, K] is read once: the time is the weight's bytes over the
+bandwidth, and what loses bandwidth is too little in flight (cuBLAS reaches 50% on 6144 -> 2048 at
+M = 1). So programs tile N by `block_n` rows of the weight and, where that leaves the GPU under-filled,
+K by `split_k`. A split-K partial goes to a float32 workspace; the last program of each N tile to
+finish (an atomic counter says which) sums the partials in a fixed order and applies the epilogue: one
+launch, and bitwise deterministic whatever the finishing order. The counters live in a per-device
+buffer that the last program resets, so the kernel can be replayed in a CUDA graph.
+
+At M = 1 the product is a broadcast multiply and row sum on the CUDA cores (no tensor-core tile would
+be more than 1/16 used); at M > 1, `tl.dot` on a 16-row tile.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+
+import torch
+
+from ...ir import GraphBuilder, TensorType, Value
+from ..pattern import Pattern
+from ..spec import KernelSpec, Param
+from . import _constraints as C
+from ._triton_compile import cdiv, compile_for, device_function, num_sms, pointer_type, tl, triton_kernel
+from .patterns import SWIGLU_MERGED
+
+MAX_M = 16
+EPILOGUES = {"none": 0, "add": 1, "swiglu": 2}
+PARAMS = (
+    Param("block_n", ("auto", 4, 8, 16, 32, 64), "auto"),
+    Param("block_k", ("auto", 128, 256, 512, 1024), "auto"),
+    Param("split_k", ("auto", 1, 2, 4, 8, 16), "auto"),
+    Param("num_warps", ("auto", 2, 4, 8), "auto"),
+    Param("num_stages", (1, 2, 3, 4), 2),
+)
+
+
+@triton_kernel
+def gemv_tile(x_ptr, w_ptr, res_ptr, out_ptr, part_ptr, count_ptr, M, K, n_out,
+              EPILOGUE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+              SPLIT_K: tl.constexpr, K_TILES: tl.constexpr, PRECISION: tl.constexpr):
+    pid_n, pid_k = tl.program_id(0), tl.program_id(1)
+    n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    m = tl.arange(0, BLOCK_M)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
+    acc_up = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)  # the up half's rows, with the swiglu epilogue
+    for t in range(K_TILES):
+        k = (pid_k * K_TILES + t) * BLOCK_K + tl.arange(0, BLOCK_K)
+        x = tl.load(x_ptr + m[:, None] * K + k[None, :], mask=(m[:, None] < M) & (k[None, :] < K), other=0.0)
+        w_offs = n[:, None].to(tl.int64) * K + k[None, :]
+        w_mask = (n[:, None] < n_out) & (k[None, :] < K)
+        w = tl.load(w_ptr + w_offs, mask=w_mask, other=0.0)
+        acc += _product(x, w, BLOCK_M, PRECISION)
+        if EPILOGUE == 2:
+            w_up = tl.load(w_ptr + w_offs + n_out.to(tl.int64) * K, mask=w_mask, other=0.0)
+            acc_up += _product(x, w_up, BLOCK_M, PRECISION)
+    out_offs = m[:, None] * n_out + n[None, :]
+    out_mask = (m[:, None] < M) & (n[None, :] < n_out)
+    if SPLIT_K > 1:
+        # Publish this split's partial; the last of the tile's programs to arrive reduces them all.
+        part_offs = m[:, None] * n_out + n[None, :]
+        plane = M * n_out
+        tl.store(part_ptr + (2 * pid_k) * plane + part_offs, acc, mask=out_mask)
+        if EPILOGUE == 2:
+            tl.store(part_ptr + (2 * pid_k + 1) * plane + part_offs, acc_up, mask=out_mask)
+        arrived = tl.atomic_add(count_ptr + pid_n, 1, sem="acq_rel", scope="gpu")
+        if arrived == SPLIT_K - 1:
+            acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
+            acc_up = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
+            for s in range(SPLIT_K):  # a fixed order: the result does not depend on who finished last
+                acc += tl.load(part_ptr + (2 * s) * plane + part_offs, mask=out_mask, other=0.0,
+                               cache_modifier=".cg")
+                if EPILOGUE == 2:
+                    acc_up += tl.load(part_ptr + (2 * s + 1) * plane + part_offs, mask=out_mask, other=0.0,
+                                      cache_modifier=".cg")
+            tl.atomic_xchg(count_ptr + pid_n, 0)  # ready for the next launch (or graph replay)
+            _epilogue(acc, acc_up, res_ptr, out_ptr, out_offs, out_mask, EPILOGUE)
+    else:
+        _epilogue(acc, acc_up, res_ptr, out_ptr, out_offs, out_mask, EPILOGUE)
+
+
+@device_function
+def _product(x, w, BLOCK_M: tl.constexpr, PRECISION: tl.constexpr):
+    """x [BLOCK_M, BLOCK_K] times w [BLOCK_N, BLOCK_K] transposed, in float32."""
+    if BLOCK_M == 1:
+        out = tl.sum(w.to(tl.float32) * x.to(tl.float32), axis=1)[None, :]
+    else:
+        out = tl.dot(x, tl.trans(w), input_precision=PRECISION)
+    return out
+
+
+@device_function
+def _epilogue(acc, acc_up, res_ptr, out_ptr, offs, mask, EPILOGUE: tl.constexpr):
+    """Rounds as the unfused ops would: the matmul's result to the dtype, then each op's result."""
+    dtype = out_ptr.dtype.element_ty
+    y = acc.to(dtype).to(tl.float32)
+    if EPILOGUE == 1:
+        y = y + tl.load(res_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    if EPILOGUE == 2:
+        silu = (y / (1.0 + tl.exp(-y))).to(dtype).to(tl.float32)
+        y = silu * acc_up.to(dtype).to(tl.float32)
+    tl.store(out_ptr + offs, y.to(dtype), mask=mask)
+
+
+def choose(m: int, n_out: int, k: int, rows_per_out: int, device: torch.device, block_n="auto",
+           block_k="auto", split_k="auto", num_warps="auto") -> dict:
+    """Tile sizes: "auto" keeps about 8 KB of weight per program and iteration in flight, and splits K until
+    there are at least two programs per multiprocessor."""
+    if block_k == "auto":
+        block_k = 512 if m == 1 else 128
+    if block_n == "auto":
+        block_n = max(4, min(64, 8192 // (2 * block_k * rows_per_out))) if m == 1 else 32
+    if split_k == "auto":
+        tiles, k_tiles, split_k = cdiv(n_out, block_n), cdiv(k, block_k), 1
+        while tiles * split_k < 2 * num_sms(device) and split_k * 2 <= min(16, k_tiles):
+            split_k *= 2
+    if num_warps == "auto":
+        num_warps = 4
+    return {"block_n": block_n, "block_k": block_k, "split_k": split_k, "num_warps": num_warps}
+
+
+@functools.cache
+def _counters(device: torch.device, size: int) -> torch.Tensor:
+    """Split-K arrival counters, zero between launches (each launch's last programs reset theirs)."""
+    return torch.zeros(size, dtype=torch.int32, device=device)
+
+
+def _launch(x, w, residual, out, epilogue: str, *, block_n="auto", block_k="auto", split_k="auto",
+            num_warps="auto", num_stages=2) -> None:
+    k = x.shape[-1]
+    m = x.numel() // max(k, 1)
+    n_out = out.shape[-1]
+    rows_per_out = 2 if epilogue == "swiglu" else 1
+    cfg = choose(m, n_out, k, rows_per_out, x.device, block_n, block_k, split_k, num_warps)
+    tiles, split = cdiv(n_out, cfg["block_n"]), cfg["split_k"]
+    k_tiles = cdiv(cdiv(k, cfg["block_k"]), split)
+    partials = (torch.empty((split, 2, m, n_out), dtype=torch.float32, device=x.device) if split > 1
+                else out)
+    counters = _counters(x.device, max(tiles, 1024) if split > 1 else 1)
+    if counters.numel() < tiles:
+        counters = _counters(x.device, tiles)
+    precision = "ieee" if x.dtype == torch.float32 else "tf32"
+    res = residual if residual is not None else out
+    gemv_tile[(tiles, split)](x, w, res, out, partials, counters, m, k, n_out, EPILOGUE=EPILOGUES[epilogue],
+                              BLOCK_M=1 if m == 1 else 16, BLOCK_N=cfg["block_n"], BLOCK_K=cfg["block_k"],
+                              SPLIT_K=split, K_TILES=k_tiles, PRECISION=precision, num_warps=cfg["num_warps"],
+                              num_stages=num_stages)
+
+
+def launch_linear(x, w, out, **params) -> None:
+    """out <- x @ w.T (destination-passing)."""
+    _launch(x, w, None, out, "none", **params)
+
+
+def launch_linear_add(x, w, residual, out, **params) -> None:
+    """out <- x @ w.T + residual (destination-passing)."""
+    _launch(x, w, residual, out, "add", **params)
+
+
+def launch_linear_swiglu(x, w, out, **params) -> None:
+    """out <- silu(g) * u where [g | u] = x @ w.T, w the merged [gate; up] weight (destination-passing)."""
+    _launch(x, w, None, out, "swiglu", **params)
+
+
+# --- patterns ------------------------------------------------------------------------------------
+
+def _linear(b: GraphBuilder, x: Value, w: Value) -> Value:
+    return b.matmul(x, b.transpose(w, dim0=0, dim1=1))
+
+
+LINEAR = Pattern("linear", ("x", "weight"), lambda b, ins, attrs: _linear(b, *ins),
+                 doc="x @ weight.T: a linear layer without bias (weight [N, K], as torch stores it)")
+LINEAR_ADD = Pattern("linear_add", ("x", "weight", "residual"),
+                     lambda b, ins, attrs: b.add(_linear(b, ins[0], ins[1]), ins[2]),
+                     doc="x @ weight.T + residual: an output projection and the residual add after it")
+LINEAR_SWIGLU = Pattern(
+    "linear_swiglu_merged", ("x", "weight"),
+    lambda b, ins, attrs: SWIGLU_MERGED.build(b, [_linear(b, *ins)], {}),
+    doc="silu(gate) * up of a merged gate/up projection (weight [2I, K]: gate rows then up rows)",
+)
+
+
+# --- specs ---------------------------------------------------------------------------------------
+
+def _weight_fits(types) -> bool:
+    x, w = types[0], types[1]
+    rows = x.numel // max(x.shape[-1], 1) if x.rank >= 1 else 0
+    return w.rank == 2 and x.shape[-1:] == w.shape[1:] and 0 < rows <= MAX_M
+
+
+def _constraints(pattern: Pattern, extra=()) -> tuple:
+    ops = pattern.operands
+    return (C.float_dtype(ops, *ops), C.contiguous(ops, *ops),
+            C.shape_holds(f"x [..., K] with at most {MAX_M} rows, weight [N, K]", _weight_fits), *extra)
+
+
+def _compile(epilogue: str, m: int, split_k: int):
+    def build(arch: str):
+        ptr = pointer_type("bf16")
+        sig = {"x_ptr": ptr, "w_ptr": ptr, "res_ptr": ptr, "out_ptr": ptr, "part_ptr": pointer_type("f32"),
+               "count_ptr": pointer_type("i32"), "M": "i32", "K": "i32", "n_out": "i32"}
+        consts = {"EPILOGUE": EPILOGUES[epilogue], "BLOCK_M": m, "BLOCK_N": 16 if m == 1 else 32,
+                  "BLOCK_K": 512 if m == 1 else 128, "SPLIT_K": split_k, "K_TILES": 4, "PRECISION": "tf32"}
+        return compile_for(gemv_tile, arch, sig, consts, num_warps=4, num_stages=2)
+    return build
+
+
+def _all_builds(epilogue: str):
+    return lambda arch: [_compile(epilogue, m, s)(arch) for m in (1, 16) for s in (1, 4)]
+
+
+def _examples(rows_per_out: int, with_residual: bool):
+    def draw(rng: random.Random):
+        m, k = rng.choice((1, 1, 2, 5, 16)), rng.choice((64, 200, 512, 1500))
+        n = rng.choice((8, 48, 100, 256))
+        dtype = rng.choice(C.FLOATS)
+        types = [TensorType((m, k), dtype), TensorType((rows_per_out * n, k), dtype)]
+        return types + ([TensorType((m, n), dtype)] if with_residual else []), {}
+    return draw
+
+
+def _spec(kernel_id: str, pattern: Pattern, launch, epilogue: str, doc: str, extra=()) -> KernelSpec:
+    return KernelSpec(id=kernel_id, pattern=pattern, backend="triton", launch=launch,
+                      constraints=_constraints(pattern, extra), params=PARAMS, deterministic=True,
+                      examples=_examples(2 if epilogue == "swiglu" else 1, epilogue == "add"),
+                      compile=_all_builds(epilogue), doc=doc)
+
+
+LINEAR_SPEC = _spec("triton.linear", LINEAR, launch_linear, "none",
+                    "small-M x @ w.T, split-K where N is small")
+LINEAR_ADD_SPEC = _spec(
+    "triton.linear_add", LINEAR_ADD, launch_linear_add, "add", "small-M x @ w.T + residual in one launch",
+    extra=(C.shape_holds("residual: the output's shape",
+                         lambda t: t[2].shape == t[0].shape[:-1] + t[1].shape[:1]),))
+LINEAR_SWIGLU_SPEC = _spec(
+    "triton.linear_swiglu_merged", LINEAR_SWIGLU, launch_linear_swiglu, "swiglu",
+    "small-M merged gate/up projection with SiLU gating in the epilogue",
+    extra=(C.shape_holds("weight: an even number of rows (gate then up)", lambda t: t[1].shape[0] % 2 == 0),))
