@@ -1,4 +1,67 @@
-"""Layout: placeholder, filled in the next commit."""
-from . import RuleSet
+"""Layout: merge linear projections that share their input (Q/K/V; gate/up), and split the result.
 
-LAYOUT = RuleSet("layout", ())
+`x @ w1^T` and `x @ w2^T` are `x @ concat(w1, w2)^T` sliced along the last dim: one launch reading the
+same bytes instead of two. The merged weight is computed from weights alone, so it is folded once when
+weights are bound (the cost models price it at zero).
+
+A naive "two matmuls share an input" rule explodes (every subset, in every order, of every projection:
+notes/egglog-at-scale.md). This one is canonical: the right part is a single weight input, its
+`weight-id` (graph order) is above the left part's, and the merged weight takes the id of its last
+part; so Q/K/V yields {q,k}, {q,v}, {k,v} and {q,k,v} once each, never a permutation.
+"""
+
+from __future__ import annotations
+
+from ...ir import GraphBuilder
+from . import Rule, RuleSet
+
+
+def _projections(count: int, dtype: str = "f32"):
+    def example():
+        b = GraphBuilder("example")
+        x = b.input("x", (1, 2, 8), dtype)
+        ws = [b.weight(f"w{i}", (4 + 2 * i, 8), dtype) for i in range(count)]
+        outs = [b.matmul(x, b.transpose(w, dim0=0, dim1=1)) for w in ws]
+        return b.build(*outs)
+    return example
+
+
+def _gate_up():
+    b = GraphBuilder("example")
+    x = b.input("x", (1, 2, 8), "f32")
+    gate, up = (b.matmul(x, b.transpose(b.weight(n, (6, 8), "f32"), dim0=0, dim1=1)) for n in ("gate", "up"))
+    return b.build(b.mul(b.silu(gate), up))
+
+
+RULES = (
+    Rule("merge-projections",
+         """(rule ((= m1 (Matmul x (Transpose w1 (Int 0) (Int 1))))
+                   (= m2 (Matmul x (Transpose w2 (Int 0) (Int 1))))
+                   (= w2 (Input name2)) (= j (weight-id w2)) (= i (weight-id w1)) (< i j)
+                   (= s1 (shape w1)) (= s2 (shape w2)) (= (vec-length s1) 2) (= (vec-length s2) 2)
+                   (= k (vec-get s1 1)) (= k (vec-get s2 1)) (= d (dtype w1)) (= d (dtype w2))
+                   (= sm (shape m1)) (= r (vec-length sm)) (>= r 2) (= dm (dtype m1))
+                   (= n1 (vec-get s1 0)) (= n2 (vec-get s2 0)))
+                  ((let w (Concat (TCons w1 (TCons w2 (TNil))) (Int 0)))
+                   (set (shape w) (vec-of (+ n1 n2) k)) (set (dtype w) d) (set (weight-id w) j)
+                   (let t (Transpose w (Int 0) (Int 1)))
+                   (set (shape t) (vec-of k (+ n1 n2))) (set (dtype t) d)
+                   (let m (Matmul x t))
+                   (set (shape m) (vec-set sm (- r 1) (+ n1 n2))) (set (dtype m) dm)
+                   (union m1 (Slice m (Int -1) (Int 0) (Int n1) (Int 1)))
+                   (union m2 (Slice m (Int -1) (Int n1) (Int (+ n1 n2)) (Int 1)))))""",
+         "x @ w1^T, x @ w2^T = slices of x @ concat(w1, w2)^T, for 2-d weights of one dtype and width",
+         _projections(3)),
+    # two slices that tile the last dim are the two outputs of one split (values equal; the library's
+    # merged SwiGLU kernel is written against split)
+    Rule("slices-to-split",
+         """(rule ((= a (Slice m (Int -1) (Int 0) (Int n1) (Int 1)))
+                   (= b (Slice m (Int -1) (Int n1) (Int n) (Int 1)))
+                   (= s (shape m)) (= n (vec-get s (- (vec-length s) 1))) (< 0 n1) (< n1 n))
+                  ((let p (Split m (Ints (vec-of n1 (- n n1))) (Int -1)))
+                   (union a (Out p 0)) (union b (Out p 1))))""",
+         "slice(m, 0, n1), slice(m, n1, n) along the last dim = split(m, [n1, n - n1])",
+         _gate_up, needs=("merge-projections",)),
+)
+
+LAYOUT = RuleSet("layout", RULES, __doc__ or "")

@@ -1,4 +1,177 @@
-"""Patterns: placeholder, filled in the next commit."""
-from . import RuleSet
+"""Patterns: recognize built-in ops in the decomposed forms that `torch.export` and transformers produce.
 
-PATTERNS = RuleSet("patterns", ())
+Each rule matches one decomposition and joins its result with the op of docs/ops.md that computes the
+same (rmsnorm, softmax, silu, gelu, rope, sdpa, layer_norm), so the library and agents' kernels for
+those ops apply. Operand orders are spelled out (no commutativity: see algebra), and every rule guards
+on the dtypes and ranks its equivalence depends on. SiLU gating needs no rule of its own: once `silu`
+is recognized, `mul(silu(gate), up)` is the library's `silu_mul` pattern, and its merged form (after
+the layout rules) the `swiglu_merged` pattern, which `rules/library.py` maps to kernels.
+"""
+
+from __future__ import annotations
+
+from ...ir import GraphBuilder
+from . import Rule, RuleSet
+
+LAST = "(Ints (vec-of -1))"
+FLOAT = "(= (dtype {x}) d) (is-float d)"
+
+
+def _graph(inputs, build):
+    """An example graph: `inputs` is [(name, shape, dtype, kind)], build(b, *values) -> output."""
+    def example():
+        b = GraphBuilder("example")
+        values = [getattr(b, kind)(name, shape, dtype) for name, shape, dtype, kind in inputs]
+        return b.build(build(b, *values))
+    return example
+
+
+def _rms_core(b, h, two=2):
+    return b.mul(h, b.rsqrt(b.add(b.mean(b.pow(h, two), dim=[-1], keepdim=True), 1e-6)))
+
+
+# --- RMSNorm (transformers: w * (x32 * rsqrt(mean(x32^2, -1) + eps)).to(x.dtype)) ------------------
+
+def _rmsnorm_core(two: str) -> Rule:
+    # the float32 core: h * rsqrt(mean(h^2, -1, keepdim) + eps) is rmsnorm without weight when h is f32
+    return Rule(
+        f"rmsnorm-core-{'int' if two.startswith('(Int') else 'float'}",
+        f"""(rule ((= e (Mul h (Rsqrt (Add (Mean (Pow h (Absent) {two}) {LAST} (Bool true)) (Absent) (Float eps)))
+                         (NoAttr)))
+                   (= (dtype h) "f32"))
+                  ((union e (Rmsnorm h (Absent) (Float eps)))))""",
+        "the float32 core of RMSNorm, pow(h, 2) written with an int or a float exponent",
+        _graph([("x", (2, 3, 8), "f32", "input")],
+               lambda b, x: _rms_core(b, x, 2 if two.startswith("(Int") else 2.0)))
+
+
+RMSNORM = (
+    _rmsnorm_core("(Int 2)"),
+    _rmsnorm_core("(Float 2.0)"),
+    # x cast to f32, normalized, cast back to x's dtype: rmsnorm of x itself (the op casts the same way)
+    Rule("rmsnorm-casts",
+         """(rule ((= e (Cast (Rmsnorm (Cast x (Str "f32")) (Absent) eps) (Str d))) (= (dtype x) d))
+                  ((union e (Rmsnorm x (Absent) eps))))""",
+         "cast(rmsnorm(cast(x, f32)), dtype(x)) = rmsnorm(x)",
+         _graph([("x", (2, 8), "bf16", "input")],
+                lambda b, x: b.cast(_rms_core(b, b.cast(x, dtype="f32")), dtype="bf16")),
+         needs=("rmsnorm-core-int",)),
+    # the weight: w * rmsnorm(x) with w over the last dim is rmsnorm(x, w), in either operand order
+    Rule("rmsnorm-weight",
+         """(rule ((= e (Mul w (Rmsnorm x (Absent) eps) (NoAttr))) (= s (shape x))
+                   (= (shape w) (vec-of (vec-get s (- (vec-length s) 1)))) (= (dtype w) dw) (is-float dw))
+                  ((union e (Rmsnorm x w eps))))""",
+         "w * rmsnorm(x) = rmsnorm(x, w) (the weight first, as transformers writes it)",
+         _graph([("x", (2, 3, 8), "bf16", "input"), ("w", (8,), "bf16", "weight")],
+                lambda b, x, w: b.mul(w, b.cast(_rms_core(b, b.cast(x, dtype="f32")), dtype="bf16"))),
+         needs=("rmsnorm-core-int", "rmsnorm-casts")),
+    Rule("rmsnorm-weight-after",
+         """(rule ((= e (Mul (Rmsnorm x (Absent) eps) w (NoAttr))) (= s (shape x))
+                   (= (shape w) (vec-of (vec-get s (- (vec-length s) 1)))) (= (dtype w) dw) (is-float dw))
+                  ((union e (Rmsnorm x w eps))))""",
+         "rmsnorm(x) * w = rmsnorm(x, w)",
+         _graph([("x", (2, 8), "f32", "input"), ("w", (8,), "f32", "weight")],
+                lambda b, x, w: b.mul(_rms_core(b, x), w)),
+         needs=("rmsnorm-core-int",)),
+)
+
+# --- softmax, SiLU, GELU -------------------------------------------------------------------------------
+
+ACTIVATIONS = (
+    # torch's decomposition of softmax: exp(x - max) / sum(exp(x - max)), over the last dim
+    Rule("softmax",
+         f"""(rule ((= ex (Exp (Sub x (Amax x {LAST} (Bool true)) (NoAttr))))
+                   (= e (Div ex (Sum ex {LAST} (Bool true) (NoAttr)) (NoAttr))) {FLOAT.format(x="x")})
+                  ((union e (Softmax x (Int -1)))))""",
+         "exp(x - amax(x)) / sum(exp(x - amax(x))) = softmax(x, -1)",
+         _graph([("x", (2, 3, 5), "f32", "input")],
+                lambda b, x: (lambda ex: b.div(ex, b.sum(ex, dim=[-1], keepdim=True)))(
+                    b.exp(b.sub(x, b.amax(x, dim=[-1], keepdim=True)))))),
+    # silu(x) = x * sigmoid(x), written either way round
+    Rule("silu", f"(rule ((= e (Mul x (Sigmoid x) (NoAttr))) {FLOAT.format(x='x')}) ((union e (Silu x))))",
+         "x * sigmoid(x) = silu(x)",
+         _graph([("x", (2, 6), "f32", "input")], lambda b, x: b.mul(x, b.sigmoid(x)))),
+    Rule("silu-after", f"(rule ((= e (Mul (Sigmoid x) x (NoAttr))) {FLOAT.format(x='x')}) ((union e (Silu x))))",
+         "sigmoid(x) * x = silu(x)",
+         _graph([("x", (2, 6), "f32", "input")], lambda b, x: b.mul(b.sigmoid(x), x))),
+    # torch's decomposition of exact GELU: (x * 0.5) * (1 + erf(x * sqrt(1/2)))
+    Rule("gelu-erf",
+         f"""(rule ((= e (Mul (Mul x (Absent) (Float 0.5))
+                             (Add (Erf (Mul x (Absent) (Float 0.7071067811865476))) (Absent) (Int 1)) (NoAttr)))
+                   {FLOAT.format(x="x")})
+                  ((union e (Gelu x (Str "none")))))""",
+         "x * 0.5 * (1 + erf(x / sqrt(2))) = gelu(x)",
+         _graph([("x", (2, 6), "f32", "input")],
+                lambda b, x: b.mul(b.mul(x, 0.5), b.add(b.erf(b.mul(x, 0.7071067811865476)), 1)))),
+)
+
+# --- RoPE (transformers: x * cos + rotate_half(x) * sin, rotate_half = cat(-x2, x1)) -------------------
+
+ROPE = (
+    Rule("rope",
+         """(rule ((= x1 (Slice x (Int -1) (Int 0) (Int h) (Int 1)))
+                   (= x2 (Slice x (Int -1) (Int h) (Int end) (Int 1)))
+                   (= e (Add (Mul x cos (NoAttr)) (Mul (Concat (TCons (Neg x2) (TCons x1 (TNil))) (Int -1)) sin (NoAttr))
+                             (NoAttr)))
+                   (= s (shape x)) (= (* 2 h) (vec-get s (- (vec-length s) 1))) (>= end (* 2 h))
+                   (= (shape e) s) (= (dtype e) (dtype x)) (= (dtype x) d) (is-float d))
+                  ((union e (Rope x cos sin))))""",
+         "x * cos + cat(-x[..., h:], x[..., :h]) * sin = rope(x, cos, sin), when it keeps x's type",
+         _graph([("x", (1, 2, 3, 8), "f32", "input"), ("cos", (1, 1, 3, 8), "f32", "input"),
+                 ("sin", (1, 1, 3, 8), "f32", "input")],
+                lambda b, x, cos, sin: b.add(b.mul(x, cos), b.mul(b.concat(
+                    b.neg(b.slice(x, dim=-1, start=4, end=2**63 - 1)), b.slice(x, dim=-1, start=0, end=4), dim=-1),
+                    sin)))),
+)
+
+# --- attention (eager: softmax(q k^T * scale + mask) v) ----------------------------------------------
+
+
+def _attention(dims: tuple[int, int], masked: bool) -> Rule:
+    scores = "(Mul (Matmul q (Transpose k (Int {0}) (Int {1}))) (Absent) (Float scale))".format(*dims)
+    logits = f"(Add {scores} mask (NoAttr))" if masked else scores
+    mask = "mask" if masked else "(Absent)"
+    name = f"attention{'-masked' if masked else ''}{'-neg' if dims[0] < 0 else ''}"
+
+    def build(b, q, k, v, *mask_value):
+        s = b.mul(b.matmul(q, b.transpose(k, dim0=dims[0], dim1=dims[1])), 0.125)
+        return b.matmul(b.softmax(b.add(s, mask_value[0]) if masked else s, dim=-1), v)
+
+    inputs = [(n, (1, 2, 3, 4), "f32", "input") for n in "qkv"] + ([("mask", (1, 1, 3, 3), "f32", "input")]
+                                                                  if masked else [])
+    return Rule(
+        name,
+        f"""(rule ((= e (Matmul (Softmax {logits} (Int -1)) v)) (= (dtype q) "f32") (= (dtype k) "f32")
+                   (= (dtype v) "f32") (= (vec-length (shape q)) 4) (= (shape q) (shape k)) (= (shape k) (shape v))
+                   {"(= (dtype mask) " + '"f32")' if masked else ""})
+                  ((union e (Sdpa q k v {mask} (Bool false) (Float scale) (Bool false)))))""",
+        "softmax(q k^T * scale" + (" + mask" if masked else "") + ") v = sdpa, for f32 4-d q, k, v of one shape",
+        _graph(inputs, build))
+
+
+ATTENTION = tuple(_attention(d, m) for d in ((2, 3), (-2, -1)) for m in (True, False))
+
+# --- layer norm (x - mean) * rsqrt(var + eps), then * w + b ---------------------------------------------
+
+LAYER_NORM = (
+    Rule("layer-norm-core",
+         f"""(rule ((= xc (Sub x (Mean x {LAST} (Bool true)) (NoAttr)))
+                   (= e (Mul xc (Rsqrt (Add (Mean (Pow xc (Absent) (Int 2)) {LAST} (Bool true)) (Absent) (Float eps)))
+                             (NoAttr)))
+                   (= (dtype x) "f32") (= s (shape x)) (= n (vec-get s (- (vec-length s) 1))))
+                  ((union e (LayerNorm x (Absent) (Absent) (Ints (vec-of n)) (Float eps)))))""",
+         "(x - mean(x)) * rsqrt(mean((x - mean(x))^2) + eps) = layer_norm(x) over the last dim, in f32",
+         _graph([("x", (2, 3, 8), "f32", "input")],
+                lambda b, x: (lambda xc: b.mul(xc, b.rsqrt(b.add(b.mean(b.pow(xc, 2), dim=[-1], keepdim=True),
+                                                                  1e-5))))(
+                    b.sub(x, b.mean(x, dim=[-1], keepdim=True))))),
+    Rule("layer-norm-affine",
+         """(rule ((= e (Add (Mul (LayerNorm x (Absent) (Absent) (Ints ns) eps) w (NoAttr)) bias (NoAttr)))
+                   (= (shape w) ns) (= (shape bias) ns) (= (dtype w) "f32") (= (dtype bias) "f32"))
+                  ((union e (LayerNorm x w bias (Ints ns) eps))))""",
+         "layer_norm(x) * w + b = layer_norm(x, w, b) for f32 weight and bias of the normalized shape",
+         _graph([("x", (2, 8), "f32", "input"), ("w", (8,), "f32", "weight"), ("bias", (8,), "f32", "weight")],
+                lambda b, x, w, bias: b.add(b.mul(b.layer_norm(x, normalized_shape=[8]), w), bias))),
+)
+
+PATTERNS = RuleSet("patterns", RMSNORM + ACTIVATIONS + ROPE + ATTENTION + LAYER_NORM, __doc__ or "")
