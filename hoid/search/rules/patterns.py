@@ -128,7 +128,7 @@ ROPE = (
 
 
 def _attention(dims: tuple[int, int], masked: bool) -> Rule:
-    scores = "(Mul (Matmul q (Transpose k (Int {0}) (Int {1}))) (Absent) (Float scale))".format(*dims)
+    scores = "(Mul (Matmul q (Transpose k (Int {}) (Int {}))) (Absent) (Float scale))".format(*dims)
     logits = f"(Add {scores} mask (NoAttr))" if masked else scores
     mask = "mask" if masked else "(Absent)"
     name = f"attention{'-masked' if masked else ''}{'-neg' if dims[0] < 0 else ''}"

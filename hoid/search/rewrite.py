@@ -1,0 +1,25 @@
+"""`rewrite`: the one call. Saturate every rule set, map to library kernels, extract the cheapest graph."""
+
+from __future__ import annotations
+
+from ..ir import Graph
+from .budget import Budget
+from .cost import CostModel
+from .rules import RuleSet, default_rulesets
+from .rules.library import apply_library
+from .space import SearchSpace
+
+
+def rewrite(graph: Graph, *, cost: CostModel | None = None, budget: Budget | None = None,
+            rulesets: list[RuleSet] | None = None, kernels=None) -> Graph:
+    """The cheapest graph equivalent to `graph` that the rules and kernels can reach.
+
+    cost: a cost model (default: the analytic roofline of the H200). budget: saturation limits.
+    rulesets: default algebra, patterns and layout. kernels: the library kernels to map to (default:
+    every registered kernel; pass [] for none). For the e-graph, the reports and the finalists, use
+    `SearchSpace` directly.
+    """
+    space = SearchSpace(graph)
+    space.saturate(rulesets if rulesets is not None else default_rulesets(), budget)
+    apply_library(space, kernels)
+    return space.extract(cost).graph
