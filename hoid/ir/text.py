@@ -78,4 +78,7 @@ def loads(text: str) -> Graph:
 
     Weights are not bound (a `weights` line is read and ignored): `hoid.load(path)` binds them.
     """
+    if not isinstance(text, str):
+        raise TypeError(f"loads takes the text of a .hoid document, not a {type(text).__name__}; "
+                        "to read a file, use hoid.load(path)")
     return parse_document(text).graph

@@ -14,8 +14,8 @@ from typing import Any
 
 from ..errors import ParseError
 
-# One alternative per token kind. Value and graph names are `%name` / `@name`, or the sigil followed
-# by a JSON string for names with other characters. Numbers are read as Python writes them.
+# One alternative per token kind, tried in order at each position. A quoted name (`%"a b"`) or a
+# string matches only its opening: `Line._string` reads the JSON string itself, escapes included.
 _TOKEN = re.compile(r"""
     (?P<space>\s+) | (?P<comment>\#.*)
   | (?P<name>[%@](?:[A-Za-z0-9_.]+|(?=")))
@@ -28,6 +28,8 @@ _TOKEN = re.compile(r"""
 
 @dataclass(frozen=True)
 class Token:
+    """One token: `value` is what it means (a name without its sigil, a decoded string, a number)."""
+
     kind: str  # "%", "@", "int", "float", "word", "string", a punctuation character, or "eol"
     value: Any
     column: int  # 1-based
@@ -72,6 +74,7 @@ class Line:
         return tokens
 
     def _string(self, start: int) -> tuple[str, int]:
+        """The JSON string opening at `start`, and the position just after it."""
         try:
             return json.JSONDecoder().raw_decode(self.text, start)
         except json.JSONDecodeError as e:

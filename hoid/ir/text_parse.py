@@ -23,6 +23,8 @@ from .types import TensorType
 
 @dataclass
 class Document:
+    """What a document holds: its main graph (bodies hang off its kernel nodes) and where its weights are."""
+
     graph: Graph  # the main graph: the last one of the document
     weights_file: str | None  # from a `weights "file.safetensors"` line (written by hoid.save)
 
@@ -179,7 +181,8 @@ def read_node(line: Line, env: dict[str, Value], graphs: GraphTable) -> tuple[No
         raise line.error(str(e), _column_of_attr(str(e), attr_tokens) or op_token,
                          f"a valid call of {op.name}({', '.join(op.operands)})") from None
     except Exception as e:  # a bug in the op's inference: still say where, and keep the cause
-        raise line.error(f"{op.name}: type inference failed with {type(e).__name__}: {e}", op_token) from e
+        raise line.error(f"{op.name}: type inference failed with {type(e).__name__}: {e}", op_token,
+                         f"{op.name}'s inference to accept or refuse this call (a bug in the op)") from e
     if len(inferred) != len(out_tokens):
         raise line.error(f"{op.name} gives {len(inferred)} outputs, the line names {len(out_tokens)}",
                          out_tokens[0], f"{len(inferred)} output names")
@@ -343,7 +346,8 @@ def parse_document(text: str) -> Document:
 
 def _read_header(line: Line) -> None:
     if not line.accept("word", "hoid"):
-        raise line.error("missing header", expected=f"the first line to be `hoid {FORMAT_VERSION}`")
+        hint = " (to read a file, use hoid.load(path))" if line.text.strip().endswith(".hoid") else ""
+        raise line.error(f"missing header{hint}", expected=f"the first line to be `hoid {FORMAT_VERSION}`")
     version = line.expect("int", f"the format version, such as {FORMAT_VERSION}")
     line.end()
     if version.value > FORMAT_VERSION:

@@ -145,6 +145,23 @@ def test_errors_inside_a_body_name_the_body_line():
     assert caught.value.line == 4
 
 
+def test_a_path_given_to_loads_gets_a_hint():
+    with pytest.raises(ParseError, match=r"use hoid.load\(path\)"):
+        loads("decode.hoid")
+    with pytest.raises(TypeError, match=r"use hoid.load\(path\)"):
+        loads(b"hoid 1\n")
+
+
+def test_a_crash_in_an_op_inference_is_still_a_located_parse_error(monkeypatch):
+    def crashing_infer(op, types, attrs):
+        return types[3]  # an IndexError, as a buggy op's inference would raise
+
+    monkeypatch.setattr("hoid.ir.text_parse.infer_node", crashing_infer)
+    with pytest.raises(ParseError, match="exp: type inference failed with IndexError") as caught:
+        loads(VALID)
+    assert caught.value.line == 4 and isinstance(caught.value.__cause__, IndexError)
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.data())
 def test_mangled_documents_raise_only_parse_errors(data):
