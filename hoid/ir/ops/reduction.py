@@ -32,10 +32,10 @@ _ACC_DTYPE = Attr("dtype", "dtype", None, optional=True, doc="accumulate and ret
 
 def _reduced(x: TensorType, attrs: dict, dtype: str) -> TensorType:
     dims = attrs["dim"]
-    if dims is not None and not isinstance(dims, int) and len(dims) == 0:
-        raise InferError("dim is empty; give the dims to reduce, or none to reduce them all")
-    if isinstance(dims, int):
+    if isinstance(dims, int):  # argmax takes one dim
         dims = (dims,)
+    elif dims is not None and not dims:
+        raise InferError("dim is empty; give the dims to reduce, or none to reduce them all")
     dims = None if dims is None else norm_dims(dims, x.rank)
     return TensorType(reduced_shape(x.shape, dims, attrs["keepdim"]), dtype)
 
@@ -59,7 +59,8 @@ def _reduce_sample(dim_kind: str, int_ok: bool):
         elif dim_kind == "int":
             dim = rand_dim(rng, x.rank)
         else:
-            dim = tuple(sorted({rand_dim(rng, x.rank) % x.rank for _ in range(rng.randint(1, x.rank))}))
+            picked = rng.sample(range(x.rank), rng.randint(1, x.rank))
+            dim = tuple(d - x.rank if rng.random() < 0.3 else d for d in picked)  # any order, either sign
         return [x], {"dim": dim, "keepdim": rng.random() < 0.5}
     return sample
 
