@@ -17,7 +17,7 @@ import torch
 from ..errors import GraphError, HoidError
 from .graph import Graph
 from .text_parse import parse_document
-from .text_print import format_document
+from .text_print import FORMAT_VERSION, format_document
 
 
 class WeightsFileError(HoidError, FileNotFoundError):
@@ -36,14 +36,14 @@ def weights_path(path: str | os.PathLike) -> Path:
 def save(graph: Graph, path: str | os.PathLike) -> None:
     """Write `graph` as a `.hoid` document at `path`, and its bound weights (`graph.weights`), if any,
     to a safetensors file beside it with the same stem. Weights are stored as contiguous CPU copies."""
-    path = Path(path)
+    path, target = Path(path), weights_path(path)
     graph.validate()
     weights_file = None
     if graph.weights:
         from safetensors.torch import save_file
 
-        target = weights_path(path)
-        save_file(_separate_storage(graph.weights), str(target), metadata={"format": "pt", "hoid": "1"})
+        metadata = {"format": "pt", "hoid": str(FORMAT_VERSION)}
+        save_file(_separate_storage(graph.weights), str(target), metadata=metadata)
         weights_file = target.name
     path.write_text(format_document(graph, weights_file=weights_file), encoding="utf-8")
 
