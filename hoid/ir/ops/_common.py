@@ -1,4 +1,4 @@
-"""Helpers shared by the op families: broadcasting, dim normalization, samplers."""
+"""Helpers shared by the op families: broadcasting, dims, checks, view layouts, costs and samplers."""
 
 from __future__ import annotations
 
@@ -38,6 +38,14 @@ def norm_dims(dims, rank: int) -> tuple[int, ...]:
     return out
 
 
+def reduced_shape(shape: tuple[int, ...], dims: tuple[int, ...] | None, keepdim: bool) -> tuple[int, ...]:
+    """The shape left after reducing `dims` (non-negative; None = all) with or without keepdim."""
+    dims = tuple(range(len(shape))) if dims is None else dims
+    if keepdim:
+        return tuple(1 if i in dims else s for i, s in enumerate(shape))
+    return tuple(s for i, s in enumerate(shape) if i not in dims)
+
+
 def require_float(t: TensorType, what: str = "input") -> None:
     if t.dtype not in FLOAT_DTYPES:
         raise InferError(f"{what} must be a floating-point tensor, got {t.dtype}")
@@ -54,25 +62,6 @@ def require_min_rank(t: TensorType, rank: int, what: str = "input") -> None:
         raise InferError(f"{what} must have rank {rank} or more, got {t}")
 
 
-# --- samplers: small random valid shapes for tests and random graphs ---------------------------
-
-def rand_shape(rng: random.Random, min_rank: int = 1, max_rank: int = 3, max_size: int = 5
-               ) -> tuple[int, ...]:
-    return tuple(rng.randint(1, max_size) for _ in range(rng.randint(min_rank, max_rank)))
-
-
-def rand_float_dtype(rng: random.Random) -> str:
-    return rng.choice(("f32", "f32", "f64", "f16"))
-
-
-def rand_dim(rng: random.Random, rank: int) -> int:
-    """A valid dim of a rank-`rank` tensor, written negative half of the time (both forms must work)."""
-    dim = rng.randrange(max(rank, 1))
-    return dim - max(rank, 1) if rng.random() < 0.5 else dim
-
-
-# --- dtype and shape checks ------------------------------------------------------------------
-
 def require_int(t: TensorType, what: str, dtypes=INT_DTYPES) -> None:
     """`t` must be an integer tensor of one of `dtypes` (torch refuses others for indices)."""
     if t.dtype not in dtypes:
@@ -87,14 +76,6 @@ def require_same_dtype(types: dict[str, TensorType]) -> str:
         listed = ", ".join(f"{name} is {t.dtype}" for name, t in types.items())
         raise InferError(f"operands must have the same dtype ({listed}); cast them to one dtype")
     return dtypes.pop()
-
-
-def reduced_shape(shape: tuple[int, ...], dims: tuple[int, ...] | None, keepdim: bool) -> tuple[int, ...]:
-    """The shape left after reducing `dims` (non-negative; None = all) with or without keepdim."""
-    dims = tuple(range(len(shape))) if dims is None else dims
-    if keepdim:
-        return tuple(1 if i in dims else s for i, s in enumerate(shape))
-    return tuple(s for i, s in enumerate(shape) if i not in dims)
 
 
 # --- layout of views -------------------------------------------------------------------------
@@ -139,6 +120,23 @@ def gathered_bytes(index_operands: slice):
     The default (every input read in full) would charge a decode step the whole embedding table.
     """
     return lambda ins, outs, attrs: sum(t.nbytes for t in ins[index_operands]) + 2 * outs[0].nbytes
+
+
+# --- samplers: small random valid shapes for tests and random graphs ---------------------------
+
+def rand_shape(rng: random.Random, min_rank: int = 1, max_rank: int = 3, max_size: int = 5
+               ) -> tuple[int, ...]:
+    return tuple(rng.randint(1, max_size) for _ in range(rng.randint(min_rank, max_rank)))
+
+
+def rand_float_dtype(rng: random.Random) -> str:
+    return rng.choice(("f32", "f32", "f64", "f16"))
+
+
+def rand_dim(rng: random.Random, rank: int) -> int:
+    """A valid dim of a rank-`rank` tensor, written negative half of the time (both forms must work)."""
+    dim = rng.randrange(max(rank, 1))
+    return dim - max(rank, 1) if rng.random() < 0.5 else dim
 
 
 def rand_layout(rng: random.Random, shape: tuple[int, ...], dtype: str) -> TensorType:
