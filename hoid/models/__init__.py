@@ -1,0 +1,17 @@
+"""The model zoo: decoder LLMs with random weights, and their prefill and decode-step graphs.
+
+    lm = hoid.models.build_model("llama-3.2-1b-tiny")          # transformers model, random weights
+    step = hoid.models.decode_step_graph(lm, cache_len=64)     # one token over a static KV cache
+    tokens = hoid.models.generate(step, prompt, 16)            # greedy, through the interpreter
+
+`configs` holds the four models (Qwen3-1.7B, Qwen3-4B, Llama-3.2-1B, Llama-3.1-8B) and their tiny
+variants; `llm` builds the graphs; `llama_block` is a plain-PyTorch block with no transformers
+dependency. Nothing here downloads anything. Importing this package does not import transformers.
+"""
+
+from .configs import NAMES, build_model, config
+from .llama_block import LlamaBlock
+from .llm import CausalLMStep, decode_step_graph, empty_cache, generate, prefill_graph
+
+__all__ = ["NAMES", "CausalLMStep", "LlamaBlock", "build_model", "config", "decode_step_graph", "empty_cache",
+           "generate", "prefill_graph"]

@@ -1,0 +1,90 @@
+"""The models hoid is tuned and benchmarked on, as transformers configs with random weights.
+
+Four decoder LLMs, with their published architecture hyperparameters written out here (nothing is
+downloaded: the numbers are those of each model's `config.json` on the Hugging Face Hub), and a
+tiny variant of each for tests: 2 layers, hidden size 64, a small vocabulary, and otherwise the
+same architecture (grouped-query ratio, RoPE type, norm epsilon, tied embeddings).
+
+    cfg = hoid.models.config("qwen3-1.7b-tiny")
+    model = hoid.models.build_model("qwen3-1.7b-tiny")     # random weights, eval mode, float32
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One zoo entry: the transformers config class (by name) and its arguments."""
+
+    family: str  # "qwen3" or "llama"
+    kwargs: dict = field(default_factory=dict)
+
+
+# Llama 3's RoPE scaling (the `factor` differs between 3.1 and 3.2)
+_LLAMA3_ROPE = {"rope_type": "llama3", "rope_theta": 500000.0, "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
+
+SPECS: dict[str, ModelSpec] = {
+    "qwen3-1.7b": ModelSpec("qwen3", dict(
+        vocab_size=151936, hidden_size=2048, intermediate_size=6144, num_hidden_layers=28,
+        num_attention_heads=16, num_key_value_heads=8, head_dim=128, max_position_embeddings=40960,
+        rms_norm_eps=1e-6, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+        tie_word_embeddings=True)),
+    "qwen3-4b": ModelSpec("qwen3", dict(
+        vocab_size=151936, hidden_size=2560, intermediate_size=9728, num_hidden_layers=36,
+        num_attention_heads=32, num_key_value_heads=8, head_dim=128, max_position_embeddings=40960,
+        rms_norm_eps=1e-6, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+        tie_word_embeddings=True)),
+    "llama-3.2-1b": ModelSpec("llama", dict(
+        vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
+        num_attention_heads=32, num_key_value_heads=8, head_dim=64, max_position_embeddings=131072,
+        rms_norm_eps=1e-5, rope_parameters={**_LLAMA3_ROPE, "factor": 32.0}, tie_word_embeddings=True)),
+    "llama-3.1-8b": ModelSpec("llama", dict(
+        vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+        num_attention_heads=32, num_key_value_heads=8, head_dim=128, max_position_embeddings=131072,
+        rms_norm_eps=1e-5, rope_parameters={**_LLAMA3_ROPE, "factor": 8.0}, tie_word_embeddings=False)),
+}
+
+
+def _tiny(spec: ModelSpec) -> ModelSpec:
+    """The same architecture at test size: 2 layers, hidden 64, head dim 16, the GQA ratio kept."""
+    big = spec.kwargs
+    group = big["num_attention_heads"] // big["num_key_value_heads"]
+    heads = 4
+    return ModelSpec(spec.family, dict(
+        big, vocab_size=256, hidden_size=64, intermediate_size=192, num_hidden_layers=2,
+        num_attention_heads=heads, num_key_value_heads=max(1, heads // group), head_dim=16))
+
+
+SPECS.update({f"{name}-tiny": _tiny(spec) for name, spec in list(SPECS.items())})
+NAMES = tuple(SPECS)
+
+
+def config(name: str):
+    """The transformers config (`Qwen3Config` or `LlamaConfig`) of a zoo model."""
+    from transformers import LlamaConfig, Qwen3Config
+
+    if name not in SPECS:
+        raise KeyError(f"unknown model {name!r}; the zoo has: {', '.join(NAMES)}")
+    spec = SPECS[name]
+    config_class = {"qwen3": Qwen3Config, "llama": LlamaConfig}[spec.family]
+    return config_class(**spec.kwargs)
+
+
+def build_model(name: str, *, dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu",
+                seed: int = 0):
+    """A zoo model with random weights (seeded), in eval mode. Never downloads anything.
+
+    The full-size models take their real memory (Llama-3.1-8B: 16 GB in bfloat16); tests use `-tiny`.
+    """
+    from transformers import AutoModelForCausalLM
+
+    cfg = config(name)
+    torch.manual_seed(seed)
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(cfg, dtype=dtype)
+    return model.eval()
