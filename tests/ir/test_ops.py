@@ -314,3 +314,13 @@ def test_arange_length_follows_torch(dtype):
             continue
         (out,), _ = infer_node("arange", [], attrs)
         assert out.shape == (expected,), attrs
+
+
+def test_constants_build_and_run_without_operands():
+    from hoid.ir import GraphBuilder, run
+
+    b = GraphBuilder("constants")
+    x = b.input("x", (4,), "i64")
+    steps = b.mul(b.arange(start=0, end=4), b.full(shape=(4,), value=2, dtype="i64"))
+    (out,) = run(b.build(b.add(steps, x)), torch.ones(4, dtype=torch.int64))
+    assert torch.equal(out, torch.tensor([1, 3, 5, 7]))
