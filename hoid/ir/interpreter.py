@@ -59,12 +59,20 @@ def run(graph: Graph, *inputs: torch.Tensor, weights: Mapping[str, torch.Tensor]
     (state updates included). `on_node(node, outputs)` is called after each node, for tracing.
     """
     env = bind_inputs(graph, inputs, weights)
+    # Constants (arange, full) have no operand to take a device from: they go where the inputs are.
+    device = next(iter(env.values())).device if env else None
     for node in graph.nodes:
         outs = run_node(node, [env[v.name] for v in node.inputs])
         if len(outs) != len(node.outputs):
             raise RuntimeError(f"{node.op}: reference returned {len(outs)} outputs, the graph declares "
                                f"{len(node.outputs)}")
         for value, tensor in zip(node.outputs, outs):
+            if not node.inputs and device is not None:
+                tensor = tensor.to(device)
+            # torch keeps a non-contiguous input's layout through most ops; the IR declares such outputs
+            # contiguous, and kernels fed by them may rely on it.
+            if value.type.strides is None and not tensor.is_contiguous():
+                tensor = tensor.contiguous()
             env[value.name] = tensor
         if on_node is not None:
             on_node(node, outs)

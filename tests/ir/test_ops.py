@@ -20,16 +20,7 @@ from hoid.ir.registry import all_ops, get_op, infer_node
 from hoid.ir.types import TensorType
 
 SAMPLES_PER_OP = 8
-# Known bugs outside this family, kept visible: strict xfail fails as soon as they are fixed.
-KNOWN_BUGS = {
-    name: f"elementwise.py passes scalar= to torch.{name} as a Python number; torch wants a tensor"
-    for name in ("logical_and", "logical_or")
-}
-SWEPT_OPS = [
-    pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=KNOWN_BUGS[name]))
-    if name in KNOWN_BUGS else name
-    for name in sorted(all_ops()) if name != "kernel"  # kernel has its own tests
-]
+SWEPT_OPS = [name for name in sorted(all_ops()) if name != "kernel"]  # kernel has its own tests
 
 
 def random_tensor(t: TensorType, gen: torch.Generator, bound: int | None = None) -> torch.Tensor:

@@ -109,10 +109,14 @@ def _binary_infer(result: str | None):
     return infer
 
 
-def _binary_reference(fn):
+def _binary_reference(fn, scalar_as_tensor: bool):
+    # Some torch functions (maximum, logical_and, ...) take no Python number: a 0-dim tensor promotes the
+    # same way a Python scalar does (it never changes the dtype of a dimensioned tensor of its category).
     def ref(*tensors, scalar=None):
         if len(tensors) == 2:
             return fn(tensors[0], tensors[1])
+        if scalar_as_tensor:
+            return fn(tensors[0], torch.tensor(scalar, device=tensors[0].device))
         return fn(tensors[0], scalar)
     return ref
 
@@ -131,6 +135,7 @@ def _binary_sample(int_ok: bool):
     return sample
 
 
+_NO_PYTHON_SCALARS = {"maximum", "minimum", "logical_and", "logical_or"}
 _SCALAR = Attr("scalar", "number", None, optional=True, doc="the second operand, when it is a Python number")
 
 # (name, torch function, result dtype or None for promotion, int inputs ok, flops per element, doc)
@@ -160,10 +165,7 @@ for _name, _fn, _result, _int_ok, _flops, _doc in BINARY:
         operands=("a", "b?"),
         attrs=(_SCALAR,),
         infer=_binary_infer(_result),
-        reference=_binary_reference(
-            _fn if _name not in ("maximum", "minimum") else
-            (lambda f: lambda a, b: f(a, b if isinstance(b, torch.Tensor) else torch.tensor(b, dtype=a.dtype, device=a.device)))(_fn)
-        ),
+        reference=_binary_reference(_fn, _name in _NO_PYTHON_SCALARS),
         flops=(lambda k: lambda ins, outs, attrs: k * outs[0].numel)(_flops),
         sample=_binary_sample(_int_ok),
         category="elementwise",
