@@ -1,0 +1,243 @@
+"""The public checks: `check`, `check_region` and `check_kernel`.
+
+    from hoid.verify import check, Input, Dim
+    n = Dim("n", 1, 128)
+    verdict = check(my_rmsnorm, reference_rmsnorm, [((n, 256), "f32"), ((256,), "f32")])
+    if not verdict:
+        print(verdict.reason, verdict.counterexample)
+
+Every check assumes the candidate is adversarial: static pass first (`static.py`), then trials with
+fresh inputs from several value distributions, poisoned outputs, two runs compared, mutation and
+aliasing checks, the reference in float64 after the candidate, timing runs and re-checks (`sweep.py`).
+`isolate=True` runs the candidate in a child process (`isolate.py`); kernel source always runs so.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import random
+from collections.abc import Callable, Iterable, Sequence
+
+import torch
+
+from ..ir import Graph, Node, TensorType
+from .candidate import KernelSource, as_candidate, static_findings
+from .inputs import Input, as_input, dims_of
+from .isolate import IsolatedRunner
+from .region import extract_region, graph_reference, index_bounds
+from .runners import InProcessRunner
+from .sweep import DEFAULT_TRIALS, run_check
+from .trials import Plan, TrialRunner
+from .verdict import Verdict, VerifyError
+
+
+def _device(device) -> torch.device:
+    return torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
+
+
+def _static_verdict(candidate, seed: int) -> tuple[Verdict | None, list[str]]:
+    findings, notes = static_findings(candidate)
+    if not findings:
+        return None, notes
+    listed = "; ".join(str(f) for f in findings[:6]) + ("; ..." if len(findings) > 6 else "")
+    reason = (
+        f"the static check refused the candidate before running it: {listed}. An honest kernel needs none of "
+        "these: remove them"
+    )
+    return Verdict(False, reason, "static", seed=seed, notes=tuple(notes)), notes
+
+
+def _runner(
+    candidate, *, isolate: bool | None, destination_passing: bool, timeout_s: float, device: torch.device
+):
+    if isinstance(candidate, KernelSource):
+        if isolate is False:
+            raise VerifyError("kernel source always runs isolated; leave isolate unset (or True)")
+        isolate = True
+    if isolate:
+        return IsolatedRunner(
+            candidate,
+            destination_passing=destination_passing,
+            timeout_s=timeout_s,
+            device=device,
+            triton_interpret=not torch.cuda.is_available(),
+        )
+    return InProcessRunner(
+        candidate, destination_passing=destination_passing, timeout_s=timeout_s, device=device
+    )
+
+
+def _output_types(outputs) -> Callable | None:
+    if outputs is None or callable(outputs):
+        return outputs
+    fixed = [o if isinstance(o, TensorType) else TensorType(*o) for o in outputs]
+    return lambda types: fixed
+
+
+def check(
+    candidate,
+    reference: Callable,
+    inputs: Sequence,
+    *,
+    trials: int | None = None,
+    seed: int | None = None,
+    isolate: bool | None = None,
+    timeout_s: float = 60,
+    atol: float | None = None,
+    rtol: float | None = None,
+    destination_passing: bool = False,
+    deterministic: bool = False,
+    outputs=None,
+    tf32: bool = False,
+    device=None,
+) -> Verdict:
+    """Check `candidate` against `reference` on inputs drawn from the declarations in `inputs`.
+
+    candidate: a callable over tensors returning a tensor or a tuple of them, or (with
+      `destination_passing=True`) writing outputs it is given after its inputs; or kernel source, a
+      `KernelSource` or `(path or text, entry name)`, always run isolated.
+    reference: a callable over tensors; it runs on float64 copies of float inputs where it can.
+    inputs: `hoid.TensorType`s, `(shape, dtype)` pairs or `Input`s (symbolic `Dim`s, value ranges,
+      derived inputs).
+    trials: trials of the sweep (default 20); seed: replays a check exactly (default: a random one,
+      reported in the verdict); isolate: run the candidate in a child process; timeout_s: per call;
+      atol/rtol: override the dtype's tolerance (`tolerance.py`); tf32: float32 outputs get tf32's;
+      deterministic: two runs must agree bitwise; outputs: the output types, where the reference should
+      not be run to learn them (a list, or a callable of the input types); device: default cuda if present.
+    """
+    candidate = as_candidate(candidate)
+    seed = random.SystemRandom().randrange(2**31) if seed is None else int(seed)
+    declared = [as_input(x, i) for i, x in enumerate(inputs)]
+    dims_of(declared)
+    refused, notes = _static_verdict(candidate, seed)
+    if refused is not None:
+        return refused
+    device = _device(device)
+    runner = _runner(
+        candidate,
+        isolate=isolate,
+        destination_passing=destination_passing,
+        timeout_s=timeout_s,
+        device=device,
+    )
+    plan = Plan(
+        declared,
+        reference,
+        device,
+        destination_passing,
+        deterministic,
+        _output_types(outputs),
+        tf32=tf32,
+        atol=atol,
+        rtol=rtol,
+    )
+    try:
+        verdict = run_check(
+            TrialRunner(plan, runner), trials=DEFAULT_TRIALS if trials is None else trials, seed=seed
+        )
+    finally:
+        runner.close()
+    return dataclasses.replace(verdict, notes=tuple(notes) + verdict.notes)
+
+
+def region_inputs(graph: Graph) -> list[Input]:
+    """The inputs of a (region) graph as declarations: integer inputs that index get their bounds."""
+    bounds = index_bounds(graph)
+    return [
+        Input(v.type.shape, v.type.dtype, low=0 if i in bounds else None, high=bounds.get(i), name=v.name)
+        for i, v in enumerate(graph.runtime_inputs)
+    ]
+
+
+def check_region(graph: Graph, region: Iterable[Node | str], candidate, **options) -> Verdict:
+    """Check a candidate for a region of `graph` (its nodes, or names of values they produce): the
+    reference is the interpreter on the region cut out of the graph (`extract_region`); the candidate
+    takes the values the region consumes, in order of first use, and gives the values it produces that
+    are used outside it. `options` are `check`'s."""
+    sub = extract_region(graph, region)
+    types = [v.type.contiguous() for v in sub.outputs]
+    return check(candidate, graph_reference(sub), region_inputs(sub), outputs=types, **options)
+
+
+def check_kernel(
+    spec,
+    *,
+    examples: int = 3,
+    trials: int | None = None,
+    seed: int | None = None,
+    isolate: bool = False,
+    timeout_s: float = 60,
+    params: dict | None = None,
+    device=None,
+) -> Verdict:
+    """Check a library kernel (a `hoid.kernels.KernelSpec`) over its declared shape space: `examples`
+    draws of `spec.examples`, each checked against its pattern's graph (in float64 where it can run so)
+    with `spec.launch` destination-passing, bitwise run-to-run where the spec says deterministic. One
+    runner (one child process when isolated) serves every example."""
+    if spec.examples is None:
+        raise VerifyError(
+            f"kernel {spec.id}: it declares no examples(rng), so its shape space cannot be drawn"
+        )
+    seed = random.SystemRandom().randrange(2**31) if seed is None else int(seed)
+    refused, notes = _static_verdict(spec.launch, seed)
+    if refused is not None:
+        return refused
+    kwargs_params = spec.check_params(params or {})
+    rng = random.Random(seed)
+    per_example = max(4, (DEFAULT_TRIALS if trials is None else trials) // examples)
+    device = _device(device)
+    runner = _runner(
+        spec.launch, isolate=isolate, destination_passing=True, timeout_s=timeout_s, device=device
+    )
+    try:
+        for i in range(examples):
+            types, attrs = spec.examples(rng)
+            unmet = spec.rejects(types, attrs)
+            if unmet is not None:
+                raise VerifyError(
+                    f"kernel {spec.id}: its own example {[str(t) for t in types]} {attrs} breaks its "
+                    f"constraint: {unmet}"
+                )
+            verdict = _check_example(
+                spec, runner, i, types, attrs, kwargs_params, per_example, seed + i, device
+            )
+            if not verdict.ok:
+                shown = ", ".join(str(t) for t in types)
+                return dataclasses.replace(
+                    verdict,
+                    reason=f"example {i + 1} ({shown}; {attrs}): {verdict.reason}",
+                    notes=tuple(notes) + verdict.notes,
+                )
+    finally:
+        runner.close()
+    return Verdict(
+        True,
+        f"kernel {spec.id} passed {examples} examples of its shape space, {per_example} trials each",
+        trials=examples * per_example,
+        seed=seed,
+        notes=tuple(notes),
+    )
+
+
+def _check_example(
+    spec, runner, i: int, types, attrs: dict, params: dict, trials: int, seed: int, device
+) -> Verdict:
+    graph = spec.pattern.graph(types, attrs)
+    bounds = spec.index_bounds(types, attrs) if spec.index_bounds is not None else {}
+    inputs = [
+        Input(t.shape, t.dtype, low=0 if k in bounds else None, high=bounds.get(k), name=name)
+        for k, (t, name) in enumerate(zip(types, spec.pattern.operands, strict=True))
+    ]
+    outputs = [v.type.contiguous() for v in graph.outputs]
+    plan = Plan(
+        inputs,
+        graph_reference(graph),
+        device,
+        destination_passing=True,
+        deterministic=spec.deterministic,
+        output_types=functools.partial(lambda fixed, _: fixed, outputs),
+        call_kwargs={**attrs, **params},
+        key=i,
+    )
+    return run_check(TrialRunner(plan, runner), trials=trials, seed=seed)

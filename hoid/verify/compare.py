@@ -1,0 +1,157 @@
+"""Comparing a candidate's outputs with the reference's, and two runs of the candidate with each other.
+
+The reference arrives in float64 where it could run so (see `trials.py`), the candidate in its own
+dtype. Non-finite values are judged against the reference rounded to the candidate's dtype, so that a
+value too large for float16 is expected to be Inf there; everything else is judged against the float64
+values with `tolerance.py`'s per-element and relative-L2 bounds. Every failure says which output, how
+many elements, the figures and the worst element.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .poison import bits, unwritten_mask
+from .tolerance import Tolerance
+from .verdict import Failure
+
+# Relative L2 errors of float32 outputs in this band look like float16/bfloat16 arithmetic.
+_LOW_PRECISION_BAND = (5e-5, 5e-2)
+
+
+def _index(flat: int, shape) -> list[int]:
+    return list(torch.unravel_index(torch.tensor(flat), tuple(shape))) if shape else []
+
+
+def _where(k: int, flat: int, shape) -> str:
+    return f"output {k}[{', '.join(str(int(i)) for i in _index(flat, shape))}]"
+
+
+def compare_output(k: int, cand: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> Failure | None:
+    """None when output `k` of the candidate matches the reference within `tol`, else the failure."""
+    if tol.exact:
+        return _compare_exact(k, cand, ref)
+    c, r = cand.detach().double().cpu(), ref.detach().double().cpu()
+    r_rounded = ref.detach().to(cand.dtype).double().cpu()
+    expect_finite = torch.isfinite(r_rounded)
+    unwritten = unwritten_mask(cand.detach().cpu()) & expect_finite
+    if bool(unwritten.any()):
+        n, first = int(unwritten.sum()), int(torch.nonzero(unwritten.flatten())[0])
+        return Failure(
+            "unwritten",
+            f"{n} of {c.numel()} elements of output {k} were never written (they still hold "
+            f"the poison the checker wrote before the run), first at {_where(k, first, c.shape)}",
+            {"unwritten": n},
+        )
+    nonfinite = ~torch.isfinite(c) & expect_finite
+    if bool(nonfinite.any()):
+        n, first = int(nonfinite.sum()), int(torch.nonzero(nonfinite.flatten())[0])
+        # guards.py fills fresh allocations with NaN during the call: say so, it may be memory left unwritten.
+        hint = " (fresh allocations hold NaN during the check: left unwritten, or computed?)"
+        return Failure(
+            "nonfinite",
+            f"output {k} has NaN or Inf at {n} of {c.numel()} elements where the reference "
+            f"is finite, first at {_where(k, first, c.shape)} = {c.flatten()[first].item()} "
+            f"(reference {r.flatten()[first].item():.6g}){hint}",
+            {"nonfinite": n},
+        )
+    # Where the reference (in the output's dtype) is NaN or Inf, the candidate must be the same.
+    wrong_special = ~expect_finite & ~((c.isnan() & r_rounded.isnan()) | (c == r_rounded))
+    if bool(wrong_special.any()):
+        first = int(torch.nonzero(wrong_special.flatten())[0])
+        return Failure(
+            "mismatch",
+            f"output {k}: {_where(k, first, c.shape)} is {c.flatten()[first].item()} where "
+            f"the reference is {r_rounded.flatten()[first].item()}",
+            {},
+        )
+    return _compare_finite(k, c, r, expect_finite, tol, cand.dtype)
+
+
+def _compare_finite(k, c, r, finite, tol: Tolerance, dtype) -> Failure | None:
+    c, r = torch.where(finite, c, 0.0), torch.where(finite, r, 0.0)
+    err = (c - r).abs()
+    ref_norm = float(r.norm())
+    scale = float(r.square().mean().sqrt()) if r.numel() else 0.0
+    scale = scale if scale > 0 else 1.0
+    allowed = tol.atol * scale + tol.rtol * r.abs()
+    excess = err / allowed
+    worst = int(excess.flatten().argmax()) if err.numel() else 0
+    rel_l2 = float(err.norm()) / ref_norm if ref_norm > 0 else float(err.norm())
+    figures = {
+        "rel_l2": rel_l2,
+        "max_abs_error": float(err.max()) if err.numel() else 0.0,
+        "ref_rms": scale,
+        "violations": int((err > allowed).sum()),
+    }
+    worst_text = (
+        (
+            f"{_where(k, worst, c.shape)} = {c.flatten()[worst].item():.8g}, reference "
+            f"{r.flatten()[worst].item():.8g}"
+        )
+        if err.numel()
+        else ""
+    )
+    figures["worst"] = worst_text
+    if figures["violations"] == 0 and rel_l2 <= tol.l2:
+        return None
+    what = (
+        f"{figures['violations']} of {c.numel()} elements exceed the per-element bound"
+        if figures["violations"]
+        else "the per-element bounds hold"
+    )
+    text = (
+        f"output {k} differs from the reference: relative L2 error {rel_l2:.3g} (bound {tol.l2:.1g}), "
+        f"{what}; worst {worst_text} (tolerance for {str(dtype).replace('torch.', '')}: {tol})"
+    )
+    if dtype == torch.float32 and _LOW_PRECISION_BAND[0] <= rel_l2 <= _LOW_PRECISION_BAND[1]:
+        text += (
+            "; errors of this size everywhere are those of float16/bfloat16 arithmetic: the computation "
+            "seems to run in lower precision than its float32 output"
+        )
+    return Failure("mismatch", text, figures)
+
+
+def _compare_exact(k: int, cand: torch.Tensor, ref: torch.Tensor) -> Failure | None:
+    c, r = cand.detach().cpu(), ref.detach().to(cand.dtype).cpu()
+    differ = c != r
+    if not bool(differ.any()):
+        return None
+    n, first = int(differ.sum()), int(torch.nonzero(differ.flatten())[0])
+    kind = "unwritten" if bool(unwritten_mask(c).flatten()[first]) else "mismatch"
+    return Failure(
+        kind,
+        f"output {k}: {n} of {c.numel()} elements differ (exact comparison for "
+        f"{str(c.dtype).replace('torch.', '')}); first {_where(k, first, c.shape)} = "
+        f"{c.flatten()[first].item()}, reference {r.flatten()[first].item()}",
+        {"violations": n},
+    )
+
+
+def compare_runs(
+    first: list[torch.Tensor], second: list[torch.Tensor], tols: list[Tolerance], *, bitwise: bool
+) -> Failure | None:
+    """Two runs of the candidate on the same inputs: bitwise equal when it declares itself
+    deterministic, else within the tolerance of each output (the first run standing as the reference)."""
+    for k, (a, b, tol) in enumerate(zip(first, second, tols, strict=False)):
+        if bitwise or tol.exact:
+            same = bits(a.flatten()) == bits(b.flatten())
+            if not bool(same.all()):
+                n, at = int((~same).sum()), int(torch.nonzero(~same)[0])
+                return Failure(
+                    "nondeterministic",
+                    f"two runs on the same inputs differ in {n} elements of output "
+                    f"{k} (first at {_where(k, at, a.shape)}: {a.flatten()[at].item()} then "
+                    f"{b.flatten()[at].item()}), but the candidate declares itself bitwise deterministic",
+                    {"differing": n},
+                )
+            continue
+        failure = compare_output(k, b, a, tol)
+        if failure is not None:
+            return Failure(
+                "nondeterministic",
+                "two runs on the same inputs disagree beyond the tolerance: "
+                + failure.message.replace("the reference", "the first run"),
+                failure.figures,
+            )
+    return None

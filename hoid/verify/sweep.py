@@ -1,0 +1,157 @@
+"""The trials of one check, and the verdict they lead to.
+
+The sweep runs `trials` trials (the first ones walk every value distribution over every input, dim
+sizes vary at random), then the timing runs a benchmark would make, then a few fresh re-checks: a
+candidate that counts its calls and turns wrong once it believes it is being timed fails there.
+
+A failure is diagnosed before it is reported: output identical to the previous trial's although the
+input values changed is a cache; a first trial that passed and now fails when replayed is a candidate
+whose results depend on how often it was called. Failures of a candidate that is still running are
+then shrunk (`shrink.py`); crashes and timeouts are not, since every retry would cost a new process.
+"""
+
+from __future__ import annotations
+
+import random
+
+from .inputs import DISTRIBUTIONS, TrialSpec, describe, dims_of, draw, sweep_spec
+from .poison import bits
+from .shrink import shrink
+from .trials import Outcome, TrialRunner
+from .verdict import Counterexample, Failure, Verdict, VerifyError
+
+DEFAULT_TRIALS = 20
+TIMING_RUNS = 30
+RECHECKS = 3
+# Failures a new trial cannot reproduce without a new process.
+_NOT_SHRUNK = ("crashed", "timeout", "static")
+
+
+def run_check(
+    trial_runner: TrialRunner,
+    *,
+    trials: int,
+    seed: int,
+    timing_runs: int = TIMING_RUNS,
+    rechecks: int = RECHECKS,
+) -> Verdict:
+    """Run the sweep, the timing runs and the re-checks; the verdict, shrunk and diagnosed on failure."""
+    if trials < 1:
+        raise VerifyError(f"trials must be at least 1, got {trials}")
+    inputs = trial_runner.plan.inputs
+    dims = dims_of(inputs)
+    rng = random.Random(seed)
+    first: TrialSpec | None = None
+    previous: dict[tuple, Outcome] = {}
+    last: tuple[TrialSpec, Outcome] | None = None
+    calls = 0
+    seen_dists: set[str] = set()
+    for t in range(trials + rechecks):
+        if t == trials:  # the loop a benchmark would run, between the sweep and the re-checks
+            failure = trial_runner.timing_runs(last[1].key, timing_runs)
+            calls += timing_runs
+            if failure is not None:
+                return _reject(trial_runner, failure, last[0], seed, t, shrinkable=False)
+        spec = sweep_spec(t, inputs, dims, rng)
+        outcome = trial_runner.run(spec)
+        calls += 2
+        if outcome.failure is not None:
+            failure = _diagnose(trial_runner, outcome, previous.get(outcome.key), first, t, trials, calls)
+            return _reject(trial_runner, failure, spec, seed, t + 1)
+        first = first or spec
+        last = (spec, outcome)
+        previous[outcome.key] = outcome
+        seen_dists |= set(spec.dists) - {"-"}
+    runs = "bitwise identical" if trial_runner.plan.deterministic else "within tolerance"
+    used = ", ".join(d for d in DISTRIBUTIONS if d in seen_dists) or "none: no float inputs"
+    reason = (
+        f"passed {trials} trials (value distributions: {used}; two runs per trial, {runs}), "
+        f"{timing_runs} timing runs and {rechecks} re-checks after them"
+    )
+    return Verdict(True, reason, trials=trials + rechecks, seed=seed, notes=tuple(trial_runner.notes))
+
+
+def _same_outputs(a: Outcome, b: Outcome) -> bool:
+    return all(bool((bits(x) == bits(y)).all()) for x, y in zip(a.outputs, b.outputs, strict=True))
+
+
+def _same_inputs(a: Outcome, b: Outcome) -> bool:
+    return all(bool((bits(x) == bits(y)).all()) for x, y in zip(a.values, b.values, strict=True))
+
+
+def _diagnose(
+    trial_runner: TrialRunner,
+    outcome: Outcome,
+    previous: Outcome | None,
+    first: TrialSpec | None,
+    t: int,
+    trials: int,
+    calls: int,
+) -> Failure:
+    """Name the cheat behind a failure at trial `t` where one can be told: a cache, or call counting."""
+    failure = outcome.failure
+    if failure.kind not in ("mismatch", "nonfinite", "unwritten", "output_type"):
+        return failure
+    if (
+        previous is not None
+        and outcome.outputs
+        and _same_outputs(outcome, previous)
+        and not _same_inputs(outcome, previous)
+    ):
+        return Failure(
+            "cached",
+            "the outputs are bit for bit those of the previous trial although new values were "
+            "written into the same input buffers: the candidate returns cached results instead of "
+            f"computing them. {failure.message}",
+            failure.figures,
+        )
+    if first is not None:
+        replay = trial_runner.run(first)
+        if replay.failure is not None:
+            when = f"after the {trials} trials and the timing runs" if t >= trials else f"after {calls} calls"
+            return Failure(
+                "stateful",
+                f"the first trial passed at first and fails when replayed {when}: the "
+                f"candidate is right for its first calls, then wrong. {failure.message}",
+                failure.figures,
+            )
+    return failure
+
+
+def _reject(
+    trial_runner: TrialRunner,
+    failure: Failure,
+    spec: TrialSpec,
+    seed: int,
+    trials: int,
+    *,
+    shrinkable: bool = True,
+) -> Verdict:
+    inputs = trial_runner.plan.inputs
+    worst = failure.figures.get("worst")
+    notes = list(trial_runner.notes)
+    if shrinkable and failure.kind not in _NOT_SHRUNK:
+        dims = dims_of(inputs)
+        smallest = shrink(spec, dims, lambda s: trial_runner.run(s).failure, seed)
+        if smallest != spec:
+            shrunk = trial_runner.run(smallest).failure
+            if shrunk is not None:
+                spec, worst = smallest, shrunk.figures.get("worst", worst)
+                if shrunk.kind == failure.kind:
+                    failure = shrunk
+    else:
+        notes.append(
+            f"a {failure.kind} failure is not shrunk: the counterexample is the failing trial itself"
+        )
+    example = Counterexample(spec.size_map, describe(inputs, spec, draw(inputs, spec)), worst or None, seed)
+    reason = f"{failure.message} [replay with seed={seed}]"
+    return Verdict(
+        False,
+        reason,
+        failure.kind,
+        example,
+        {k: v for k, v in failure.figures.items() if k != "worst"},
+        trials,
+        seed,
+        tuple(notes),
+    )

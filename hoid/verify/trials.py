@@ -1,0 +1,189 @@
+"""One trial of a check: fresh inputs, two runs of the candidate, the reference, the comparison.
+
+The order is what defeats the cheats a single call would not show:
+
+1. new values are written into the same input buffers as the last trial of this signature (a cache
+   keyed by address or shape returns stale results);
+2. the outputs are poisoned and the candidate runs, before the reference exists anywhere (nothing of
+   the reference's to find, in freed memory or elsewhere); the inputs are checked for writes;
+3. it runs again on the same inputs: the two runs must agree (bitwise, if it declares itself deterministic);
+4. the reference runs on the checker's own copy of the inputs, in float64 where it can, and is compared;
+   its outputs are then overwritten, so that a later allocation cannot find them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from ..ir import TensorType
+from .compare import compare_output, compare_runs
+from .inputs import Input, TrialSpec, draw
+from .poison import bits, poison_
+from .tolerance import Tolerance, tolerance_for
+from .verdict import Failure, VerifyError
+
+
+@dataclass
+class Plan:
+    """What stays fixed over the trials of one check.
+
+    reference(*tensors) -> tensor or tuple; output_types(input types) -> output types, when known without
+    running the reference (kernels, regions); call_kwargs: keyword arguments of every call (attrs, params);
+    key: distinguishes plans that share one runner (check_kernel's examples)."""
+
+    inputs: list[Input]
+    reference: Callable
+    device: torch.device
+    destination_passing: bool = False
+    deterministic: bool = False
+    output_types: Callable[[list[TensorType]], Sequence[TensorType]] | None = None
+    call_kwargs: dict = field(default_factory=dict)
+    tf32: bool = False
+    atol: float | None = None
+    rtol: float | None = None
+    key: object = None
+
+
+@dataclass
+class Outcome:
+    failure: Failure | None
+    key: tuple
+    values: list[torch.Tensor]
+    outputs: list[torch.Tensor] = field(default_factory=list)
+
+
+def _as_list(result, what: str) -> list[torch.Tensor]:
+    items = list(result) if isinstance(result, (tuple, list)) else [result]
+    if not all(isinstance(t, torch.Tensor) for t in items):
+        raise VerifyError(
+            f"the {what} must return a tensor or a tuple of tensors, got {type(result).__name__}"
+        )
+    return items
+
+
+def scrub_(tensors: Sequence[torch.Tensor]) -> None:
+    """Overwrite tensors before they are freed, so that their memory tells nothing to whoever gets it next."""
+    for t in tensors:
+        t.detach().fill_(float("nan") if t.is_floating_point() else 0)
+
+
+class TrialRunner:
+    """Runs trials of one plan on one runner (`runners.InProcessRunner` or `isolate.IsolatedRunner`)."""
+
+    def __init__(self, plan: Plan, runner):
+        self.plan, self.runner = plan, runner
+        self.notes: list[str] = []
+        self._buffers: dict[tuple, tuple[list[torch.Tensor], list[torch.Tensor]]] = {}
+        self._expected: dict[tuple, list[TensorType]] = {}
+        self._reference_in_float64 = True
+
+    # --- buffers and expected outputs ----------------------------------------------------------
+    def _signature(self, types: list[TensorType]) -> tuple[tuple, Failure | None]:
+        key = (self.plan.key, tuple(types))
+        if key not in self._buffers:
+            expected = self._output_types(types)
+            self._expected[key] = expected
+            self._buffers[key] = (self.runner.allocate(types), self.runner.allocate(expected))
+            failure = self.runner.prepare(key, *self._buffers[key], self.plan.call_kwargs)
+            if failure is not None:
+                return key, failure
+        return key, None
+
+    def _output_types(self, types: list[TensorType]) -> list[TensorType]:
+        if self.plan.output_types is not None:
+            return [t.contiguous() for t in self.plan.output_types(types)]
+        # Learn them from the reference in native precision, on throwaway inputs (never the trial's).
+        probe = [
+            torch.randn(t.shape).to(t.torch_dtype)
+            if t.torch_dtype.is_floating_point
+            else torch.zeros(t.shape, dtype=t.torch_dtype)
+            for t in types
+        ]
+        outs = self._call_reference([p.to(self.plan.device) for p in probe])
+        expected = [TensorType(tuple(o.shape), o.dtype) for o in outs]
+        scrub_(outs)
+        return expected
+
+    # --- the reference ---------------------------------------------------------------------------
+    def _call_reference(self, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+        try:
+            return _as_list(self.plan.reference(*tensors), "reference")
+        except VerifyError:
+            raise
+        except Exception as exc:
+            shapes = ", ".join(str(TensorType.of(t)) for t in tensors)
+            raise VerifyError(
+                f"the reference raised {type(exc).__name__}: {exc} on inputs ({shapes}); if these "
+                "inputs are invalid for it, declare their ranges or derive them (hoid.verify.Input)"
+            ) from exc
+
+    def reference_outputs(self, values: list[torch.Tensor]) -> list[torch.Tensor]:
+        """The reference on a copy of the trial's inputs: in float64 where it runs so, else as given."""
+        device = self.plan.device
+        if self._reference_in_float64:
+            wide = [v.to(device, torch.float64) if v.is_floating_point() else v.to(device) for v in values]
+            try:
+                return _as_list(self.plan.reference(*wide), "reference")
+            except Exception as exc:
+                self._reference_in_float64 = False
+                self.notes.append(
+                    f"the reference could not run in float64 ({type(exc).__name__}: {exc}); "
+                    "it ran in the inputs' own dtypes"
+                )
+        return self._call_reference([v.to(device) for v in values])
+
+    # --- a trial -------------------------------------------------------------------------------
+    def tolerances(self, key) -> list[Tolerance]:
+        p = self.plan
+        return [tolerance_for(t.dtype, tf32=p.tf32, atol=p.atol, rtol=p.rtol) for t in self._expected[key]]
+
+    def run(self, spec: TrialSpec) -> Outcome:
+        values = draw(self.plan.inputs, spec)
+        key, failure = self._signature([TensorType.of(v) for v in values])
+        if failure is not None:
+            return Outcome(failure, key, values)
+        inputs, outputs = self._buffers[key]
+        for buf, value in zip(inputs, values, strict=True):
+            buf.copy_(value)
+        runs = []
+        for _ in range(2):
+            for out in outputs:
+                poison_(out)
+            failure = self.runner.call(key) or self._mutation(inputs, values)
+            if failure is not None:
+                return Outcome(failure, key, values)
+            runs.append([out.detach().cpu().clone() for out in outputs])
+        tols = self.tolerances(key)
+        failure = compare_runs(runs[0], runs[1], tols, bitwise=self.plan.deterministic)
+        if failure is not None:
+            return Outcome(failure, key, values, runs[0])
+        refs = self.reference_outputs(values)
+        if [tuple(r.shape) for r in refs] != [t.shape for t in self._expected[key]]:
+            raise VerifyError(
+                f"the reference returned shapes {[list(r.shape) for r in refs]}, but the outputs "
+                f"are declared {[str(t) for t in self._expected[key]]}"
+            )
+        for k, (cand, ref, tol) in enumerate(zip(runs[0], refs, tols, strict=True)):
+            failure = failure or compare_output(k, cand, ref, tol)
+        scrub_(refs)
+        return Outcome(failure, key, values, runs[0])
+
+    def _mutation(self, inputs: list[torch.Tensor], values: list[torch.Tensor]) -> Failure | None:
+        for i, (buf, value) in enumerate(zip(inputs, values, strict=True)):
+            changed = bits(buf.detach().cpu()) != bits(value)
+            if bool(changed.any()):
+                name = self.plan.inputs[i].name
+                return Failure(
+                    "mutated",
+                    f"the candidate wrote into input {name} ({int(changed.sum())} of "
+                    f"{changed.numel()} elements changed); inputs are read-only: put results in new "
+                    "tensors or in the outputs given",
+                )
+        return None
+
+    def timing_runs(self, key, times: int) -> Failure | None:
+        """Calls in a row on the last inputs, as a benchmark makes them (nothing is compared)."""
+        return self.runner.repeat(key, times)
