@@ -15,6 +15,7 @@ from . import (
     torch_softmax,
     torch_swiglu_merged,
     triton_add_rmsnorm,
+    triton_decode_attention,
     triton_embedding,
     triton_gemv,
     triton_rmsnorm,
@@ -32,6 +33,8 @@ TRITON_SPECS = (
     triton_gemv.LINEAR_SPEC,
     triton_gemv.LINEAR_ADD_SPEC,
     triton_gemv.LINEAR_SWIGLU_SPEC,
+    triton_decode_attention.SPEC,
+    triton_decode_attention.NOMASK_SPEC,
 )
 
 for _spec in TRITON_SPECS:

@@ -1,0 +1,201 @@
+"""Decode attention over a static KV cache, in Triton, flash-decoding style: `triton.decode_attention`
+(op `sdpa(q, k, v, mask)`, one query token, grouped KV heads) and `triton.decode_attention_nomask`.
+
+At decode one query token per head attends over the cache, so the work is reading K and V once. One
+program per (batch, KV head) would leave most of the GPU idle; the cache is cut along its length into
+splits, each program reading one split of one KV head for all the query heads of its group (K and V
+are read once per group, not once per query head), and keeping the online-softmax running max and sum.
+A second launch combines the splits' partial outputs by their log-sum-exp.
+
+The mask (bool, True = attend, broadcast to [B, Hq, 1, S]) marks the cache's valid positions: a static
+cache of 32k slots with 1k filled reads 1k of K and V, because a tile the mask leaves wholly out is
+skipped before K and V are loaded (only the mask is read for it). A head with no valid key gets zeros,
+as torch's SDPA gives.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import torch
+
+from ...ir import TensorType
+from ..pattern import op_pattern
+from ..spec import Constraint, KernelSpec, Param
+from . import _constraints as C
+from ._triton_compile import cdiv, compile_for, next_power_of_2, num_sms, pointer_type, tl, triton_kernel
+
+PARAMS = (
+    Param("block_n", (32, 64, 128), 64),
+    Param("split_tokens", ("auto", 256, 512, 1024, 2048, 4096), "auto"),
+    Param("num_warps", (2, 4, 8), 4),
+    Param("num_stages", (1, 2, 3), 2),
+)
+
+
+@triton_kernel
+def attend_split(q_ptr, k_ptr, v_ptr, mask_ptr, part_ptr, lse_ptr, S, n_splits, scale,
+                 s_qb, s_qh, s_kb, s_kh, s_mb, s_mh, s_mn,
+                 HQ: tl.constexpr, GROUP: tl.constexpr, D: tl.constexpr, HAS_MASK: tl.constexpr,
+                 BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT_TILES: tl.constexpr,
+                 PRECISION: tl.constexpr):
+    pid, split = tl.program_id(0), tl.program_id(1)
+    b, kv_head = pid // (HQ // GROUP), pid % (HQ // GROUP)
+    g = tl.arange(0, BLOCK_G)
+    heads = kv_head * GROUP + g
+    d = tl.arange(0, D)
+    q = tl.load(q_ptr + b * s_qb + heads[:, None] * s_qh + d[None, :], mask=g[:, None] < GROUP, other=0.0)
+    k_base = k_ptr + b.to(tl.int64) * s_kb + kv_head.to(tl.int64) * s_kh
+    v_base = v_ptr + b.to(tl.int64) * s_kb + kv_head.to(tl.int64) * s_kh
+    m_i = tl.full((BLOCK_G,), -float("inf"), tl.float32)
+    l_i = tl.zeros((BLOCK_G,), tl.float32)
+    acc = tl.zeros((BLOCK_G, D), tl.float32)
+    for t in range(SPLIT_TILES):
+        n = (split * SPLIT_TILES + t) * BLOCK_N + tl.arange(0, BLOCK_N)
+        valid = (g[:, None] < GROUP) & (n[None, :] < S)
+        if HAS_MASK:
+            mask_offs = b * s_mb + heads[:, None] * s_mh + n[None, :] * s_mn
+            keep = tl.load(mask_ptr + mask_offs, mask=valid, other=0)
+            valid = valid & (keep != 0)
+        if tl.max(tl.max(valid.to(tl.int32), axis=1), axis=0) > 0:  # skip tiles the mask leaves wholly out
+            kv_offs = n[:, None].to(tl.int64) * D + d[None, :]
+            k = tl.load(k_base + kv_offs, mask=n[:, None] < S, other=0.0)
+            scores = tl.dot(q, tl.trans(k), input_precision=PRECISION) * scale
+            scores = tl.where(valid, scores, -float("inf"))
+            m_new = tl.maximum(m_i, tl.max(scores, axis=1))
+            # Rows with nothing valid yet keep m = -inf; exp(-inf - -inf) would be NaN, so shift by 0 there.
+            shift = tl.where(m_new == -float("inf"), 0.0, m_new)
+            p = tl.exp(scores - shift[:, None])
+            alpha = tl.exp(m_i - shift)
+            v = tl.load(v_base + kv_offs, mask=n[:, None] < S, other=0.0)
+            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
+            l_i = l_i * alpha + tl.sum(p, axis=1)
+            m_i = m_new
+    # Partial output normalized by its own sum, with its log-sum-exp (-inf where the split saw nothing).
+    row = (b * HQ + heads) * n_splits + split
+    out = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
+    tl.store(part_ptr + row[:, None].to(tl.int64) * D + d[None, :], out, mask=g[:, None] < GROUP)
+    lse = tl.where(l_i > 0, m_i + tl.log(tl.where(l_i > 0, l_i, 1.0)), -float("inf"))
+    tl.store(lse_ptr + row, lse, mask=g < GROUP)
+
+
+@triton_kernel
+def combine_splits(part_ptr, lse_ptr, out_ptr, n_splits, s_ob, s_oh, HQ: tl.constexpr, D: tl.constexpr,
+                   SPLITS: tl.constexpr):
+    pid = tl.program_id(0)
+    s = tl.arange(0, SPLITS)
+    d = tl.arange(0, D)
+    lse = tl.load(lse_ptr + pid * n_splits + s, mask=s < n_splits, other=-float("inf"))
+    top = tl.max(lse, axis=0)
+    # A head whose every key is masked out gets zeros, as torch's SDPA gives (not NaN).
+    weight = tl.where(lse == -float("inf"), 0.0, tl.exp(lse - tl.where(top == -float("inf"), 0.0, top)))
+    part = tl.load(part_ptr + (pid * n_splits + s[:, None]).to(tl.int64) * D + d[None, :],
+                   mask=s[:, None] < n_splits, other=0.0)
+    total = tl.sum(weight, axis=0)
+    out = tl.sum(part * weight[:, None], axis=0) / tl.where(total > 0, total, 1.0)
+    b, h = pid // HQ, pid % HQ
+    tl.store(out_ptr + b * s_ob + h * s_oh + d, out.to(out_ptr.dtype.element_ty))
+
+
+def plan_splits(batch_kv: int, S: int, block_n: int, device: torch.device, split_tokens="auto") -> int:
+    """Tiles per split: "auto" cuts the cache so that there are about two programs per multiprocessor."""
+    tiles = cdiv(S, block_n)
+    if split_tokens == "auto":
+        splits = max(1, min(tiles, cdiv(2 * num_sms(device), batch_kv)))
+        return cdiv(tiles, splits)
+    return max(1, split_tokens // block_n)
+
+
+def launch(q, k, v, *mask_and_out, is_causal=False, scale=None, enable_gqa=False, block_n=64,
+           split_tokens="auto", num_warps=4, num_stages=2) -> None:
+    """out <- sdpa(q, k, v[, mask]) for one query token: (q, k, v, mask, out) or (q, k, v, out)."""
+    *mask, out = mask_and_out
+    B, HQ, _, D = q.shape
+    HKV, S = k.shape[1], k.shape[2]
+    scale = 1.0 / math.sqrt(D) if scale is None else scale
+    split_tiles = plan_splits(B * HKV, S, block_n, q.device, split_tokens)
+    n_splits = cdiv(cdiv(S, block_n), split_tiles)
+    part = torch.empty((B * HQ * n_splits, D), dtype=torch.float32, device=q.device)
+    lse = torch.empty((B * HQ * n_splits,), dtype=torch.float32, device=q.device)
+    if mask:
+        m = torch.broadcast_to(mask[0], (B, HQ, 1, S)).view(torch.uint8)
+        mask_arg, mask_strides = m, (m.stride(0), m.stride(1), m.stride(3))
+    else:
+        mask_arg, mask_strides = lse, (0, 0, 0)
+    group = HQ // HKV
+    precision = "ieee" if q.dtype == torch.float32 else "tf32"
+    attend_split[(B * HKV, n_splits)](
+        q, k, v, mask_arg, part, lse, S, n_splits, scale, q.stride(0), q.stride(1), k.stride(0), k.stride(1),
+        *mask_strides, HQ=HQ, GROUP=group, D=D, HAS_MASK=bool(mask), BLOCK_G=max(16, next_power_of_2(group)),
+        BLOCK_N=block_n, SPLIT_TILES=split_tiles, PRECISION=precision, num_warps=num_warps,
+        num_stages=num_stages)
+    combine_splits[(B * HQ,)](part, lse, out, n_splits, out.stride(0), out.stride(1), HQ=HQ, D=D,
+                              SPLITS=next_power_of_2(n_splits), num_warps=4)
+
+
+def _compile(has_mask: bool):
+    def build(arch: str):
+        bf16, f32 = pointer_type("bf16"), pointer_type("f32")
+        sig = {"q_ptr": bf16, "k_ptr": bf16, "v_ptr": bf16, "mask_ptr": pointer_type("u8"), "part_ptr": f32,
+               "lse_ptr": f32, "S": "i32", "n_splits": "i32", "scale": "fp32",
+               **{name: "i32" for name in ("s_qb", "s_qh", "s_kb", "s_kh", "s_mb", "s_mh", "s_mn")}}
+        consts = {"HQ": 32, "GROUP": 4, "D": 128, "HAS_MASK": has_mask, "BLOCK_G": 16, "BLOCK_N": 64,
+                  "SPLIT_TILES": 8, "PRECISION": "tf32"}
+        combine_sig = {"part_ptr": f32, "lse_ptr": f32, "out_ptr": bf16, "n_splits": "i32", "s_ob": "i32",
+                       "s_oh": "i32"}
+        return [compile_for(attend_split, arch, sig, consts, num_warps=4, num_stages=2),
+                compile_for(combine_splits, arch, combine_sig, {"HQ": 32, "D": 128, "SPLITS": 64})]
+    return build
+
+
+def _examples(has_mask: bool):
+    def draw(rng: random.Random):
+        B, HKV, group = rng.randint(1, 2), rng.randint(1, 2), rng.choice((1, 2, 4))
+        S = rng.choice((1, 40, 300))
+        D, dtype = rng.choice((16, 64)), rng.choice(C.FLOATS)
+        types = [TensorType((B, HKV * group, 1, D), dtype), TensorType((B, HKV, S, D), dtype),
+                 TensorType((B, HKV, S, D), dtype)]
+        attrs = {"enable_gqa": group > 1, "scale": rng.choice((None, 0.1)), "is_causal": False}
+        if has_mask:
+            types.append(TensorType(rng.choice(((B, 1, 1, S), (1, 1, 1, S))), "bool"))
+        return types, attrs
+    return draw
+
+
+def _decode_shapes(t, attrs) -> bool:
+    q, k, v = t[:3]
+    return (q.rank == k.rank == v.rank == 4 and q.shape[2] == 1 and k.shape == v.shape
+            and q.shape[0] == k.shape[0] and q.shape[3] == k.shape[3] and q.shape[1] % k.shape[1] == 0
+            and q.shape[3] in (16, 32, 64, 128, 256) and (attrs["enable_gqa"] or q.shape[1] == k.shape[1]))
+
+
+def _constraints(pattern) -> tuple:
+    ops = pattern.operands
+    return (
+        C.float_dtype(ops, "q", "k", "v"),
+        C.contiguous(ops, "k", "v"),
+        Constraint("q [B, Hq, 1, D], k and v [B, Hkv, S, D], Hq a multiple of Hkv, D a power of 2 in 16..256",
+                   _decode_shapes),
+        Constraint("q: last dim contiguous", lambda t, attrs: t[0].layout()[-1] == 1),
+        Constraint("not causal (one query token sees the whole mask)",
+                   lambda t, attrs: not attrs["is_causal"]),
+    )
+
+
+_MASKED, _UNMASKED = op_pattern("sdpa"), op_pattern("sdpa", 3)
+
+SPEC = KernelSpec(
+    id="triton.decode_attention", pattern=_MASKED, backend="triton", launch=launch,
+    constraints=_constraints(_MASKED) + (
+        Constraint("mask: bool, over keys only ([..., S] broadcast to [B, Hq, 1, S])",
+                   lambda t, attrs: t[3].dtype == "bool" and t[3].shape[-1] == t[1].shape[2]),),
+    params=PARAMS, deterministic=True, examples=_examples(True), compile=_compile(True),
+    doc="one-token attention over a static KV cache, split along the cache; masked tiles skipped",
+)
+
+NOMASK_SPEC = KernelSpec(
+    id="triton.decode_attention_nomask", pattern=_UNMASKED, backend="triton", launch=launch,
+    constraints=_constraints(_UNMASKED), params=PARAMS, deterministic=True, examples=_examples(False),
+    compile=_compile(False), doc="one-token attention over a whole KV cache, split along the cache",
+)

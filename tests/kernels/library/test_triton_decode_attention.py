@@ -1,0 +1,65 @@
+import pytest
+import torch
+
+from hoid.kernels.library import triton_decode_attention as attention
+
+from .reference import assert_matches, check_examples
+
+
+def _qkv(B, HQ, HKV, S, D, dtype):
+    return (torch.randn(B, HQ, 1, D, dtype=dtype), torch.randn(B, HKV, S, D, dtype=dtype),
+            torch.randn(B, HKV, S, D, dtype=dtype))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("group", [1, 4])
+@pytest.mark.parametrize("split_tokens", ["auto", 256])
+def test_masked_matches_float64_reference(dtype, group, split_tokens):
+    q, k, v = _qkv(2, 2 * group, 2, 300, 64, dtype)
+    lengths = torch.tensor([300, 45])  # the second sequence fills only part of the static cache
+    mask = (torch.arange(300)[None, :] < lengths[:, None]).reshape(2, 1, 1, 300)
+    attrs = {"enable_gqa": group > 1, "scale": None, "is_causal": False}
+    assert_matches(attention.SPEC, [q, k, v, mask], attrs, {"split_tokens": split_tokens, "block_n": 32})
+
+
+def test_skipped_tiles_read_no_cache():
+    q, k, v = _qkv(1, 2, 1, 256, 16, torch.float32)
+    mask = torch.zeros(1, 1, 1, 256, dtype=torch.bool)
+    mask[..., :32] = True
+    k[:, :, 32:], v[:, :, 32:] = float("nan"), float("nan")  # would poison the output if read and used
+    out = torch.empty(1, 2, 1, 16)
+    attention.launch(q, k, v, mask, out, block_n=32)
+    want = torch.nn.functional.scaled_dot_product_attention(q, k[:, :, :32], v[:, :, :32], enable_gqa=True)
+    assert torch.allclose(out, want, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_unmasked_matches_float64_reference(dtype):
+    q, k, v = _qkv(1, 4, 2, 333, 32, dtype)
+    assert_matches(attention.NOMASK_SPEC, [q, k, v], {"enable_gqa": True, "scale": 0.2, "is_causal": False})
+
+
+def test_a_per_head_mask_is_honoured():
+    q, k, v = _qkv(1, 4, 1, 100, 16, torch.float32)
+    mask = torch.rand(1, 4, 1, 100) < 0.5
+    mask[..., 0] = True
+    assert_matches(attention.SPEC, [q, k, v, mask], {"enable_gqa": True, "scale": None, "is_causal": False})
+
+
+def test_splits_fill_the_gpu():
+    # 1 sequence x 8 KV heads over 32k tokens, 4 stand-in multiprocessors on the CPU: one split each.
+    assert attention.plan_splits(8, 32768, 64, torch.device("cpu")) == 512
+    assert attention.plan_splits(1, 1000, 64, torch.device("cpu"), split_tokens=256) == 4
+
+
+def test_rejects_more_than_one_query_token():
+    from hoid.ir import TensorType
+
+    types = [TensorType((1, 2, 3, 64), "f16")] + [TensorType((1, 2, 10, 64), "f16")] * 2
+    attrs = {"is_causal": False, "scale": None, "enable_gqa": False}
+    assert "q [B, Hq, 1, D]" in attention.NOMASK_SPEC.rejects(types, attrs)
+
+
+@pytest.mark.parametrize("spec", [attention.SPEC, attention.NOMASK_SPEC], ids=lambda s: s.id)
+def test_own_examples_pass(spec):
+    assert check_examples(spec, seed=7, draws=6) >= 2
