@@ -1,0 +1,126 @@
+"""The profiler core: a per-node time table for a graph, the input to "where does the time go?".
+
+`profile_graph(graph)` gives one row per node, sorted by time, with each node's share of the total:
+
+- **measured** (the default where a GPU is present): the graph runs once through the interpreter to get
+  every node's real input tensors, then each node is timed alone with this machine's timer (on a GPU:
+  events, CUDA-graph replay for short nodes, inputs rotated past the L2). A `kernel` node is timed
+  through its body's reference, so such rows say `reference` under `timed`.
+- **analytic** (the default on the CPU, and always available): the roofline estimate of each node,
+  `kernel` nodes scaled by their kernel's measured efficiency where the cache has one.
+
+`hoid profile` (the CLI) prints `Profile.table()`; the agent ranks regions by these rows (Amdahl).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from ..ir import Graph, Node
+from ..ir.interpreter import run, run_node
+from ..ir.registry import get_op
+from .cache import MeasureCache
+from .devices import Device
+from .inputs import random_tensor
+from .local import has_cuda, local_device, tensor_device, time_local
+from .roofline import node_time
+from .timing import format_seconds
+
+MODES = ("auto", "measured", "analytic")
+
+
+@dataclass(frozen=True)
+class ProfileRow:
+    """node: its output names; seconds: per run; share: of the graph's total; source: "measured" or
+    "analytic"; timed: what ran ("op", or "reference" for a kernel node's body)."""
+
+    node: str
+    op: str
+    kernel: str | None
+    seconds: float
+    share: float
+    source: str
+    timed: str
+    flops: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class Profile:
+    graph: str
+    device: str
+    mode: str
+    rows: tuple[ProfileRow, ...]  # slowest first
+
+    @property
+    def total(self) -> float:
+        return sum(r.seconds for r in self.rows)
+
+    def table(self, limit: int | None = 20) -> str:
+        """A text table of the slowest rows, with the running share (how much fixing the top n could win)."""
+        lines = [f"profile of {self.graph} on {self.device} ({self.mode}): {format_seconds(self.total)} in "
+                 f"{len(self.rows)} nodes",
+                 f"{'node':<24} {'op':<14} {'time':>10} {'share':>7} {'cum.':>7}"]
+        running = 0.0
+        for row in self.rows[:limit]:
+            running += row.share
+            name = row.op if row.kernel is None else f"kernel {row.kernel}"
+            lines.append(f"{row.node[:24]:<24} {name[:14]:<14} {format_seconds(row.seconds):>10} "
+                         f"{row.share:>7.1%} {running:>7.1%}")
+        return "\n".join(lines)
+
+
+def profile_graph(graph: Graph, *, mode: str = "auto", device: Device | None = None,
+                  inputs: Sequence[torch.Tensor] | None = None,
+                  weights: Mapping[str, torch.Tensor] | None = None, cache: MeasureCache | None = None,
+                  **timer_options) -> Profile:
+    """Per-node times of `graph`. `mode`: "measured", "analytic", or "auto" (measured on a GPU, analytic
+    on the CPU). Measuring draws random inputs and weights where none are given (pass `inputs` where
+    values matter, e.g. positions that index a cache); `timer_options` go to the timer."""
+    if mode not in MODES:
+        raise ValueError(f"profile mode {mode!r}: expected one of {MODES}")
+    if mode == "auto":
+        mode = "measured" if has_cuda() else "analytic"
+    device = device or local_device()
+    if mode == "analytic":
+        timed = [(n, node_time(n, device, cache=cache), "analytic") for n in graph.nodes]
+    else:
+        measured = _measure_nodes(graph, inputs, weights, timer_options)
+        timed = [(n, seconds, "measured") for n, seconds in measured]
+    total = sum(seconds for _, seconds, _ in timed) or 1.0
+    rows = [_row(n, seconds, seconds / total, source) for n, seconds, source in timed]
+    return Profile(graph.name, device.name, mode, tuple(sorted(rows, key=lambda r: -r.seconds)))
+
+
+def _row(node: Node, seconds: float, share: float, source: str) -> ProfileRow:
+    op = get_op(node.op)
+    ins, outs = [v.type for v in node.inputs], [v.type for v in node.outputs]
+    kernel = node.attrs["kernel"] if node.op == "kernel" else None
+    timed = "reference" if kernel and source == "measured" else "op"
+    return ProfileRow(node.name, node.op, kernel, seconds, share, source, timed,
+                      op.count_flops(ins, outs, node.attrs), op.count_bytes(ins, outs, node.attrs))
+
+
+def _measure_nodes(graph: Graph, inputs, weights, timer_options) -> list[tuple[Node, float]]:
+    """Run the graph once to capture every value, then time each node alone on its real inputs."""
+    where = tensor_device()
+    if inputs is None:
+        inputs = [random_tensor(v.type, device=where) for v in graph.runtime_inputs]
+    given = {**graph.weights, **(weights or {})}
+    weights = {v.name: given[v.name].to(where) if v.name in given else random_tensor(v.type, device=where)
+               for v in graph.weight_inputs}
+    env = {v.name: t for v, t in zip(graph.runtime_inputs, inputs, strict=True)} | weights
+
+    def keep(node: Node, outputs) -> None:
+        env.update((v.name, t) for v, t in zip(node.outputs, outputs, strict=True))
+
+    run(graph, *inputs, weights=weights, on_node=keep)
+    out = []
+    for node in graph.nodes:
+        args = [env[v.name] for v in node.inputs]
+        timing = time_local(lambda *tensors, node=node: run_node(node, list(tensors)), args, **timer_options)
+        out.append((node, timing.median))
+    return out

@@ -1,0 +1,114 @@
+"""Parameter tuning through the measurement layer (not `triton.autotune`): choices are cached and reported.
+
+For one kernel at one signature (input types and attrs), every combination of its params' choices is
+timed with `measure_kernel`. The default params are timed twice, first and last, so that the noise model
+(`hoid.measure.noise`) can say whether the fastest candidate beats them by more than the noise; if it
+does not, the default stays. The choice goes to the cache (`MeasureCache.put_choice`), so the next
+process, or the next model with the same signature, reads it instead of tuning again.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..ir import TensorType
+from .cache import MeasureCache, MeasureKey
+from .devices import Device
+from .kernel_bench import KernelMeasurement, measure_kernel
+from .local import local_device
+from .noise import compare
+from .timing import format_seconds
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One candidate: its params, its median (None when suspect) and, when suspect, why."""
+
+    params: dict
+    median: float | None
+    suspect: str = ""
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    """params: the choice; median: its time; cached: read from the cache rather than tuned now; reason:
+    why this choice (the noise model's words); trials: every candidate timed (empty when cached)."""
+
+    kernel: str
+    params: dict
+    median: float
+    cached: bool
+    reason: str
+    trials: tuple[Trial, ...] = field(default=())
+
+    def report(self) -> str:
+        """A short text table of the trials, fastest first, then the choice and why."""
+        what = "cached choice" if self.cached else f"{len(self.trials)} candidates"
+        lines = [f"tuning {self.kernel}: {what}"]
+        for t in sorted(self.trials, key=lambda t: t.median if t.median is not None else float("inf")):
+            time = format_seconds(t.median) if t.median is not None else f"suspect: {t.suspect}"
+            lines.append(f"  {t.params}  {time}")
+        lines.append(f"chose {self.params} ({format_seconds(self.median)}): {self.reason}")
+        return "\n".join(lines)
+
+
+def candidates_of(spec, limit: int = 64) -> list[dict]:
+    """Every combination of the kernel's param choices; refuses more than `limit` with the fix."""
+    names = [p.name for p in spec.params]
+    combos = [dict(zip(names, values, strict=True))
+              for values in itertools.product(*(p.choices for p in spec.params))]
+    if len(combos) > limit:
+        raise ValueError(f"kernel {spec.id} has {len(combos)} param combinations, more than limit={limit}: "
+                         "pass candidates= a subset, or raise the limit")
+    return combos
+
+
+def _trial(params: dict, m: KernelMeasurement) -> Trial:
+    return Trial(params, None, m.sanity.reason) if m.suspect else Trial(params, m.median)
+
+
+def tune(spec, types: Sequence[TensorType], attrs: dict, *, device: Device | None = None,
+         cache: MeasureCache | None = None, candidates: Sequence[dict] | None = None, refresh: bool = False,
+         limit: int = 64, **timer_options) -> TuneResult:
+    """The fastest params of `spec` at `types` and `attrs`, beyond noise against the defaults.
+    `candidates`: the params to try (default: every combination of choices, at most `limit`)."""
+    device = device or local_device()
+    key = MeasureKey.of(device.name, spec.id, spec.version, {}, types, attrs)
+    if cache is not None and not refresh and (choice := cache.get_choice(key)) is not None:
+        why = f"cached choice among {choice.tried} candidates"
+        return TuneResult(spec.id, choice.params, choice.median, True, why)
+    default = spec.default_params()
+    tried = candidates if candidates is not None else candidates_of(spec, limit)
+    todo = [p for p in (spec.check_params(c) for c in tried) if p != default]
+
+    def measure(params: dict) -> KernelMeasurement:
+        return measure_kernel(spec, types, attrs, params, device=device, cache=cache, refresh=True,
+                              **timer_options)
+
+    first = measure(default)
+    measured = [(params, measure(params)) for params in todo]
+    last = measure(default)
+    for baseline in (first, last):
+        if baseline.suspect:
+            raise RuntimeError(f"tuning {spec.id}: the default params' time is below the roofline floor "
+                               f"({baseline.sanity.reason}); fix the measurement before tuning")
+    trials = (_trial(default, first), *(_trial(p, m) for p, m in measured))
+    params, median, reason = _choose(default, [first.timing, last.timing], measured)
+    if cache is not None:
+        cache.put_choice(key, params, median, tried=len(trials))
+    return TuneResult(spec.id, params, median, False, reason, trials)
+
+
+def _choose(default: dict, baselines, measured) -> tuple[dict, float, str]:
+    """The fastest valid candidate if it beats the repeated default beyond noise, else the default."""
+    valid = [(p, m) for p, m in measured if not m.suspect]
+    base = min(b.median for b in baselines)
+    if not valid:
+        return default, base, "the defaults are the only valid candidate"
+    best_params, best = min(valid, key=lambda pm: pm[1].median)
+    verdict = compare(best.timing, baselines)
+    if verdict.faster:
+        return best_params, best.median, f"fastest candidate {best_params}: {verdict.reason}"
+    return default, base, f"fastest candidate {best_params}: {verdict.reason}; kept the defaults"

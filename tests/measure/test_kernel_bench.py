@@ -1,0 +1,31 @@
+import pytest
+
+from hoid.ir import TensorType
+from hoid.kernels import get
+from hoid.measure.cache import MeasureCache
+from hoid.measure.cpu import calibrate_cpu
+from hoid.measure.kernel_bench import measure_kernel
+from hoid.measure.roofline import region_floor
+
+FAST = {"min_runs": 3, "min_seconds": 0.01}
+TYPES = [TensorType((64, 256), "f32"), TensorType((256,), "f32")]
+
+
+def test_measure_then_read_back_from_the_cache(tmp_path):
+    spec = get("torch.rmsnorm")
+    with MeasureCache(tmp_path / "m.sqlite") as cache:
+        first = measure_kernel(spec, TYPES, {"eps": 1e-6}, cache=cache, **FAST)
+        assert not first.cached and first.timing.method == "cpu-wall" and first.median > 0
+        assert first.sanity is None  # no roofline gate on the CPU: its caches beat DRAM bandwidth
+        region = spec.pattern.graph(TYPES, {"eps": 1e-6})
+        assert first.floor == pytest.approx(region_floor(region, calibrate_cpu()))
+        again = measure_kernel(spec, TYPES, {"eps": 1e-6}, cache=cache)
+        assert again.cached and again.median == first.median and again.key == first.key
+        fresh = measure_kernel(spec, TYPES, {"eps": 1e-6}, cache=cache, refresh=True, **FAST)
+        assert not fresh.cached
+        assert cache.efficiency(calibrate_cpu().name, spec.id, spec.version) is not None
+
+
+def test_a_kernel_that_does_not_apply_is_refused_with_its_reason():
+    with pytest.raises(ValueError, match="does not apply.*f32, f16 or bf16"):
+        measure_kernel(get("torch.matmul"), [TensorType((2, 3), "i64"), TensorType((3, 2), "i64")], {})

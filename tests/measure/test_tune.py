@@ -1,0 +1,50 @@
+"""Tuning through the measurement layer, on a torch kernel whose one param really changes its speed."""
+
+import pytest
+import torch
+
+from hoid.ir import TensorType
+from hoid.kernels import KernelSpec, Param, op_pattern
+from hoid.measure.cache import MeasureCache
+from hoid.measure.tune import candidates_of, tune
+
+FAST = {"min_runs": 5, "min_seconds": 0.02}
+# Small enough that one call stays on one thread (torch parallelizes from 32K elements, and a thread
+# pool on a loaded 2-core machine makes a single call slower than many small ones).
+TYPES = [TensorType((4096,), "f32")]
+
+
+def chunked_silu(x: torch.Tensor, out: torch.Tensor, *, chunks: int) -> None:
+    """silu in `chunks` separate calls: 1024 calls of 4 elements cost far more than one call of 4096."""
+    for xs, os_ in zip(x.chunk(chunks), out.chunk(chunks), strict=True):
+        os_.copy_(torch.nn.functional.silu(xs))
+
+
+def spec_with_default(chunks: int) -> KernelSpec:
+    return KernelSpec(id=f"test.silu_chunked_{chunks}", pattern=op_pattern("silu"), backend="torch",
+                      launch=chunked_silu, params=(Param("chunks", (1, 1024), chunks),))
+
+
+def test_tune_picks_the_faster_params_beyond_noise_and_caches_the_choice(tmp_path):
+    spec = spec_with_default(1024)
+    with MeasureCache(tmp_path / "m.sqlite") as cache:
+        result = tune(spec, TYPES, {}, cache=cache, **FAST)
+        assert result.params == {"chunks": 1} and not result.cached
+        assert "beyond the noise" in result.reason
+        assert len(result.trials) == 2 and "chose {'chunks': 1}" in result.report()
+        again = tune(spec, TYPES, {}, cache=cache)
+        assert again.cached and again.params == {"chunks": 1} and again.trials == ()
+        assert len(cache.entries(kernel=spec.id)) == 2  # every candidate's measurement is kept
+
+
+def test_tune_keeps_defaults_that_nothing_beats():
+    result = tune(spec_with_default(1), TYPES, {}, **FAST)
+    assert result.params == {"chunks": 1}
+    assert "kept the defaults" in result.reason
+
+
+def test_candidates_are_every_combination_within_a_limit():
+    spec = spec_with_default(1)
+    assert candidates_of(spec) == [{"chunks": 1}, {"chunks": 1024}]
+    with pytest.raises(ValueError, match="pass candidates= a subset"):
+        candidates_of(spec, limit=1)
