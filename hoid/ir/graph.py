@@ -159,7 +159,8 @@ class Graph:
         return dumps(self)
 
     def __repr__(self) -> str:
-        return f"<hoid.Graph {self.name!r}: {len(self.inputs)} inputs, {len(self.nodes)} nodes, {len(self.outputs)} outputs>"
+        sizes = f"{len(self.inputs)} inputs, {len(self.nodes)} nodes, {len(self.outputs)} outputs"
+        return f"<hoid.Graph {self.name!r}: {sizes}>"
 
     # --- validation ----------------------------------------------------------------------------
     def validate(self) -> Graph:
@@ -196,7 +197,9 @@ class Graph:
                 )
             for v, t in zip(node.outputs, types):
                 if v.type != t:
-                    raise GraphError(f"node {node.name} ({node.op}): output %{v.name} is declared {v.type}, inferred {t}")
+                    raise GraphError(
+                        f"node {node.name} ({node.op}): output %{v.name} is declared {v.type}, inferred {t}"
+                    )
             if attr_key(attrs) != attr_key(node.attrs):
                 raise GraphError(f"node {node.name} ({node.op}): attrs are not normalized (defaults missing?)")
             for v in node.outputs:

@@ -41,7 +41,7 @@ def test_bad_call_names_op_shapes_and_expectation():
 def test_unknown_op_and_attribute_errors():
     b = hoid.GraphBuilder()
     with pytest.raises(AttributeError, match="no method or op 'softmaxx'"):
-        b.softmaxx
+        _ = b.softmaxx
     with pytest.raises(hoid.GraphError, match="unknown op 'nope'"):
         b.op("nope")
 

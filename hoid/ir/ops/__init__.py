@@ -3,4 +3,4 @@
 `selection` goes beyond the core list of docs/ops.md: ops that imported models need (topk).
 """
 
-from . import creation, elementwise, indexing, kernel, linalg, nn, reduction, selection, shape  # noqa: F401
+from . import creation, elementwise, indexing, kernel, linalg, nn, reduction, selection, shape, spatial  # noqa: F401

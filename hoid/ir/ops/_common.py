@@ -153,3 +153,8 @@ def rand_layout(rng: random.Random, shape: tuple[int, ...], dtype: str) -> Tenso
     for position, dim in enumerate(storage_order):
         strides[dim] = storage_strides[position]
     return view_type(shape, dtype, tuple(strides))
+
+
+def require_shape(t: TensorType | None, shape: tuple[int, ...], what: str, why: str) -> None:
+    if t is not None and t.shape != tuple(shape):
+        raise InferError(f"{what} is {list(t.shape)}, expected {list(shape)} ({why})")

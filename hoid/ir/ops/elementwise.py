@@ -6,7 +6,6 @@ promotion rules in both cases: `add(%x, scalar=1e-06)` is `x + 1e-06` exactly as
 
 from __future__ import annotations
 
-
 import torch
 import torch.nn.functional as F
 

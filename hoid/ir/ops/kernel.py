@@ -34,9 +34,9 @@ def _count(what):
     def count(ins, outs, attrs):
         from ..registry import get_op
 
-        body = attrs["body"]
+        nodes = attrs["body"].nodes
         return sum(getattr(get_op(n.op), what)([v.type for v in n.inputs], [v.type for v in n.outputs], n.attrs)
-                   for n in body.nodes)
+                   for n in nodes)
     return count
 
 
