@@ -1,0 +1,163 @@
+"""`hoid.from_torch`: inputs, weights, state, outputs and errors, on small hand-written modules."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import hoid
+from hoid.ir.from_torch import flatten_outputs
+
+
+def rel_error(got: torch.Tensor, want: torch.Tensor) -> float:
+    return ((got.double() - want.double()).norm() / want.double().norm().clamp_min(1e-30)).item()
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(8, 16)
+        self.fc2 = nn.Linear(16, 4, bias=False)
+        self.register_buffer("scale", torch.full((4,), 0.5))
+
+    def forward(self, x):
+        return self.fc2(F.silu(self.fc1(x))) * self.scale
+
+
+@pytest.fixture(scope="module")
+def mlp():
+    torch.manual_seed(0)
+    return MLP().eval()
+
+
+@pytest.fixture(scope="module")
+def mlp_graph(mlp):
+    return hoid.from_torch(mlp, (torch.randn(3, 8),))
+
+
+def test_linear_is_a_matmul_with_a_transposed_weight_view(mlp_graph):
+    ops = mlp_graph.op_counts()
+    assert ops["matmul"] == 2 and ops["transpose"] == 2 and ops["silu"] == 1
+    assert "linear" not in ops  # no such hoid op: the importer must not invent one
+    transposes = [n for n in mlp_graph.nodes if n.op == "transpose"]
+    assert {n.inputs[0].name for n in transposes} == {"fc1.weight", "fc2.weight"}
+
+
+def test_weights_are_named_by_module_path_and_bound(mlp, mlp_graph):
+    names = {v.name for v in mlp_graph.weight_inputs}
+    assert names == {"fc1.weight", "fc1.bias", "fc2.weight", "scale"}
+    for name, tensor in mlp.state_dict().items():
+        assert torch.equal(mlp_graph.weights[name], tensor)
+    assert [v.name for v in mlp_graph.runtime_inputs] == ["x"]
+
+
+def test_runs_without_a_weights_argument(mlp, mlp_graph):
+    x = torch.randn(3, 8)
+    (y,) = hoid.run(mlp_graph, x)
+    assert rel_error(y, mlp(x)) < 1e-6
+
+
+def test_weights_round_trip_through_save_and_load(mlp_graph, tmp_path):
+    hoid.save(mlp_graph, tmp_path / "mlp.hoid")
+    loaded = hoid.load(tmp_path / "mlp.hoid")
+    assert loaded == mlp_graph
+    assert set(loaded.weights) == set(mlp_graph.weights)
+    for name, tensor in mlp_graph.weights.items():
+        assert torch.equal(loaded.weights[name], tensor)
+    x = torch.randn(3, 8)
+    aligned = {name: t.clone() for name, t in loaded.weights.items()}  # see tests/models/test_llm.py
+    assert torch.equal(hoid.run(loaded, x, weights=aligned)[0], hoid.run(mlp_graph, x)[0])
+    assert rel_error(hoid.run(loaded, x)[0], hoid.run(mlp_graph, x)[0]) < 1e-6
+
+
+class Accumulator(nn.Module):
+    """Mutates a buffer (like a KV cache) with index_copy, and an argument in place."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("memory", torch.zeros(6, 4))
+
+    def forward(self, rows, index, counter):
+        self.memory.index_copy_(0, index, rows)
+        counter.add_(1)
+        return self.memory.sum(0)
+
+
+def test_mutated_buffers_and_arguments_become_state_with_updates():
+    g = hoid.from_torch(Accumulator(), (torch.randn(2, 4), torch.tensor([1, 3]), torch.zeros(())))
+    assert [(i.value.name, i.kind) for i in g.inputs] == [
+        ("rows", "input"), ("index", "input"), ("counter", "state"), ("memory", "state")]
+    assert set(g.state_updates) == {"memory", "counter"}
+    rows, memory = torch.randn(2, 4), torch.randn(6, 4)
+    total, *updates = hoid.run(g, rows, torch.tensor([1, 3]), torch.zeros(()), memory)
+    new = dict(zip([v.name for v in g.outputs[1:]], updates, strict=True))
+    expected = memory.clone().index_copy_(0, torch.tensor([1, 3]), rows)
+    assert torch.equal(new[g.state_updates["memory"]], expected)
+    assert torch.equal(new[g.state_updates["counter"]], torch.ones(()))
+    assert torch.allclose(total, expected.sum(0))
+
+
+class PytreeOut(nn.Module):
+    def forward(self, x, y):
+        return {"sum": x + y, "parts": (x * 2, [y.exp()])}
+
+
+def test_outputs_follow_the_pytree_order_of_the_result():
+    x, y = torch.randn(2, 3), torch.randn(2, 3)
+    g = hoid.from_torch(PytreeOut(), (x, y))
+    got = hoid.run(g, x, y)
+    want = flatten_outputs(PytreeOut()(x, y))
+    assert len(got) == len(want) == 3
+    for a, b in zip(got, want, strict=True):
+        assert torch.allclose(a, b)
+
+
+def test_lifted_tensor_constants_become_weights():
+    class WithConstant(nn.Module):
+        def forward(self, x):
+            return x + torch.tensor([1.0, 2.0, 3.0])
+
+    x = torch.randn(2, 3)
+    g = hoid.from_torch(WithConstant(), (x,))
+    assert len(g.weight_inputs) == 1 and len(g.weights) == 1
+    assert torch.equal(hoid.run(g, x)[0], x + torch.tensor([1.0, 2.0, 3.0]))
+
+
+class TwoUnsupported(nn.Module):
+    def forward(self, x):
+        a = torch.fft.fft(x).real            # complex, not a hoid dtype nor op
+        b = torch.linalg.det(x[:, :2, :2])   # no hoid op
+        c = torch.linalg.det(x[:, 1:3, 1:3])
+        return torch.sort(x, dim=-1).values + a.sum() + b.sum() + c.sum()
+
+
+def test_unsupported_ops_are_all_listed_with_counts_and_first_source_line():
+    with pytest.raises(hoid.UnsupportedOpError) as info:
+        hoid.from_torch(TwoUnsupported(), (torch.randn(2, 3, 3),))
+    message = str(info.value)
+    listed = info.value.ops
+    assert len(listed) >= 2, message
+    assert any("sort" in name for name in listed), message
+    assert any("fft" in name for name in listed), message
+    assert any(count == 2 for name, count in listed.items() if "det" in name or "lu" in name), message
+    assert "test_from_torch.py" in message and "torch.sort(x, dim=-1)" in message
+
+
+def test_a_module_export_cannot_trace_raises_export_error_with_reason_and_hint():
+    class Branchy(nn.Module):
+        def forward(self, x):
+            if x.sum() > 0:  # data-dependent control flow
+                return x * 2
+            return x
+
+    with pytest.raises(hoid.ExportError) as info:
+        hoid.from_torch(Branchy(), (torch.randn(4),))
+    assert "torch's reason" in str(info.value)
+    assert "data-dependent control flow" in info.value.hint
+
+
+def test_graph_name_defaults_to_the_module_class(mlp, mlp_graph):
+    assert mlp_graph.name == "MLP"
+    assert hoid.from_torch(mlp, (torch.randn(3, 8),), name="mlp2").name == "mlp2"
