@@ -18,6 +18,7 @@ from . import (
     triton_decode_attention,
     triton_embedding,
     triton_gemv,
+    triton_rope,
     triton_rmsnorm,
     triton_silu_mul,
     triton_softmax,
@@ -35,6 +36,9 @@ TRITON_SPECS = (
     triton_gemv.LINEAR_SWIGLU_SPEC,
     triton_decode_attention.SPEC,
     triton_decode_attention.NOMASK_SPEC,
+    triton_rope.ROPE_SPEC,
+    triton_rope.QK_NORM_ROPE_CACHE_SPEC,
+    triton_rope.ROPE_CACHE_SPEC,
 )
 
 for _spec in TRITON_SPECS:
