@@ -145,17 +145,19 @@ class RandomGraph:
         return self.rng.choice(same) if same and self.rng.random() < 0.8 else None
 
     def _reuse(self, types: list[TensorType], i: int, op: str, attrs: dict) -> Value | None:
-        """An existing value for operand `i`: one of the same type, else one of the same dtype that
-        inference accepts there (so chains form even where sampled shapes differ)."""
+        """An existing value for operand `i`: one of the same type, else one of the same dtype and rank
+        that inference accepts there (so chains form even where sampled shapes differ). The rank is
+        kept: a rank-0 value where an op samples rank >= 1 crashes some ops (split's inference and the
+        indexing ops' index_bounds raise IndexError), which is their bug, not this strategy's concern."""
         same = self._same_type(types[i])
         if same is not None:
             return same
-        loose = [v for v in self.values if v.type.dtype == types[i].dtype]
+        loose = [v for v in self.values if v.type.dtype == types[i].dtype and v.type.rank == types[i].rank]
         for v in self.rng.sample(loose, min(2, len(loose))):
             try:
                 infer_node(op, [*types[:i], v.type, *types[i + 1:]], attrs)
                 return v
-            except (GraphError, IndexError):  # IndexError: split's inference on a rank-0 value (a bug)
+            except GraphError:
                 continue
         return None
 
