@@ -35,7 +35,8 @@ MODES = ("auto", "measured", "analytic")
 @dataclass(frozen=True)
 class ProfileRow:
     """node: its output names; seconds: per run; share: of the graph's total; source: "measured" or
-    "analytic"; timed: what ran ("op", or "reference" for a kernel node's body)."""
+    "analytic"; timed: what ran ("op", or "reference" for a kernel node's body); method: the timer's
+    method and note ("cuda-graph; 920 runs per replay"), or "roofline"."""
 
     node: str
     op: str
@@ -46,6 +47,7 @@ class ProfileRow:
     timed: str
     flops: int
     bytes: int
+    method: str = "roofline"
 
 
 @dataclass(frozen=True)
@@ -86,25 +88,25 @@ def profile_graph(graph: Graph, *, mode: str = "auto", device: Device | None = N
         mode = "measured" if has_cuda() else "analytic"
     device = device or local_device()
     if mode == "analytic":
-        timed = [(n, node_time(n, device, cache=cache), "analytic") for n in graph.nodes]
+        timed = [(n, node_time(n, device, cache=cache), "roofline") for n in graph.nodes]
     else:
-        measured = _measure_nodes(graph, inputs, weights, timer_options)
-        timed = [(n, seconds, "measured") for n, seconds in measured]
+        timed = _measure_nodes(graph, inputs, weights, timer_options)
     total = sum(seconds for _, seconds, _ in timed) or 1.0
-    rows = [_row(n, seconds, seconds / total, source) for n, seconds, source in timed]
+    rows = [_row(n, seconds, seconds / total, method) for n, seconds, method in timed]
     return Profile(graph.name, device.name, mode, tuple(sorted(rows, key=lambda r: -r.seconds)))
 
 
-def _row(node: Node, seconds: float, share: float, source: str) -> ProfileRow:
+def _row(node: Node, seconds: float, share: float, method: str) -> ProfileRow:
     op = get_op(node.op)
     ins, outs = [v.type for v in node.inputs], [v.type for v in node.outputs]
     kernel = node.attrs["kernel"] if node.op == "kernel" else None
+    source = "analytic" if method == "roofline" else "measured"
     timed = "reference" if kernel and source == "measured" else "op"
     return ProfileRow(node.name, node.op, kernel, seconds, share, source, timed,
-                      op.count_flops(ins, outs, node.attrs), op.count_bytes(ins, outs, node.attrs))
+                      op.count_flops(ins, outs, node.attrs), op.count_bytes(ins, outs, node.attrs), method)
 
 
-def _measure_nodes(graph: Graph, inputs, weights, timer_options) -> list[tuple[Node, float]]:
+def _measure_nodes(graph: Graph, inputs, weights, timer_options) -> list[tuple[Node, float, str]]:
     """Run the graph once to capture every value, then time each node alone on its real inputs."""
     where = tensor_device()
     if inputs is None:
@@ -122,5 +124,6 @@ def _measure_nodes(graph: Graph, inputs, weights, timer_options) -> list[tuple[N
     for node in graph.nodes:
         args = [env[v.name] for v in node.inputs]
         timing = time_local(lambda *tensors, node=node: run_node(node, list(tensors)), args, **timer_options)
-        out.append((node, timing.median))
+        method = f"{timing.method}; {timing.note}" if timing.note else timing.method
+        out.append((node, timing.median, method))
     return out

@@ -1,4 +1,5 @@
 import pytest
+import torch
 
 from hoid.ir import TensorType
 from hoid.kernels import get
@@ -29,3 +30,14 @@ def test_measure_then_read_back_from_the_cache(tmp_path):
 def test_a_kernel_that_does_not_apply_is_refused_with_its_reason():
     with pytest.raises(ValueError, match="does not apply.*f32, f16 or bf16"):
         measure_kernel(get("torch.matmul"), [TensorType((2, 3), "i64"), TensorType((3, 2), "i64")], {})
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_decode_rmsnorm_on_the_gpu_passes_the_roofline_gate(tmp_path):
+    types = [TensorType((1, 4096), "bf16"), TensorType((4096,), "bf16")]
+    with MeasureCache(tmp_path / "m.sqlite") as cache:
+        m = measure_kernel(get("torch.rmsnorm"), types, {"eps": 1e-6}, cache=cache)
+        print(f"torch.rmsnorm decode: {m.timing}, floor {m.floor * 1e6:.2f} µs")
+        assert m.sanity is not None and not m.suspect and m.median >= m.floor
+        assert m.timing.method == "cuda-graph" and cache.get(m.key) is not None

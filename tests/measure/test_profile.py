@@ -1,4 +1,5 @@
 import pytest
+import torch
 
 from hoid.ir import GraphBuilder
 from hoid.measure.devices import H200
@@ -8,11 +9,11 @@ from hoid.measure.roofline import graph_time
 FAST = {"min_runs": 3, "min_seconds": 0.005}
 
 
-def mlp():
+def mlp(dtype="f32"):
     b = GraphBuilder("mlp")
-    x = b.input("x", (64, 512), "f32")
-    w = b.weight("w", (512, 2048), "f32")
-    norm = b.weight("norm", (2048,), "f32")
+    x = b.input("x", (64, 512), dtype)
+    w = b.weight("w", (512, 2048), dtype)
+    norm = b.weight("norm", (2048,), dtype)
     h = b.matmul(x, w, name="proj")
     g = b.silu(h, name="act")
     return b.build(b.rmsnorm(g, norm, name="out"))
@@ -26,7 +27,7 @@ def test_analytic_profile_rows_are_sorted_with_shares():
     assert seconds == sorted(seconds, reverse=True)
     assert sum(r.share for r in profile.rows) == pytest.approx(1.0)
     assert profile.total == pytest.approx(graph_time(mlp(), H200))
-    assert all(r.source == "analytic" for r in profile.rows)
+    assert all(r.source == "analytic" and r.method == "roofline" for r in profile.rows)
     matmul = profile.rows[0]
     assert matmul.flops == 2 * 64 * 512 * 2048 and matmul.bytes == 4 * (64 * 512 + 512 * 2048 + 64 * 2048)
 
@@ -35,15 +36,26 @@ def test_measured_profile_on_the_cpu_times_every_node():
     profile = profile_graph(mlp(), mode="measured", **FAST)
     assert profile.mode == "measured" and len(profile.rows) == 3
     assert all(r.source == "measured" and r.seconds > 0 and r.timed == "op" for r in profile.rows)
+    assert all(r.method.startswith("cpu-wall") for r in profile.rows)
     assert {r.node for r in profile.rows} == {"%proj", "%act", "%out"}
     table = profile.table()
     assert "matmul" in table and "100.0%" in table
 
 
 def test_auto_is_analytic_without_a_gpu_and_bad_modes_are_refused():
-    import torch
-
     if not torch.cuda.is_available():
         assert profile_graph(mlp(), device=H200).mode == "analytic"
     with pytest.raises(ValueError, match="expected one of"):
         profile_graph(mlp(), mode="guess")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_auto_profile_on_the_gpu_is_measured():
+    profile = profile_graph(mlp("bf16"))
+    print(profile.table())
+    for row in profile.rows:
+        print(f"{row.node}: {row.method}")
+    assert profile.mode == "measured" and profile.device == torch.cuda.get_device_name()
+    assert all(r.source == "measured" and r.seconds > 0 for r in profile.rows)
+    assert sum(r.share for r in profile.rows) == pytest.approx(1.0)
