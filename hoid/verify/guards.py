@@ -27,19 +27,17 @@ import torch.utils.deterministic
 
 from .verdict import Failure
 
+_hoid_modules: tuple[int, list[str]] = (-1, [])
+
 
 def _watched() -> dict[str, dict]:
-    spaces = {
-        "torch": vars(torch),
-        "torch.Tensor": vars(torch.Tensor),
-        "torch.nn.functional": vars(torch.nn.functional),
-        "torch.testing": vars(torch.testing),
-        "torch.cuda": vars(torch.cuda),
-        "builtins": vars(builtins),
-    }
-    for name, module in list(sys.modules.items()):
-        if name == "hoid" or name.startswith("hoid."):
-            spaces[name] = vars(module)
+    global _hoid_modules
+    if _hoid_modules[0] != len(sys.modules):  # scanning every module on every call would cost milliseconds
+        _hoid_modules = (len(sys.modules), [n for n in sys.modules if n == "hoid" or n.startswith("hoid.")])
+    spaces = {"torch": vars(torch), "torch.Tensor": vars(torch.Tensor),
+              "torch.nn.functional": vars(torch.nn.functional), "torch.testing": vars(torch.testing),
+              "torch.cuda": vars(torch.cuda), "builtins": vars(builtins)}
+    spaces.update((name, vars(sys.modules[name])) for name in _hoid_modules[1] if name in sys.modules)
     return spaces
 
 

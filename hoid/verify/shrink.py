@@ -39,13 +39,14 @@ def shrink(
         *(st.sampled_from(("normal", d)) if d not in ("-", "normal") else st.just(d) for d in failing.dists)
     )
     space = st.builds(TrialSpec, sizes, dists, st.just(failing.seed))
-    runs = 0
+    seen: dict[TrialSpec, bool] = {}
 
     def still_fails(spec: TrialSpec) -> bool:
-        nonlocal runs
-        runs += 1
-        # Past the budget, nothing fails any more: hypothesis keeps the smallest failure found so far.
-        return runs <= budget and fails(spec) is not None
+        # Past the budget, new specs count as passing, so hypothesis settles on the smallest failure found;
+        # specs already run answer as before (hypothesis replays its result and refuses flaky answers).
+        if spec not in seen:
+            seen[spec] = len(seen) < budget and fails(spec) is not None
+        return seen[spec]
 
     config = settings(
         max_examples=budget,

@@ -97,7 +97,9 @@ def relu_where(x):
 
 
 def decode_attention(q, k, v, pos, mask):
-    """Reads only the cache positions up to pos[b] (the mask), scaled by 1/sqrt(D), stable softmax."""
+    """Reads only the cache positions up to pos[b] (the mask), scaled by 1/sqrt(D), stable softmax.
+    Refuses positions past the cache: the checker must never draw them."""
+    assert bool((pos < k.shape[1]).all()) and bool((pos >= 0).all()), "position outside the cache"
     out = torch.empty_like(q)
     for b in range(q.shape[0]):
         keys, values = k[b, : int(pos[b]) + 1], v[b, : int(pos[b]) + 1]

@@ -1,0 +1,78 @@
+"""compare_output and compare_runs: scale-aware bounds, non-finite values, unwritten elements."""
+
+import torch
+
+from hoid.verify.compare import compare_output, compare_runs
+from hoid.verify.poison import poison_
+from hoid.verify.tolerance import tolerance_for
+
+F32 = tolerance_for("f32")
+
+
+def test_equal_outputs_pass_and_float32_rounding_is_within_tolerance():
+    ref = torch.randn(64, 64, dtype=torch.float64)
+    assert compare_output(0, ref.float(), ref, F32) is None
+
+
+def test_all_zero_output_never_passes_against_a_tiny_reference():
+    ref = torch.randn(32, dtype=torch.float64) * 1e-12
+    failure = compare_output(0, torch.zeros(32), ref, F32)
+    assert failure.kind == "mismatch" and failure.figures["rel_l2"] == 1.0
+
+
+def test_error_bound_scales_with_the_output_not_an_absolute_atol():
+    ref = torch.randn(100, dtype=torch.float64) * 1e6
+    off = (ref * (1 + 1e-6)).float()  # a relative error of 1e-6 at any magnitude is float32-honest
+    assert compare_output(0, off, ref, F32) is None
+    assert compare_output(0, (ref * (1 + 1e-3)).float(), ref, F32).kind == "mismatch"
+
+
+def test_nan_or_inf_where_the_reference_is_finite_fails():
+    ref = torch.ones(8, dtype=torch.float64)
+    cand = torch.ones(8)
+    cand[3] = float("inf")
+    failure = compare_output(0, cand, ref, F32)
+    assert failure.kind == "nonfinite" and "output 0[3]" in failure.message
+
+
+def test_values_too_large_for_the_output_dtype_are_expected_to_be_inf():
+    ref = torch.tensor([1e6, 1.0], dtype=torch.float64)  # 1e6 overflows float16
+    assert compare_output(0, torch.tensor([float("inf"), 1.0], dtype=torch.float16), ref,
+                          tolerance_for("f16")) is None
+    assert compare_output(0, torch.tensor([65504.0, 1.0], dtype=torch.float16), ref,
+                          tolerance_for("f16")).kind == "mismatch"
+
+
+def test_nan_in_both_passes_only_where_the_reference_has_it():
+    ref = torch.tensor([float("nan"), 2.0], dtype=torch.float64)
+    assert compare_output(0, torch.tensor([float("nan"), 2.0]), ref, F32) is None
+    assert compare_output(0, torch.tensor([1.0, 2.0]), ref, F32).kind == "mismatch"
+
+
+def test_poisoned_elements_are_reported_as_unwritten():
+    cand = poison_(torch.empty(4, 4))
+    cand[:2] = 1.0
+    failure = compare_output(0, cand, torch.ones(4, 4, dtype=torch.float64), F32)
+    assert failure.kind == "unwritten" and failure.figures["unwritten"] == 8
+
+
+def test_integer_outputs_compare_exactly():
+    ref = torch.tensor([1, 2, 3])
+    assert compare_output(0, ref.clone(), ref, tolerance_for("i64")) is None
+    failure = compare_output(0, torch.tensor([1, 2, 4]), ref, tolerance_for("i64"))
+    assert failure.kind == "mismatch" and "1 of 3 elements differ" in failure.message
+
+
+def test_low_precision_arithmetic_is_named():
+    ref = torch.randn(256, dtype=torch.float64)
+    failure = compare_output(0, ref.half().float(), ref, F32)
+    assert failure.kind == "mismatch" and "lower precision" in failure.message
+
+
+def test_runs_compare_bitwise_when_deterministic_else_within_tolerance():
+    a = torch.randn(16)
+    b = a.clone()
+    b[5] = torch.nextafter(b[5], torch.tensor(float("inf")))
+    assert compare_runs([a], [b], [F32], bitwise=False) is None
+    failure = compare_runs([a], [b], [F32], bitwise=True)
+    assert failure.kind == "nondeterministic" and "1 elements" in failure.message

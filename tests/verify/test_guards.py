@@ -1,0 +1,45 @@
+"""Guards around a candidate call: patches undone and reported, fresh memory NaN, time limits."""
+
+import torch
+
+import hoid.verify.compare
+from hoid.verify.guards import guarded_call
+
+
+def _patch_allclose():
+    torch.allclose = lambda *args, **kwargs: True
+
+
+def _patch_hoid():
+    hoid.verify.compare.compare_output = lambda *args: None
+
+
+def test_patches_of_torch_and_hoid_are_undone_and_reported():
+    original, compare = torch.allclose, hoid.verify.compare.compare_output
+    _, failure = guarded_call(_patch_allclose, [], {}, timeout_s=None)
+    assert failure.kind == "patched" and "torch.allclose" in failure.message
+    assert torch.allclose is original
+    _, failure = guarded_call(_patch_hoid, [], {}, timeout_s=None)
+    assert "hoid.verify.compare.compare_output" in failure.message
+    assert hoid.verify.compare.compare_output is compare
+
+
+def test_fresh_allocations_hold_nan_during_the_call_only():
+    result, failure = guarded_call(torch.empty, [64], {}, timeout_s=None)
+    assert failure is None and bool(result.isnan().all())
+    assert not torch.are_deterministic_algorithms_enabled()
+
+
+def _spin():
+    while True:
+        pass
+
+
+def test_an_endless_call_is_interrupted():
+    _, failure = guarded_call(_spin, [], {}, timeout_s=0.2)
+    assert failure.kind == "timeout"
+
+
+def test_exceptions_become_failures_that_say_where():
+    _, failure = guarded_call(int, ["not a number"], {}, timeout_s=None)
+    assert failure.kind == "raised" and "ValueError" in failure.message

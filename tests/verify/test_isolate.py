@@ -1,0 +1,24 @@
+"""IsolatedRunner: buffers in shared memory, handed to a child once and refilled between calls."""
+
+import torch
+
+from hoid import TensorType
+from hoid.verify.candidate import KernelSource
+from hoid.verify.isolate import IsolatedRunner
+
+DOUBLE = "def double(x, out):\n    out.copy_(x * 2)\n"
+
+
+def test_the_child_writes_shared_outputs_and_sees_new_input_values():
+    runner = IsolatedRunner(KernelSource(DOUBLE, "double"), destination_passing=True, timeout_s=20,
+                            device=torch.device("cpu"), triton_interpret=False)
+    try:
+        x, out = runner.allocate([TensorType((3,), "f32")] * 2)
+        x.copy_(torch.tensor([1.0, 2.0, 3.0]))
+        assert runner.prepare("k", [x], [out], {}) is None
+        assert runner.call("k") is None and out.tolist() == [2.0, 4.0, 6.0]
+        x.fill_(5.0)  # new values, same buffer: the child sees them
+        assert runner.repeat("k", 3) is None and out.tolist() == [10.0] * 3
+    finally:
+        runner.close()
+
