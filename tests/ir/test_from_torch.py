@@ -161,3 +161,26 @@ def test_a_module_export_cannot_trace_raises_export_error_with_reason_and_hint()
 def test_graph_name_defaults_to_the_module_class(mlp, mlp_graph):
     assert mlp_graph.name == "MLP"
     assert hoid.from_torch(mlp, (torch.randn(3, 8),), name="mlp2").name == "mlp2"
+
+
+def test_a_module_in_training_mode_is_told_to_call_eval():
+    model = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.1))
+    with pytest.raises(hoid.UnsupportedOpError, match=r"call module\.eval\(\)") as info:
+        hoid.from_torch(model, (torch.randn(3, 4),))
+    assert "dropout.py" in str(info.value)  # the first use is where the model calls dropout
+    g = hoid.from_torch(model.eval(), (torch.randn(3, 4),))
+    assert "matmul" in g.op_counts()
+
+
+def test_zero_dim_operands_promote_as_in_torch():
+    """bf16[3] * f32[] is bf16 in torch (a tensor with dims decides), not f32 as for two full tensors."""
+
+    class ScaledShift(nn.Module):
+        def forward(self, x):
+            return x * torch.tensor(2.5) + torch.tensor(1)
+
+    x = torch.randn(3, dtype=torch.bfloat16)
+    g = hoid.from_torch(ScaledShift(), (x,))
+    (y,) = hoid.run(g, x)
+    assert y.dtype == torch.bfloat16
+    assert torch.equal(y, ScaledShift()(x))

@@ -7,6 +7,9 @@ hoid ops of docs/ops.md. Python numbers stay numbers (`scalar=` of the binary op
 
 from __future__ import annotations
 
+import torch
+
+from ..dtypes import dtype_name
 from ..graph import Value
 from .emitter import Emitter, NotLowerable
 
@@ -24,6 +27,13 @@ def unary(op_name: str):
     return lower
 
 
+def _common_dtype(a: Value, b: Value) -> str:
+    """torch's result dtype of a binary op on `a` and `b`. Unlike `promote`, it lets a tensor with
+    dims win over a 0-dim one of the same kind: bf16[3] * f32[] is bf16 in torch."""
+    meta = [torch.empty(v.type.shape, dtype=v.type.torch_dtype, device="meta") for v in (a, b)]
+    return dtype_name(torch.result_type(*meta))
+
+
 def binary(op_name: str):
     """`aten.<f>(self, other)` with other a tensor or a number -> `<op_name>(a, b)` or `(a, scalar=)`.
     (pow names its second operand `exponent`.)"""
@@ -31,9 +41,13 @@ def binary(op_name: str):
         other = rest["other"] if "other" in rest else rest["exponent"]
         if not _is_tensor(self):  # a number first: make it a constant of the result's dtype
             self = em.full((), self, em.out_dtype, tag="lhs")
-        if _is_tensor(other):
-            return em.op(op_name, self, other)
-        return em.op(op_name, self, scalar=other)
+        if not _is_tensor(other):
+            return em.op(op_name, self, scalar=other)
+        if self.type.dtype != other.type.dtype and (self.type.rank == 0) != (other.type.rank == 0):
+            # a 0-dim operand does not decide the dtype: cast it as torch does before computing
+            common = _common_dtype(self, other)
+            self, other = em.cast(self, common, tag="lhs_cast"), em.cast(other, common, tag="rhs_cast")
+        return em.op(op_name, self, other)
     return lower
 
 
@@ -128,8 +142,6 @@ def drop(em: Emitter, *args, **kwargs):
 
 def clone(em: Emitter, self, memory_format=None):
     """A clone keeps the layout; `contiguous()` (memory_format=contiguous) becomes `contiguous`."""
-    import torch
-
     if memory_format == torch.contiguous_format and not self.type.is_contiguous:
         return em.op("contiguous", self)
     return self

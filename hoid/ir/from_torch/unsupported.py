@@ -7,6 +7,7 @@ in the user's source, and why it could not be lowered) and `raise_if_any` report
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 
@@ -17,13 +18,27 @@ from ...errors import UnsupportedOpError
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)\n\s*(?P<code>.*)')
 
 
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+_IMPORTER_DIR = os.path.dirname(__file__) + os.sep
+
+# Ops that mean the module was exported in training mode, and what to do about it.
+_TRAINING_OPS = ("aten.native_dropout.default", "aten.dropout.default",
+                 "aten._native_batch_norm_legit_functional.default", "aten._native_batch_norm_legit.default")
+_TRAINING_HINT = "the module is in training mode: call module.eval() before hoid.from_torch"
+
+
 def source_line(node: torch.fx.Node) -> str:
-    """Where `node` comes from in the user's code: the innermost frame of its recorded stack trace,
-    as `file:line (function): code`, or `unknown source` when export recorded none."""
+    """Where `node` comes from in the model's code, as `file:line (function): code`: the innermost
+    frame of its recorded stack trace outside torch itself (a call to F.dropout is reported where
+    the model calls it, not inside torch.nn), or `unknown source` when export recorded none."""
     frames = list(_FRAME.finditer(node.meta.get("stack_trace") or ""))
     if not frames:
         return "unknown source"
-    f = frames[-1]
+    # The trace may begin with the frames that called the importer: the model's code comes after them.
+    importer = [i for i, f in enumerate(frames) if f["file"].startswith(_IMPORTER_DIR)]
+    model = frames[importer[-1] + 1:] if importer else frames
+    outside_torch = [f for f in model if not f["file"].startswith(_TORCH_DIR)]
+    f = (outside_torch or model or frames)[-1]
     return f"{f['file']}:{f['line']} ({f['func']}): {f['code'].strip()}"
 
 
@@ -49,6 +64,8 @@ class Unsupported:
 
     def add(self, node: torch.fx.Node, reason: str) -> None:
         name = op_name(node.target)
+        if name in _TRAINING_OPS:
+            reason = _TRAINING_HINT
         if name in self.entries:
             self.entries[name].count += 1
         else:
