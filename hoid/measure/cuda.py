@@ -3,10 +3,11 @@
 - **Events**, recorded on the stream around each run, time the device, not the host.
 - **Warm-up** runs first (once over every rotated copy), so compilation, module load and first-touch
   page faults stay out of the numbers.
-- **CUDA-graph replay** for kernels of a few microseconds: launched one by one from Python, their time
-  is the host's launch rate, not the kernel. A graph of many back-to-back runs is replayed instead, and
-  each sample is one replay divided by the runs inside it (the time a kernel takes inside a CUDA graph,
-  which is how the runtime runs it).
+- **CUDA-graph replay** for kernels of a few microseconds, and for any call the host cannot launch as fast
+  as the GPU runs it (a torch reference of eight small kernels, say): launched one by one from Python,
+  their time is the host's launch rate, not the device's. A graph of many back-to-back runs is replayed
+  instead, and each sample is one replay divided by the runs inside it (the time a call takes inside a
+  CUDA graph, which is how the runtime runs it).
 - **Rotation**: the tensors are copied until the copies total at least 4x the L2, and run `i` uses copy
   `i mod n`. Without it a memory-bound kernel reads its inputs from L2 on every run after the first, and
   reports a bandwidth the memory does not have: every decode weight of a 1.7B model fits in the H200's
@@ -18,6 +19,7 @@ torch.cuda is only touched when a timer runs, so this module imports on machines
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Sequence
 
 import torch
@@ -71,7 +73,8 @@ def time_cuda(fn: Callable[..., object], args: Sequence = (), *, rotate: bool = 
     """Seconds per call of `fn(*args)` on the current GPU (args: tensors, inputs and outputs alike).
 
     rotate: run over copies of `args` totalling `ROTATE_FACTOR` x the L2 (`cache_bytes` overrides the L2
-    size); graph: time by CUDA-graph replay (None: when one run is estimated under `graph_below`); repeat:
+    size); graph: time by CUDA-graph replay (None: when one run is estimated under `graph_below`, or the
+    host needs more than half that time to launch it); repeat:
     samples taken (events around each run, or around each replay).
     """
     require_cuda()
@@ -84,8 +87,9 @@ def time_cuda(fn: Callable[..., object], args: Sequence = (), *, rotate: bool = 
     for i in range(max(warmup, len(sets))):
         fn(*sets[i % len(sets)])
     torch.cuda.synchronize()
-    estimate = _per_call(fn, sets, min(len(sets), 10))
-    use_graph = graph if graph is not None else estimate < graph_below
+    estimate, host = _per_call(fn, sets, min(len(sets), 10))
+    # Launch-bound: the GPU waited for the host, so events would time the host. Graph replay removes it.
+    use_graph = graph if graph is not None else (estimate < graph_below or host > 0.5 * estimate)
     if use_graph:
         calls = max(len(sets), math.ceil(_REPLAY_SECONDS / max(estimate, 1e-7)))
         calls = math.ceil(min(calls, _MAX_CALLS) / len(sets)) * len(sets)  # every copy used equally often
@@ -99,14 +103,17 @@ def time_cuda(fn: Callable[..., object], args: Sequence = (), *, rotate: bool = 
     return Timing(_events(fn, sets, repeat), "cuda-events", rotated, note=note)
 
 
-def _per_call(fn, sets, calls: int) -> float:
+def _per_call(fn, sets, calls: int) -> tuple[float, float]:
+    """(device seconds, host seconds) per call, over `calls` calls launched back to back."""
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
+    begin = time.perf_counter()
     for i in range(calls):
         fn(*sets[i % len(sets)])
+    host = time.perf_counter() - begin
     end.record()
     end.synchronize()
-    return start.elapsed_time(end) / 1e3 / calls
+    return start.elapsed_time(end) / 1e3 / calls, host / calls
 
 
 def _events(fn, sets, repeat: int) -> tuple[float, ...]:
