@@ -88,7 +88,7 @@ class GraphLabels:
             for value in node.attrs.values():
                 if isinstance(value, Graph) and self._key(value) not in self._labels:
                     self._collect(value)
-                    self._labels[self._key(value)] = value.name  # marks it seen; relabelled above
+                    self._labels[self._key(value)] = value.name  # marks it seen; __init__ gives the final label
                     self.bodies.append(value)
 
     def label_of(self, graph: Graph) -> str:
