@@ -104,16 +104,20 @@ def load_entry(source: KernelSource) -> Callable[..., None]:
     """Import `source` as a module of its own and return its entry function. THIS RUNS THE SOURCE: call
     it inside `hoid.verify`'s isolated process, or for source already verified.
 
-    Text without a file is written to one first (named by its version): Triton reads a kernel's source
-    from its file, and tracebacks then point at real lines."""
-    path = source.path or _materialize(source)
-    name = f"hoid_kernel_{source.version}_{abs(hash(path)):x}"
+    The checked text is written to a file named by its version and imported from there, never from
+    `source.path`, which may have changed since it was read: what runs is exactly what was checked (and
+    Triton, which reads a kernel's source from its file, sees the same text)."""
+    name = f"hoid_kernel_{source.version}"
     module = sys.modules.get(name)
     if module is None:
-        spec = importlib.util.spec_from_file_location(name, path)
+        spec = importlib.util.spec_from_file_location(name, _materialize(source))
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module  # before running it: Triton and dataclasses look modules up by name
-        spec.loader.exec_module(module)
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]  # a half-imported module must not be found by the next load
+            raise
     return getattr(module, source.entry)
 
 

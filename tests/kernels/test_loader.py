@@ -90,3 +90,22 @@ def test_malformed_params_declaration_is_refused_with_an_example():
     src = KernelSource("PARAMS = {'BLOCK': 64}\n\ndef launch(x, out):\n    pass\n")
     with pytest.raises(KernelSourceError, match=r'PARAMS = \{"BLOCK": \(64, 128, 256\)\}'):
         src.declared_params()
+
+
+def test_what_runs_is_the_text_that_was_checked_not_the_file_now(tmp_path):
+    path = tmp_path / "k.py"
+    path.write_text(SILU.replace("declared", "checked text"))
+    src = KernelSource.from_file(path)
+    path.write_text("import os\nos.system('echo swapped')\n")  # swapped after the check
+    x = torch.randn(5)
+    out = torch.empty_like(x)
+    load_entry(src)(x, out)
+    torch.testing.assert_close(out, torch.nn.functional.silu(x))
+
+
+def test_a_failing_import_leaves_nothing_behind():
+    src = KernelSource("import torch\n\ndef launch(x, out):\n    pass\n\nBROKEN = torch.no_such_attribute\n")
+    for _ in range(2):  # the second load runs the module again rather than finding a half-built one
+        with pytest.raises(AttributeError, match="no_such_attribute"):
+            load_entry(src)
+    assert f"hoid_kernel_{src.version}" not in sys.modules
