@@ -15,7 +15,7 @@ from .cpu import calibrate_cpu, time_cpu
 from .cuda import time_cuda
 from .devices import B200, CPU, DEVICES, H200, Device, get_device
 from .kernel_bench import KernelMeasurement, measure_kernel
-from .local import local_device, time_local
+from .local import local_device, time_on
 from .noise import Comparison, compare, is_faster
 from .profile import Profile, ProfileRow, profile_graph
 from .roofline import graph_time, kernel_time, memory_floor, node_time, op_time, region_floor
@@ -27,4 +27,4 @@ __all__ = ["B200", "CPU", "DEVICES", "H200", "Comparison", "Device", "KernelMeas
            "MeasureKey", "Profile", "ProfileRow", "SanityVerdict", "Timing", "TuneResult", "calibrate_cpu",
            "check_time", "compare", "default_cache_path", "get_device", "graph_time", "is_faster",
            "kernel_time", "local_device", "measure_kernel", "memory_floor", "node_time", "op_time", "profile_graph",
-           "region_floor", "time_cpu", "time_cuda", "time_local", "tune"]
+           "region_floor", "time_cpu", "time_cuda", "time_on", "tune"]

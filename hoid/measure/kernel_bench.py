@@ -16,7 +16,7 @@ from ..ir import TensorType
 from .cache import MeasureCache, MeasureKey
 from .devices import Device
 from .inputs import empty_outputs, random_inputs
-from .local import local_device, tensor_device, time_local
+from .local import local_device, tensor_device, time_on
 from .roofline import region_floor, region_work
 from .sanity import SanityVerdict, check_time
 from .timing import Timing
@@ -48,9 +48,9 @@ def measure_kernel(spec, types: Sequence[TensorType], attrs: dict, params: dict 
                    device: Device | None = None, cache: MeasureCache | None = None, refresh: bool = False,
                    **timer_options) -> KernelMeasurement:
     """Time kernel `spec` (a `hoid.kernels.KernelSpec`) at input `types` and `attrs` with `params`
-    (completed with defaults). A cached measurement is returned unless `refresh`; `timer_options` go to
-    the timer (`repeat`, `rotate`, ... on a GPU). `attrs` are the pattern's, complete (defaults filled in),
-    as the launch receives them."""
+    (completed with defaults) on `device` (default: this machine's GPU, else its CPU). A cached
+    measurement is returned unless `refresh`; `timer_options` go to the timer (`repeat`, `rotate`, ... on
+    a GPU). `attrs` are the pattern's, complete (defaults filled in), as the launch receives them."""
     reason = spec.rejects(types, attrs)
     if reason is not None:
         signature = ", ".join(map(str, types))
@@ -62,12 +62,12 @@ def measure_kernel(spec, types: Sequence[TensorType], attrs: dict, params: dict 
     floor = region_floor(region, device)
     if cache is not None and not refresh and (hit := cache.get(key)) is not None:
         return KernelMeasurement(key, hit.median, hit.spread, floor, None, None)
-    where = tensor_device()
+    where = tensor_device(device)
     bounds = spec.index_bounds(types, attrs) if spec.index_bounds else {}
     inputs = random_inputs(types, device=where, index_bounds=bounds)
     outputs = empty_outputs(spec.output_types(types, attrs), device=where)
-    timing = time_local(lambda *tensors: spec.launch(*tensors, **attrs, **params), [*inputs, *outputs],
-                        **timer_options)
+    timing = time_on(device, lambda *tensors: spec.launch(*tensors, **attrs, **params), [*inputs, *outputs],
+                     **timer_options)
     sanity = None
     if device.arch != "cpu":
         flops, nbytes = region_work(region)

@@ -1,4 +1,8 @@
-"""Where measurements happen: the device this process runs on, and the timer that goes with it."""
+"""Where measurements happen: the device this process runs on, and the timer and tensors that go with it.
+
+A `Device` of arch "cpu" is timed with the wall clock on CPU tensors; any other with the CUDA timer on
+the current GPU (asking for a GPU device's timer where there is none raises, naming the alternative).
+"""
 
 from __future__ import annotations
 
@@ -29,12 +33,14 @@ def local_device() -> Device:
                        ) from None
 
 
-def tensor_device() -> str:
-    """Where measured tensors live: "cuda" when a GPU is present, else "cpu"."""
-    return "cuda" if has_cuda() else "cpu"
+def tensor_device(device: Device) -> str:
+    """Where tensors measured on `device` live: "cpu" for the CPU, else "cuda"."""
+    return "cpu" if device.arch == "cpu" else "cuda"
 
 
-def time_local(fn: Callable[..., object], args: Sequence = (), **options) -> Timing:
-    """Time `fn(*args)` with the timer of this machine: the CUDA timer on a GPU, the CPU timer otherwise.
+def time_on(device: Device, fn: Callable[..., object], args: Sequence = (), **options) -> Timing:
+    """Time `fn(*args)` with `device`'s timer: the wall clock for the CPU, the CUDA timer otherwise.
     `options` go to that timer (`rotate`, `repeat`... for CUDA; `min_runs`, `min_seconds`... for CPU)."""
-    return time_cuda(fn, args, **options) if has_cuda() else time_cpu(fn, args, **options)
+    if device.arch == "cpu":
+        return time_cpu(fn, args, **options)
+    return time_cuda(fn, args, **options)

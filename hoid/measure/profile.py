@@ -25,7 +25,7 @@ from ..ir.registry import get_op
 from .cache import MeasureCache
 from .devices import Device
 from .inputs import random_tensor
-from .local import has_cuda, local_device, tensor_device, time_local
+from .local import has_cuda, local_device, tensor_device, time_on
 from .roofline import node_time
 from .timing import format_seconds
 
@@ -90,7 +90,7 @@ def profile_graph(graph: Graph, *, mode: str = "auto", device: Device | None = N
     if mode == "analytic":
         timed = [(n, node_time(n, device, cache=cache), "roofline") for n in graph.nodes]
     else:
-        timed = _measure_nodes(graph, inputs, weights, timer_options)
+        timed = _measure_nodes(graph, device, inputs, weights, timer_options)
     total = sum(seconds for _, seconds, _ in timed) or 1.0
     rows = [_row(n, seconds, seconds / total, method) for n, seconds, method in timed]
     return Profile(graph.name, device.name, mode, tuple(sorted(rows, key=lambda r: -r.seconds)))
@@ -106,9 +106,10 @@ def _row(node: Node, seconds: float, share: float, method: str) -> ProfileRow:
                       op.count_flops(ins, outs, node.attrs), op.count_bytes(ins, outs, node.attrs), method)
 
 
-def _measure_nodes(graph: Graph, inputs, weights, timer_options) -> list[tuple[Node, float, str]]:
+def _measure_nodes(graph: Graph, device: Device, inputs, weights, timer_options
+                   ) -> list[tuple[Node, float, str]]:
     """Run the graph once to capture every value, then time each node alone on its real inputs."""
-    where = tensor_device()
+    where = tensor_device(device)
     if inputs is None:
         inputs = [random_tensor(v.type, device=where) for v in graph.runtime_inputs]
     given = {**graph.weights, **(weights or {})}
@@ -123,7 +124,7 @@ def _measure_nodes(graph: Graph, inputs, weights, timer_options) -> list[tuple[N
     out = []
     for node in graph.nodes:
         args = [env[v.name] for v in node.inputs]
-        timing = time_local(lambda *tensors, node=node: run_node(node, list(tensors)), args, **timer_options)
+        timing = time_on(device, lambda *tensors, node=node: run_node(node, list(tensors)), args, **timer_options)
         method = f"{timing.method}; {timing.note}" if timing.note else timing.method
         out.append((node, timing.median, method))
     return out

@@ -15,14 +15,15 @@ TYPES = [TensorType((64, 256), "f32"), TensorType((256,), "f32")]
 def test_measure_then_read_back_from_the_cache(tmp_path):
     spec = get("torch.rmsnorm")
     with MeasureCache(tmp_path / "m.sqlite") as cache:
-        first = measure_kernel(spec, TYPES, {"eps": 1e-6}, cache=cache, **FAST)
+        first = measure_kernel(spec, TYPES, {"eps": 1e-6}, device=calibrate_cpu(), cache=cache, **FAST)
         assert not first.cached and first.timing.method == "cpu-wall" and first.median > 0
         assert first.sanity is None  # no roofline gate on the CPU: its caches beat DRAM bandwidth
         region = spec.pattern.graph(TYPES, {"eps": 1e-6})
         assert first.floor == pytest.approx(region_floor(region, calibrate_cpu()))
-        again = measure_kernel(spec, TYPES, {"eps": 1e-6}, cache=cache)
+        again = measure_kernel(spec, TYPES, {"eps": 1e-6}, device=calibrate_cpu(), cache=cache)
         assert again.cached and again.median == first.median and again.key == first.key
-        fresh = measure_kernel(spec, TYPES, {"eps": 1e-6}, cache=cache, refresh=True, **FAST)
+        fresh = measure_kernel(spec, TYPES, {"eps": 1e-6}, device=calibrate_cpu(), cache=cache, refresh=True,
+                               **FAST)
         assert not fresh.cached
         assert cache.efficiency(calibrate_cpu().name, spec.id, spec.version) is not None
 

@@ -2,6 +2,7 @@ import pytest
 import torch
 
 from hoid.ir import GraphBuilder
+from hoid.measure.cpu import calibrate_cpu
 from hoid.measure.devices import H200
 from hoid.measure.profile import profile_graph
 from hoid.measure.roofline import graph_time
@@ -33,7 +34,7 @@ def test_analytic_profile_rows_are_sorted_with_shares():
 
 
 def test_measured_profile_on_the_cpu_times_every_node():
-    profile = profile_graph(mlp(), mode="measured", **FAST)
+    profile = profile_graph(mlp(), mode="measured", device=calibrate_cpu(), **FAST)
     assert profile.mode == "measured" and len(profile.rows) == 3
     assert all(r.source == "measured" and r.seconds > 0 and r.timed == "op" for r in profile.rows)
     assert all(r.method.startswith("cpu-wall") for r in profile.rows)

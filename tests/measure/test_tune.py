@@ -6,6 +6,7 @@ import torch
 from hoid.ir import TensorType
 from hoid.kernels import KernelSpec, Param, op_pattern
 from hoid.measure.cache import MeasureCache
+from hoid.measure.cpu import calibrate_cpu
 from hoid.measure.tune import candidates_of, tune
 
 FAST = {"min_runs": 5, "min_seconds": 0.02}
@@ -28,17 +29,17 @@ def spec_with_default(chunks: int) -> KernelSpec:
 def test_tune_picks_the_faster_params_beyond_noise_and_caches_the_choice(tmp_path):
     spec = spec_with_default(1024)
     with MeasureCache(tmp_path / "m.sqlite") as cache:
-        result = tune(spec, TYPES, {}, cache=cache, **FAST)
+        result = tune(spec, TYPES, {}, device=calibrate_cpu(), cache=cache, **FAST)
         assert result.params == {"chunks": 1} and not result.cached
         assert "beyond the noise" in result.reason
         assert len(result.trials) == 2 and "chose {'chunks': 1}" in result.report()
-        again = tune(spec, TYPES, {}, cache=cache)
+        again = tune(spec, TYPES, {}, device=calibrate_cpu(), cache=cache)
         assert again.cached and again.params == {"chunks": 1} and again.trials == ()
         assert len(cache.entries(kernel=spec.id)) == 2  # every candidate's measurement is kept
 
 
 def test_tune_keeps_defaults_that_nothing_beats():
-    result = tune(spec_with_default(1), TYPES, {}, **FAST)
+    result = tune(spec_with_default(1), TYPES, {}, device=calibrate_cpu(), **FAST)
     assert result.params == {"chunks": 1}
     assert "kept the defaults" in result.reason
 
