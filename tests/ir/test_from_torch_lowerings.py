@@ -31,7 +31,8 @@ def arithmetic(x, y):
 def reductions(x, y):
     return (x.sum(), x.mean(dim=(0, 2), keepdim=True), x.amax(-1), x.argmax(dim=1), x.var(dim=1, correction=0),
             x.cumsum(2), x.softmax(-1), x.log_softmax(1), torch.topk(x, 2, dim=-1).indices,
-            torch.topk(x, 3, dim=1, largest=False).values)
+            torch.topk(x, 3, dim=1, largest=False).values, torch.linalg.vector_norm(x, dim=-1),
+            torch.linalg.vector_norm(x, ord=1, dim=(0, 1), keepdim=True), torch.linalg.vector_norm(x, float("inf")))
 
 
 def views(x, y):
@@ -40,7 +41,7 @@ def views(x, y):
     rows = x.unbind(0)
     return (a, b, c, d, *rows, x.select(2, -1), x[:, 1:, ::2], x.flatten(1), x.unsqueeze(1).squeeze(1),
             x.repeat_interleave(2, dim=1), torch.cat([x, y], dim=0), x.permute(2, 0, 1), x.transpose(0, 1),
-            x[:, :1].expand(2, 3, 4))
+            x[:, :1].expand(2, 3, 4), F.pad(x, (1, 2, -1, 0), value=3.0))
 
 
 def indexing(x, y):
@@ -60,6 +61,13 @@ def matmuls(x, y):
     w = torch.linspace(-1, 1, 20).reshape(5, 4)
     return (x @ y.transpose(1, 2), torch.bmm(x, y.transpose(1, 2)), torch.mm(x[0], w.t()),
             torch.addmm(torch.ones(5), x[0], w.t()), F.linear(x, w, torch.ones(5)))
+
+
+def attention(q, kv):
+    """Multi-query attention written as broadcasting (one k/v head for four q heads), as Falcon does."""
+    mask = torch.ones(8, 8, dtype=torch.bool).tril()
+    return (F.scaled_dot_product_attention(q, kv, kv, attn_mask=mask),
+            F.scaled_dot_product_attention(q, kv, kv, is_causal=True, scale=0.3))
 
 
 class ConvNet(nn.Module):
@@ -90,12 +98,13 @@ def float_inputs():
 CASES = {
     "arithmetic": (Fn(arithmetic), float_inputs(), {"sub", "pow", "clamp", "where", "floor_divide", "gelu", "cast"}),
     "reductions": (Fn(reductions), float_inputs(), {"sum", "mean", "amax", "argmax", "var", "cumsum", "softmax",
-                                                    "log_softmax", "topk"}),
+                                                    "log_softmax", "topk", "sqrt", "abs"}),
     "views": (Fn(views), float_inputs(), {"split", "slice", "reshape", "expand", "concat", "permute",
                                           "transpose"}),
     "indexing": (Fn(indexing), float_inputs(), {"index", "index_select", "gather", "index_put", "scatter",
                                                 "embedding", "index_copy"}),
     "constants": (Fn(constants), float_inputs(), {"arange", "full"}),
+    "attention": (Fn(attention), (torch.randn(1, 4, 8, 16), torch.randn(1, 1, 8, 16)), {"sdpa"}),
     "matmuls": (Fn(matmuls), (torch.randn(2, 3, 4), torch.randn(2, 3, 4)), {"matmul", "transpose", "add"}),
     "convnet": (ConvNet().eval(), (torch.randn(1, 3, 8, 8),), {"conv", "group_norm", "max_pool", "avg_pool",
                                                                "interpolate", "adaptive_avg_pool", "layer_norm"}),

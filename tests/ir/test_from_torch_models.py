@@ -40,10 +40,11 @@ def qwen3_moe(experts_implementation="batched_mm"):
                                       moe_intermediate_size=32, num_hidden_layers=2, num_attention_heads=4,
                                       num_key_value_heads=2, head_dim=16, num_experts=4,
                                       num_experts_per_tok=2)
+    model = transformers.Qwen3MoeForCausalLM(cfg)
     # batched_mm gathers each token's expert weights and multiplies them (bmm): static shapes.
     # The default (grouped_mm) sorts tokens by expert and calls a transformers custom op.
-    cfg._experts_implementation = experts_implementation
-    return transformers.Qwen3MoeForCausalLM(cfg), (torch.randint(0, 128, (1, 8)),), {"use_cache": False}
+    model.set_experts_implementation(experts_implementation)
+    return model, (torch.randint(0, 128, (1, 8)),), {"use_cache": False}
 
 
 def resnet():
@@ -99,3 +100,4 @@ def test_a_model_with_missing_ops_lists_all_of_them():
     assert set(info.value.ops) == missing
     assert info.value.ops["aten.sort.default"] == 2  # once per layer
     assert str(info.value).count("first used at") == 3
+    assert "set_experts_implementation('batched_mm')" in str(info.value)  # the way out

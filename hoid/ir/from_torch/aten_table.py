@@ -84,6 +84,7 @@ ROWS: list[tuple[tuple, Callable]] = [
     ((aten.argmax.default,), m.argmax),
     ((aten.var.correction,), m.var),
     ((aten.cumsum.default,), m.cumsum),
+    ((aten.linalg_vector_norm.default,), m.vector_norm),         # sqrt(sum(x*x)), sum(|x|), amax(|x|)
     ((aten.softmax.int, aten._softmax.default), m.softmax("softmax")),
     ((aten.log_softmax.int, aten._log_softmax.default), m.softmax("log_softmax")),
     ((aten.topk.default,), m.topk),                              # -> (values, indices)
@@ -115,6 +116,7 @@ ROWS: list[tuple[tuple, Callable]] = [
     ((aten.chunk.default,), s.chunk),                            # -> split
     ((aten.unbind.int,), s.unbind),                              # -> split + reshapes
     ((aten.repeat_interleave.self_int,), s.repeat_interleave),  # -> reshape, expand, reshape
+    ((aten.constant_pad_nd.default,), s.constant_pad),           # F.pad: concat constant blocks
     # --- indexing -----------------------------------------------------------------------------------
     ((aten.index.Tensor,), s.index),                             # leading dims; others via permute
     ((aten.index_put.default,), s.index_put),

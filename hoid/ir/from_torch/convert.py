@@ -141,6 +141,11 @@ class _Converter:
             self.env[node.name] = MISSING
             self.unsupported.add(node, str(e))
             return
+        except Exception as e:  # a lowering that crashes is a bug; list it with the rest, do not stop
+            self.env[node.name] = MISSING
+            self.unsupported.add(node, f"the lowering failed with {type(e).__name__}: {e} (a bug in the "
+                                       "importer: please report it)")
+            return
         self.env[node.name] = result
 
     def _getitem(self, node: torch.fx.Node):

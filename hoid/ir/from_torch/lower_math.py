@@ -183,6 +183,22 @@ def cumsum(em: Emitter, self, dim, dtype=None):
     return em.op("cumsum", self, dim=dim, dtype=dtype)
 
 
+def vector_norm(em: Emitter, self, ord=2, dim=None, keepdim=False, dtype=None):
+    """`torch.linalg.vector_norm` for ord 1, 2 and inf, from reductions (the sum order may differ
+    from torch's fused kernel in the last bits)."""
+    x = em.cast(self, dtype, tag="in") if dtype else self
+    dims = _dims(dim)
+    if ord == 2:
+        squares = em.op("mul", x, x, tag="square")
+        return em.op("sqrt", em.op("sum", squares, dim=dims, keepdim=keepdim, dtype=None, tag="sum"))
+    if ord not in (1, float("inf")):
+        raise NotLowerable(f"vector norm of order {ord} (1, 2 and inf are lowered)")
+    magnitude = em.op("abs", x, tag="abs")
+    if ord == 1:
+        return em.op("sum", magnitude, dim=dims, keepdim=keepdim, dtype=None)
+    return em.op("amax", magnitude, dim=dims, keepdim=keepdim)
+
+
 def softmax(op_name: str):
     """`softmax.int(x, dim, dtype)` and `_softmax(x, dim, half_to_float)`."""
     def lower(em: Emitter, self, dim, dtype=None, half_to_float=False):

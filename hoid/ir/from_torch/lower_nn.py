@@ -115,5 +115,10 @@ def sdpa(em: Emitter, query, key, value, attn_mask=None, dropout_p=0.0, is_causa
          enable_gqa=False):
     if dropout_p:
         raise NotLowerable(f"attention dropout {dropout_p} (export the module in eval mode)")
+    heads, kv_heads = query.type.shape[-3] if query.type.rank >= 3 else 1, key.type.shape[-3]
+    if kv_heads == 1 and heads > 1:
+        # multi-query attention written as broadcasting (Falcon): one k/v head shared by all q heads,
+        # which is grouped-query attention with a single group
+        enable_gqa = True
     operands = [query, key, value] + ([attn_mask] if attn_mask is not None else [])
     return em.op("sdpa", *operands, is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)

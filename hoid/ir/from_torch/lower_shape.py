@@ -99,6 +99,27 @@ def repeat_interleave(em: Emitter, self, repeats, dim=None, output_size=None):
     return em.reshape(x, em.out_shape)
 
 
+def constant_pad(em: Emitter, self, pad, value=0):
+    """`F.pad(x, pad, value=c)` (aten.constant_pad_nd): per padded dim, concat constant blocks on
+    either side (exact: only copies); negative padding crops with a slice. `pad` lists (before, after)
+    pairs from the last dim backwards, as torch does."""
+    x = self
+    for i in range(len(pad) // 2):
+        dim, before, after = x.type.rank - 1 - i, pad[2 * i], pad[2 * i + 1]
+        if before < 0 or after < 0:
+            size = x.type.shape[dim]
+            x = slice_(em, x, dim, max(-before, 0), size - max(-after, 0))
+        pieces = [x]
+        for side, amount in (("before", before), ("after", after)):
+            if amount > 0:
+                shape = x.type.shape[:dim] + (amount,) + x.type.shape[dim + 1:]
+                block = em.full(shape, value, x.type.dtype, tag=f"pad{dim}_{side}")
+                pieces.insert(0 if side == "before" else len(pieces), block)
+        if len(pieces) > 1:
+            x = em.op("concat", *pieces, dim=dim, tag=f"pad{dim}")
+    return em.reshape(x, em.out_shape, tag="padded")
+
+
 # --- indexing -------------------------------------------------------------------------------------
 
 def index(em: Emitter, self, indices):

@@ -21,10 +21,17 @@ _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _IMPORTER_DIR = os.path.dirname(__file__) + os.sep
 
-# Ops that mean the module was exported in training mode, and what to do about it.
-_TRAINING_OPS = ("aten.native_dropout.default", "aten.dropout.default",
-                 "aten._native_batch_norm_legit_functional.default", "aten._native_batch_norm_legit.default")
+# Ops whose presence says more than "no lowering": what the user can do about them.
 _TRAINING_HINT = "the module is in training mode: call module.eval() before hoid.from_torch"
+_HINTS = {
+    "aten.native_dropout.default": _TRAINING_HINT,
+    "aten.dropout.default": _TRAINING_HINT,
+    "aten._native_batch_norm_legit_functional.default": _TRAINING_HINT,
+    "aten._native_batch_norm_legit.default": _TRAINING_HINT,
+    "transformers.grouped_mm_fallback.default": (
+        "transformers' grouped_mm experts sort tokens into groups of data-dependent sizes; call "
+        "model.set_experts_implementation('batched_mm') (static shapes) before hoid.from_torch"),
+}
 
 
 def source_line(node: torch.fx.Node) -> str:
@@ -64,8 +71,7 @@ class Unsupported:
 
     def add(self, node: torch.fx.Node, reason: str) -> None:
         name = op_name(node.target)
-        if name in _TRAINING_OPS:
-            reason = _TRAINING_HINT
+        reason = _HINTS.get(name, reason)
         if name in self.entries:
             self.entries[name].count += 1
         else:
