@@ -1,13 +1,21 @@
-"""The kernel registry: `register(spec)` is the one entry point, for built-ins and users alike."""
+"""The kernel registry: `register(spec)` is the one entry point, for built-ins and users alike.
+
+The library (`hoid.kernels.library`) registers itself on the first lookup, so importing `hoid.kernels`
+stays cheap and never imports Triton or CuTe DSL.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from ..ir import TensorType
 from .spec import KernelSpec
 
 _KERNELS: dict[str, KernelSpec] = {}
 
 
 def register(spec: KernelSpec, *, replace: bool = False) -> KernelSpec:
+    """Add a kernel; refuses to replace one of the same id unless `replace=True`. Returns `spec`."""
     if spec.id in _KERNELS and not replace:
         raise ValueError(f"kernel {spec.id!r} is already registered; pass replace=True to override it")
     _KERNELS[spec.id] = spec
@@ -33,11 +41,18 @@ def kernels_for(pattern_name: str) -> list[KernelSpec]:
     return [k for k in all_kernels().values() if k.pattern.name == pattern_name]
 
 
+def applicable(pattern_name: str, types: Sequence[TensorType], attrs: dict) -> list[KernelSpec]:
+    """The kernels of that pattern whose constraints hold for these input types and attrs (the torch
+    vendor kernel among them wherever torch runs the op)."""
+    return [k for k in kernels_for(pattern_name) if k.rejects(types, attrs) is None]
+
+
 _loaded = False
 
 
 def _load_library() -> None:
     global _loaded
     if not _loaded:
-        _loaded = True
         from . import library  # noqa: F401  (registers the built-in kernels)
+
+        _loaded = True  # only once the whole library registered: a failed import fails every lookup

@@ -1,0 +1,47 @@
+"""The kernel registry: one public `register`, lookups that name what exists, applicability by types."""
+
+import pytest
+
+from hoid.ir import TensorType
+from hoid.kernels import KernelSpec, all_kernels, applicable, get, kernels_for, op_pattern, register, registry
+
+
+@pytest.fixture
+def isolated(monkeypatch):
+    """A registry copy, so that kernels registered by a test do not outlive it."""
+    all_kernels()  # the library first, as a user's process would have it
+    monkeypatch.setattr(registry, "_KERNELS", dict(registry._KERNELS))
+
+
+def user_relu(x, out):
+    """out <- relu(x)."""
+    out.copy_(x.clamp_min(0))
+
+
+def relu_spec(kernel_id="user.relu"):
+    return KernelSpec(id=kernel_id, pattern=op_pattern("relu"), backend="torch", launch=user_relu)
+
+
+def test_users_register_through_the_same_entry_point(isolated):
+    spec = register(relu_spec())
+    assert get("user.relu") is spec and spec in kernels_for("relu")
+    with pytest.raises(ValueError, match="already registered; pass replace=True"):
+        register(relu_spec())
+    again = register(relu_spec(), replace=True)
+    assert get("user.relu") is again
+
+
+def test_unknown_kernel_lists_the_registered_ones():
+    with pytest.raises(KeyError, match="no kernel 'torch.nope'; registered: .*torch.matmul"):
+        get("torch.nope")
+
+
+def test_applicable_filters_by_constraints_and_always_keeps_the_vendor_fallback():
+    x, w = TensorType((4, 4096), "bf16"), TensorType((4096,), "bf16")
+    ids = {k.id for k in applicable("rmsnorm", [x, w], {"eps": 1e-6})}
+    assert "torch.rmsnorm" in ids
+    assert {k.id for k in kernels_for("rmsnorm")} >= ids
+    strided = TensorType((4, 4096), "bf16", strides=(1, 4))
+    assert "triton.rmsnorm" not in {k.id for k in applicable("rmsnorm", [strided, w], {"eps": 1e-6})}
+    ints = [TensorType((2, 3), "i64"), TensorType((3, 2), "i64")]
+    assert applicable("matmul", ints, {}) == []
