@@ -2,9 +2,9 @@
 
 Hours of search survive a restart, and a second model reuses what the first measured. The file is plain
 SQLite in WAL mode, safe for several processes writing at once (each write is one short transaction that
-waits for the lock). To carry results to or from the GPU machine, `close()` the cache (it checkpoints the
-WAL into the one file), copy the file, and `merge()` it into the cache on the other side: the newer
-measurement of a key wins.
+waits for the lock). To carry results to or from the GPU machine, `snapshot()` the cache into a single
+file (consistent even while others write; or `close()` it, which checkpoints the WAL into its file), copy
+that file, and `merge()` it into the cache on the other side: the newer measurement of a key wins.
 
 The path is `HOID_CACHE` if set, else `~/.cache/hoid/measure.sqlite`.
 """
@@ -199,6 +199,15 @@ class MeasureCache:
         finally:
             self._db.execute("DETACH DATABASE other")
         return taken
+
+    def snapshot(self, path: str | os.PathLike) -> Path:
+        """Write a consistent copy of the whole cache to `path` (a new file): the file to carry."""
+        path = Path(path)
+        if path.exists():
+            raise FileExistsError(f"{path} exists; snapshot writes a new file (delete it or pick another name)")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db.execute("VACUUM INTO ?", (str(path),))
+        return path
 
     def close(self) -> None:
         """Checkpoint the WAL into the main file (so that the file alone carries everything) and close."""

@@ -85,6 +85,20 @@ def test_merge_takes_new_keys_and_newer_measurements(tmp_path):
         assert a.merge(there) == 0  # nothing newer the second time
 
 
+def test_snapshot_carries_everything_while_the_cache_stays_open(tmp_path):
+    with MeasureCache(tmp_path / "live.sqlite") as live:
+        live.put(key(), Timing.of(7.0))
+        live.put_choice(key(), {"BLOCK": 64}, 7.0, tried=2)
+        carried = live.snapshot(tmp_path / "carry" / "to_gpu.sqlite")
+        live.put(key(params={"after": 1}), Timing.of(8.0))  # still writable
+        with pytest.raises(FileExistsError, match="snapshot writes a new file"):
+            live.snapshot(carried)
+    with MeasureCache(tmp_path / "other.sqlite") as other:
+        assert other.merge(carried) == 2
+        assert other.get(key()).median == 7.0 and other.get_choice(key()).params == {"BLOCK": 64}
+        assert other.get(key(params={"after": 1})) is None
+
+
 def test_merge_keeps_our_newer_measurement(tmp_path):
     old, new = tmp_path / "old.sqlite", tmp_path / "new.sqlite"
     with MeasureCache(old) as a:
