@@ -18,7 +18,9 @@ from ..ir import Graph, Node, TensorType
 from ..ir.registry import get_op
 from . import language as L
 
-CHUNK = 400  # commands per egglog call: large enough to amortize the call, small enough to parse fast
+# Commands per egglog call. egglog's cost per command grows with the size of the program it is in
+# (measured at 8 layers: one program 35 s, chunks of 400 1.75 s, of 50 0.40 s, of 25 0.49 s).
+CHUNK = 50
 
 
 @dataclass(frozen=True)

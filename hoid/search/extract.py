@@ -1,7 +1,8 @@
 """Extraction: choose one e-node per needed e-class so the whole program is cheapest, sharing counted once.
 
 The main extractor is an integer program over the serialized e-graph (one 0/1 variable per e-node; a
-root class needs a chosen node; a chosen node needs a chosen node in each child class), solved by
+root class needs a chosen node; at most one node per class; the chosen nodes of a class that use a
+child class need a chosen node there), solved by
 scipy's HiGHS under a time limit. It sees what a greedy extractor cannot: a merged Q/K/V projection
 pays off only when all three consumers use it, while each consumer alone looks cheaper unmerged.
 The ILP may pick a cycle (a view of a view of itself costs nothing); a chosen cycle is cut with a
@@ -19,7 +20,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-EPSILON = 1e-12  # seconds added per e-node: among equal costs, prefer fewer nodes (and no redundant ones)
+EPSILON = 1e-9  # seconds added per e-node: among equal costs, prefer fewer nodes (and no redundant ones)
+SCALE = 1e6  # the ILP works in microseconds: costs in seconds sit below HiGHS's tolerances
 
 
 @dataclass(frozen=True)
@@ -31,10 +33,16 @@ class Problem:
     eclass: dict[str, str]  # e-node id -> its class
     costs: dict[str, float]
     roots: tuple[str, ...]
+    folded: dict[str, tuple[str, str]] = field(default_factory=dict)  # e-node -> (class, e-node) it stands for
 
     def without(self, banned: set[str]) -> Problem:
         classes = {c: [n for n in ns if n not in banned] for c, ns in self.classes.items()}
-        return Problem(classes, self.children, self.eclass, self.costs, self.roots)
+        return Problem(classes, self.children, self.eclass, self.costs, self.roots, self.folded)
+
+    def unfold(self, choice: dict[str, str]) -> dict[str, str]:
+        """The choice with the e-nodes that folded ones stand for chosen in their own classes."""
+        extra = dict(self.folded[n] for n in choice.values() if n in self.folded)
+        return {**choice, **extra}
 
     def reachable(self) -> Problem:
         """Only the classes reachable from the roots, and no e-node that uses its own class."""
@@ -46,8 +54,19 @@ class Problem:
             seen.add(c)
             for n in self.classes.get(c, ()):
                 stack.extend(k for k in self.children[n] if k not in seen)
-        classes = {c: [n for n in self.classes.get(c, ()) if c not in self.children[n]] for c in seen}
-        return Problem(classes, self.children, self.eclass, self.costs, self.roots)
+        classes = {c: self._undominated([n for n in self.classes.get(c, ()) if c not in self.children[n]])
+                   for c in seen}
+        return Problem(classes, self.children, self.eclass, self.costs, self.roots, self.folded)
+
+    def _undominated(self, nodes: list[str]) -> list[str]:
+        """Of the e-nodes with the same children, only the cheapest (a kernel and the op it implements
+        often tie: keeping both only gives the ILP symmetric choices to branch on)."""
+        best: dict[frozenset, str] = {}
+        for n in nodes:
+            key = frozenset(self.children[n])
+            if key not in best or self.costs[n] < self.costs[best[key]]:
+                best[key] = n
+        return list(best.values())
 
 
 @dataclass
@@ -146,16 +165,25 @@ def ilp(problem: Problem, *, time_limit: float = 10.0, max_cuts: int = 20) -> di
 
     for root in problem.roots:  # some node of each root class is chosen
         add_row([(index[n], 1.0) for n in problem.classes[root]], 1.0)
-    for n in nodes:  # a chosen node has a chosen node in every child class
-        for child in set(problem.children[n]):
-            add_row([(index[m], 1.0) for m in problem.classes[child]] + [(index[n], -1.0)], 0.0)
-    cost = np.array([problem.costs[n] + EPSILON for n in nodes])
+    for members in problem.classes.values():
+        # at most one node per class, so that this holds: the class's nodes that use a child class
+        # need, together, a node chosen there. Summed per class rather than written per node, the
+        # relaxation stays tight when equal-cost alternatives share a child (per node, two halves
+        # would each ask the child for only half a node).
+        add_row([(index[n], -1.0) for n in members], -1.0)
+        users: dict[str, list[str]] = {}
+        for n in members:
+            for child in set(problem.children[n]):
+                users.setdefault(child, []).append(n)
+        for child, parents in users.items():
+            add_row([(index[m], 1.0) for m in problem.classes[child]] + [(index[n], -1.0) for n in parents], 0.0)
+    cost = np.array([(problem.costs[n] + EPSILON) * SCALE for n in nodes])
     deadline = time_limit
     for _ in range(max_cuts + 1):
         matrix = coo_matrix((vals, (rows, cols)), shape=(len(lower), len(nodes))).tocsr()
         constraint = LinearConstraint(matrix, np.array(lower), np.full(len(lower), np.inf))
         result = milp(cost, constraints=constraint, integrality=np.ones(len(nodes)), bounds=Bounds(0, 1),
-                      options={"time_limit": max(deadline, 0.1)})
+                      options={"time_limit": max(deadline, 0.1), "mip_rel_gap": 1e-3})
         if result.x is None:
             raise RuntimeError(f"HiGHS found no solution: {result.message}")
         chosen = [n for n, x in zip(nodes, result.x, strict=False) if x > 0.5]
@@ -182,7 +210,7 @@ def extract(problem: Problem, *, time_limit: float = 10.0) -> Extraction:
         if not isinstance(walked, dict):
             raise ValueError("greedy extraction chose a cycle; the e-graph holds no acyclic program") from e
         choice, method = walked, f"greedy (ilp failed: {e})"
-    return Extraction(choice, total_cost(problem, choice), method)
+    return Extraction(problem.unfold(choice), total_cost(problem, choice), method)
 
 
 def top_k(problem: Problem, k: int, *, time_limit: float = 10.0) -> list[Extraction]:

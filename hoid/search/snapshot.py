@@ -62,6 +62,7 @@ class Snapshot:
         for cls, shape in shapes.items():
             if cls in dtypes:
                 self.types[cls] = TensorType(shape, dtypes[cls])
+        self.absent = {n.eclass for n in self.nodes.values() if n.op == ABSENT}  # the (Absent) class
         self.outputs_of: dict[str, dict[int, str]] = {}  # multi-output class -> {index: Out class}
         for node in self.nodes.values():
             if node.op == OUT:
@@ -76,6 +77,10 @@ class Snapshot:
 
     def enodes(self, cls: str) -> Iterator[ENode]:
         return (self.nodes[n] for n in self.classes.get(cls, ()))
+
+    def operands(self, node: ENode) -> list[str]:
+        """The node's operand classes without absent optionals."""
+        return [c for c in node.children if c not in self.absent]
 
     # --- decoding egglog's rows ------------------------------------------------------------------
     def _class_of(self, node_id: str) -> str:

@@ -19,7 +19,7 @@ from .decode import decode
 from .encode import encode
 from .extract import Problem, top_k
 from .rules import RuleSet
-from .snapshot import Snapshot
+from .snapshot import OUT, Snapshot
 
 
 @dataclass
@@ -91,14 +91,26 @@ class SearchSpace:
         return add_kernel(self, region, kernel, **kw)
 
     def problem(self, snapshot: Snapshot, cost: CostModel) -> Problem:
-        """The extraction problem: e-nodes, their children and costs, the classes of the graph's outputs."""
+        """The extraction problem: e-nodes, their children and costs, the classes of the graph's outputs.
+
+        The projection `Out(t, 0)` of a single-output tuple `t` computed by one e-node (a kernel, a split
+        into one piece) is folded into that e-node: then a kernel and the op it implements have the same
+        children, and the ILP need not branch between equal-cost alternatives of the same shape."""
         weights = {v.name for v in self.graph.weight_inputs}
         costs = node_costs(snapshot, self.encoding.kernels, cost, weights)
-        nodes = snapshot.nodes
+        children = {n: e.children for n, e in snapshot.nodes.items()}
+        folded: dict[str, tuple[str, str]] = {}
+        for nid, node in snapshot.nodes.items():
+            tuple_class = node.children[0] if node.op == OUT else None
+            if tuple_class and len(snapshot.outputs_of[tuple_class]) == 1 and len(snapshot.classes[tuple_class]) == 1:
+                inner = snapshot.classes[tuple_class][0]
+                children[nid], costs[nid] = snapshot.nodes[inner].children, costs[inner]
+                folded[nid] = (tuple_class, inner)
         handles = self.encoding.handles
         roots = tuple(dict.fromkeys(snapshot.handles[handles[v.name]] for v in self.graph.outputs))
-        return Problem(classes=snapshot.classes, children={n: e.children for n, e in nodes.items()},
-                       eclass={n: e.eclass for n, e in nodes.items()}, costs=costs, roots=roots)
+        return Problem(classes=snapshot.classes, children=children,
+                       eclass={n: e.eclass for n, e in snapshot.nodes.items()}, costs=costs, roots=roots,
+                       folded=folded)
 
     def extract(self, cost: CostModel | None = None, *, k: int = 0, time_limit: float = 10.0) -> Extracted:
         """The cheapest graph under `cost` (the analytic H200 model by default) and k more finalists."""

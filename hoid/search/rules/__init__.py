@@ -45,6 +45,7 @@ class RuleSet:
     name: str
     rules: tuple[Rule, ...]
     doc: str = ""
+    prelude: str = ""  # egglog declarations the rules need (helper relations), run before them
 
     def ruleset_of(self, rule: Rule) -> str:
         """The egglog ruleset a rule runs in: its own when expansive, else the set's."""
@@ -56,7 +57,8 @@ class RuleSet:
 
     def program(self) -> str:
         """egglog commands declaring the rulesets and every rule."""
-        lines = [f"(ruleset {name})" for name in self.rulesets()]
+        lines = [self.prelude] if self.prelude else []
+        lines += [f"(ruleset {name})" for name in self.rulesets()]
         lines += [r.command(self.ruleset_of(r)) for r in self.rules]
         return "\n".join(lines)
 
@@ -65,7 +67,7 @@ class RuleSet:
         unknown = set(names) - {r.name for r in self.rules}
         if unknown:
             raise KeyError(f"rule set {self.name} has no rule(s) {sorted(unknown)}")
-        return RuleSet(self.name, tuple(r for r in self.rules if r.name in names), self.doc)
+        return RuleSet(self.name, tuple(r for r in self.rules if r.name in names), self.doc, self.prelude)
 
 
 def default_rulesets() -> list[RuleSet]:

@@ -8,8 +8,8 @@ match in one pass. Constraints are Python predicates, which egglog cannot evalua
 matching to find signatures happens here and not in a rule.
 
 A single-op pattern matches every e-node of that op with as many operands; a fused pattern is matched
-structurally from its output (ops only, on an instance built from the kernel's examples), then exactly
-(attrs too) against the pattern built at the matched types.
+structurally from each of its outputs (ops only, on an instance built from the kernel's examples), then
+exactly (attrs too) against the pattern built at the matched types.
 """
 
 from __future__ import annotations
@@ -20,9 +20,11 @@ from dataclasses import dataclass, field
 from ...ir import Graph, TensorType
 from ...ir.graph import attr_key
 from ...ir.registry import has_op
+from ..budget import Budget
 from ..encode import KernelImpl
-from ..inject import inject
-from ..snapshot import ABSENT, OUT, Snapshot
+from ..inject import region_rule
+from ..rules import RuleSet
+from ..snapshot import OUT, Snapshot
 
 
 @dataclass
@@ -31,11 +33,6 @@ class LibraryReport:
 
     injected: dict[str, int] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
-
-
-def _operands(snapshot: Snapshot, children) -> list[str]:
-    absent = {c for c in children if any(n.op == ABSENT for n in snapshot.enodes(c))}
-    return [c for c in children if c not in absent]
 
 
 def match(snapshot: Snapshot, pattern: Graph, value, cls: str, bind: dict[str, str], exact: bool) -> bool:
@@ -52,7 +49,7 @@ def match(snapshot: Snapshot, pattern: Graph, value, cls: str, bind: dict[str, s
         candidates = [t for o in candidates if o.op == OUT and o.attrs["index"] == index
                       for t in snapshot.enodes(o.children[0])]
     for enode in candidates:
-        kids = _operands(snapshot, enode.children)
+        kids = snapshot.operands(enode)
         if enode.op != producer.op or len(kids) != len(producer.inputs):
             continue
         if exact and attr_key(enode.attrs) != attr_key(producer.attrs):
@@ -70,26 +67,28 @@ def _signatures(snapshot: Snapshot, spec) -> list[tuple[tuple[TensorType, ...], 
     found: dict[tuple, tuple] = {}
     if has_op(pattern.name):
         for node in snapshot.nodes.values():
-            kids = _operands(snapshot, node.children)
+            kids = snapshot.operands(node)
             if node.op == pattern.name and len(kids) == len(pattern.operands):
                 types = tuple(snapshot.types[c] for c in kids)
                 found[(types, attr_key(node.attrs))] = (types, dict(node.attrs))
         return list(found.values())
     example = pattern.graph(*spec.examples(random.Random(0)))
-    out = example.outputs[0]
-    root_op = example.producers()[out.name].op
+    inputs = example.inputs_of_kind("input")
     defaults = {a.name: a.default for a in pattern.attrs}
-    for cls in {n.eclass for n in snapshot.nodes.values() if n.op == root_op}:
-        bind: dict[str, str] = {}
-        if not match(snapshot, example, out, cls, bind, exact=False):
-            continue
-        types = tuple(snapshot.types[bind[v.name]] for v in example.inputs_of_kind("input"))
-        try:
-            exact = pattern.graph(types, defaults)
-        except Exception:  # the pattern does not build at these types: not a match
-            continue
-        if match(snapshot, exact, exact.outputs[0], cls, {}, exact=True):
-            found[(types, attr_key(defaults))] = (types, defaults)
+    for out in example.outputs:  # match from each output in turn: one may not reach every input
+        root_op = example.producers()[out.name].op
+        for cls in {n.eclass for n in snapshot.nodes.values() if n.op == root_op}:
+            bind: dict[str, str] = {}
+            if not match(snapshot, example, out, cls, bind, exact=False) or any(v.name not in bind for v in inputs):
+                continue
+            types = tuple(snapshot.types[bind[v.name]] for v in inputs)
+            try:
+                exact = pattern.graph(types, defaults)
+            except Exception:  # the pattern does not build at these types: not a match
+                continue
+            index = example.outputs.index(out)
+            if match(snapshot, exact, exact.outputs[index], cls, {}, exact=True):
+                found[(types, attr_key(defaults))] = (types, defaults)
     return list(found.values())
 
 
@@ -101,6 +100,7 @@ def apply_library(space, kernels=None) -> LibraryReport:
         kernels = list(all_kernels().values())
     report = LibraryReport()
     snapshot = space.snapshot()
+    rules, kernel_of = [], {}
     for spec in kernels:
         if not has_op(spec.pattern.name) and spec.examples is None:
             report.skipped[spec.id] = "a fused pattern without examples cannot be matched structurally"
@@ -111,8 +111,11 @@ def apply_library(space, kernels=None) -> LibraryReport:
                 report.skipped.setdefault(spec.id, reason)
                 continue
             body = spec.pattern.graph(list(types), attrs)
-            impl = KernelImpl(spec.id, spec.version, spec.default_params(), body)
-            injected = inject(space, impl)
-            report.injected[spec.id] = report.injected.get(spec.id, 0) + injected.matches
+            key = space.encoding.kernel_key(KernelImpl(spec.id, spec.version, spec.default_params(), body))
+            rules.append(region_rule(body, key, f"library-{key}"))
+            kernel_of[rules[-1].name] = spec.id
+    # one pass of every signature's rule: each joins its kernel to every region it matches
+    saturation = space.saturate([RuleSet(f"library-{len(space.reports)}", tuple(rules))], Budget(iterations=1))
+    for name, spec_id in kernel_of.items():
+        report.injected[spec_id] = report.injected.get(spec_id, 0) + saturation.matches.get(name, 0)
     return report
-

@@ -1,0 +1,99 @@
+"""Search time and e-graph size against depth: the Qwen3-1.7B decode step with 1 to 28 layers.
+
+For each layer count the decode-step graph is imported (weights on the meta device: the search never
+reads them; the import is not timed), then timed stage by stage: encoding into egglog, saturation of the
+default rule sets, the library kernels, and ILP extraction under the analytic H200 cost model.
+
+    python benchmarks/search_scaling.py [--layers 1 2 4 8 16 28] [--out benchmarks/results/search_scaling.json]
+
+Target (issue "E-graph search"): 28 layers in at most 5 s on the 2-core CPU machine, linear in layers,
+under 1 GB of memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import resource
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+
+
+def decode_graph(layers: int):
+    from transformers import AutoModelForCausalLM
+
+    from hoid.models.configs import config
+    from hoid.models.llm import decode_step_graph
+
+    cfg = config("qwen3-1.7b")
+    cfg.num_hidden_layers = layers
+    with torch.device("meta"):
+        lm = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16).eval()
+    return decode_step_graph(lm, 4096)
+
+
+def measure(layers: int) -> dict:
+    from hoid.search.rules import default_rulesets
+    from hoid.search.rules.library import apply_library
+    from hoid.search.space import SearchSpace
+
+    graph = decode_graph(layers)
+    t0 = time.perf_counter()
+    space = SearchSpace(graph)
+    t1 = time.perf_counter()
+    report = space.saturate(default_rulesets())
+    t2 = time.perf_counter()
+    library = apply_library(space)
+    t3 = time.perf_counter()
+    extracted = space.extract()
+    t4 = time.perf_counter()
+    return {
+        "layers": layers, "input_nodes": len(graph.nodes), "enodes": report.enodes,
+        "enodes_with_kernels": space.size(), "stop_reason": report.stop_reason,
+        "iterations": report.iterations, "output_nodes": len(extracted.graph.nodes),
+        "extraction": extracted.best.method, "kernels_injected": sum(library.injected.values()),
+        "seconds": {"encode": t1 - t0, "saturate": t2 - t1, "library": t3 - t2, "extract": t4 - t3,
+                    "total": t4 - t0},
+        "cost_us": {"before": None, "after": extracted.cost * 1e6},
+        "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--layers", type=int, nargs="+", default=[1, 2, 4, 8, 16, 28])
+    parser.add_argument("--out", default="benchmarks/results/search_scaling.json")
+    args = parser.parse_args()
+    import egglog
+    import scipy
+
+    rows = []
+    for layers in args.layers:
+        row = measure(layers)
+        rows.append(row)
+        s = row["seconds"]
+        print(f"{layers:3d} layers: {row['input_nodes']:5d} nodes -> {row['enodes']:6d} e-nodes, "
+              f"total {s['total']:.2f} s (encode {s['encode']:.2f}, saturate {s['saturate']:.2f}, "
+              f"library {s['library']:.2f}, extract {s['extract']:.2f}), rss {row['max_rss_mb']:.0f} MB",
+              flush=True)
+    result = {
+        "benchmark": "search_scaling", "model": "qwen3-1.7b decode step (cache 4096, batch 1, bf16)",
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+                    "cpus": len(__import__("os").sched_getaffinity(0))},
+        "versions": {"python": platform.python_version(), "torch": torch.__version__,
+                     "egglog": getattr(egglog, "__version__", "13.2.0"), "scipy": scipy.__version__},
+        "note": "max_rss_mb is the process peak, import of the model included",
+        "rows": rows,
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+"""Extraction: any cost model gives a graph that computes what the input graph computes; the ILP picks
+merged projections that greedy does not; top-k finalists; cycles in the e-graph are cut."""
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import hoid
+from hoid.search.cost import AnalyticCost
+from hoid.search.extract import Problem, extract, greedy, ilp, top_k, walk
+from hoid.search.rules import default_rulesets
+from hoid.search.rules.algebra import ALGEBRA
+from hoid.search.soundness import max_difference
+from hoid.search.space import SearchSpace
+
+from .graphs import block
+
+
+@pytest.fixture(scope="module")
+def saturated():
+    space = SearchSpace(block(layers=2))
+    space.saturate(default_rulesets())
+    return space
+
+
+OPS = sorted({"matmul", "rmsnorm", "silu", "mul", "add", "cast", "slice", "split", "concat", "transpose", "pow",
+              "mean", "rsqrt", "sigmoid"})
+
+
+@settings(max_examples=12)
+@given(weights=st.dictionaries(st.sampled_from(OPS), st.floats(1e-7, 1e-3), min_size=3))
+def test_any_cost_model_extracts_an_equivalent_graph(saturated, weights):
+    cost = lambda call: weights.get(call.op, 1e-6) * (1 + len(call.inputs))
+    graph = saturated.extract(cost).graph
+    assert graph.validate()
+    assert max_difference(saturated.graph, graph) <= 1e-4
+
+
+def test_default_extraction_recognizes_and_merges(saturated):
+    graph = saturated.extract().graph
+    counts = graph.op_counts()
+    assert counts.get("rmsnorm") == 2 and counts.get("silu") == 2
+    assert counts.get("matmul") == 4  # gate/up merged in each layer, down kept
+    assert len(graph.nodes) < len(saturated.graph.nodes)
+    assert max_difference(saturated.graph, graph) <= 1e-4
+
+
+def test_ilp_merges_projections_where_greedy_does_not(saturated):
+    problem = saturated.problem(saturated.snapshot(), AnalyticCost()).reachable()
+    by_ilp, by_greedy = ilp(problem), walk(problem, greedy(problem))
+    cost = lambda choice: sum(problem.costs[n] for n in choice.values())
+    assert cost(by_ilp) < cost(by_greedy)
+    ops = lambda choice: [saturated.snapshot().nodes[n].op for n in choice.values()]
+    assert ops(by_ilp).count("matmul") < ops(by_greedy).count("matmul")
+
+
+def test_top_k_bans_the_hottest_choices(saturated):
+    problem = saturated.problem(saturated.snapshot(), AnalyticCost())
+    finalists = top_k(problem, 3)
+    assert len(finalists) >= 2
+    assert [f.cost for f in finalists] == sorted(f.cost for f in finalists)
+    for f in finalists[1:]:
+        assert f.banned and f.banned[0] not in f.choice.values()
+    result = saturated.extract(k=3)
+    assert len(result.finalists) == len(finalists) and result.graph is result.finalists[0].graph
+
+
+def test_cycles_are_cut():
+    # transpose(transpose(x)) = x puts x's class in a cycle whose nodes cost nothing
+    b = hoid.GraphBuilder("cycle")
+    x = b.input("x", (2, 3), "f32")
+    g = b.build(b.exp(b.transpose(b.transpose(x, dim0=0, dim1=1), dim0=0, dim1=1)))
+    space = SearchSpace(g)
+    space.saturate([ALGEBRA])
+    out = space.extract(lambda call: 0.0 if call.op == "transpose" else 1.0).graph
+    assert out.op_counts() == {"exp": 1}
+    t = torch.randn(2, 3)
+    torch.testing.assert_close(hoid.run(out, t)[0], torch.exp(t))
+
+
+def test_unsolvable_problem_is_refused():
+    problem = Problem(classes={"a": ["n"]}, children={"n": ("b",)}, eclass={"n": "a"}, costs={"n": 1.0},
+                      roots=("a",))
+    with pytest.raises(ValueError, match="no extractable term|no finite program"):
+        extract(problem)
