@@ -50,6 +50,9 @@ def _writer(path: str, worker: int, count: int) -> None:
             cache.put(key(params={"worker": worker, "i": i}), Timing.of(1e-6 * (i + 1)))
 
 
+# The children only touch sqlite, so forking a process that holds torch's threads is safe here (and a
+# spawned child would spend seconds importing torch again).
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded, use of fork:DeprecationWarning")
 def test_concurrent_writer_processes_lose_nothing(tmp_path):
     path = str(tmp_path / "shared.sqlite")
     ctx = multiprocessing.get_context("fork")
