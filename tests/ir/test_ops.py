@@ -104,6 +104,8 @@ INFER_ERRORS = [
     ("slice", [T((3, 4))], {"dim": 1, "start": 0, "end": 4, "step": 0}, r"step must be >= 1"),
     ("concat", [T((3, 4)), T((2, 5))], {"dim": 0}, r"operand 1 is \[2, 5\], operand 0 is \[3, 4\]"),
     ("split", [T((3, 4))], {"sizes": (1, 2), "dim": 1}, r"sum to 4"),
+    ("split", [T(())], {"sizes": (1,), "dim": 0}, r"x must have rank 1 or more"),
+    ("group_norm", [T((1, 1, 1))], {"num_groups": 1}, r"one value per group"),
     ("rmsnorm", [T((2, 8)), T((4,))], {}, r"weight is \[4\], expected \[8\] \(the last dim of x\)"),
     ("rope", [T((1, 2, 3, 5)), T((3, 5)), T((3, 5))], {}, r"last dim of x must be even"),
     ("sdpa", [T((1, 8, 3, 4)), T((1, 2, 5, 4)), T((1, 2, 5, 4))], {},

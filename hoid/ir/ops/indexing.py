@@ -46,7 +46,11 @@ def _updated_bytes(index_operands: slice, written):
 
 def _bound_along_dim(operand: int):
     """index_bounds for an index into x (operand 0) along the `dim` attr."""
-    return lambda types, attrs: {operand: types[0].shape[norm_dim(attrs["dim"], types[0].rank)]}
+    def bounds(types, attrs):
+        x = types[0]
+        # a rank-0 x is indexed like a 1-element vector, as torch does
+        return {operand: x.shape[norm_dim(attrs["dim"], x.rank)] if x.rank else 1}
+    return bounds
 
 
 def _within(small: TensorType, large: TensorType, skip: int | None, what: str) -> None:

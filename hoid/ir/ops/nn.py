@@ -137,6 +137,8 @@ def _group_norm_infer(types, attrs):
     require_min_rank(x, 2, "x ([N, C, ...])")
     if groups < 1 or x.shape[1] % groups:
         raise InferError(f"num_groups {groups} must divide the {x.shape[1]} channels (dim 1) of x")
+    if x.numel // groups <= 1:  # torch refuses to normalize a single value per group
+        raise InferError(f"x {list(x.shape)} has one value per group with num_groups {groups}; need more than one")
     for name, t in zip(("weight", "bias"), affine, strict=False):
         require_shape(t, x.shape[1:2], name, "one per channel")
     return x.contiguous()

@@ -15,7 +15,7 @@ import torch
 from ..dtypes import promote
 from ..registry import Attr, InferError, OpDef, register_op
 from ..types import TensorType
-from ._common import norm_dim, rand_dim, rand_float_dtype, rand_layout, rand_shape, view_type
+from ._common import norm_dim, rand_dim, rand_float_dtype, rand_layout, rand_shape, require_min_rank, view_type
 
 
 def _copy_unless_contiguous(ins, outs, attrs):
@@ -278,6 +278,7 @@ register_op(OpDef(
 
 def _split_infer(types, attrs):
     (x,) = types
+    require_min_rank(x, 1, "x")
     dim = norm_dim(attrs["dim"], x.rank)
     sizes = attrs["sizes"]
     if any(s < 0 for s in sizes) or sum(sizes) != x.shape[dim]:
