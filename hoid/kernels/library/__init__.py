@@ -18,8 +18,8 @@ from . import (
     triton_decode_attention,
     triton_embedding,
     triton_gemv,
-    triton_rope,
     triton_rmsnorm,
+    triton_rope,
     triton_silu_mul,
     triton_softmax,
 )
