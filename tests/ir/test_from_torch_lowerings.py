@@ -25,7 +25,8 @@ class Fn(nn.Module):
 def arithmetic(x, y):
     return (x - 2 * y, 3.0 - x, x / y, torch.div(x, 0.7, rounding_mode="floor"), 2.0 ** x, x.clamp(-0.5, 0.5),
             torch.maximum(x, y), torch.where(x > 0, x, 0.0), x.masked_fill(y < 0, -1.0), torch.sub(x, y, alpha=3),
-            (x > 0) & (y > 0), F.gelu(x, approximate="tanh"), x.to(torch.float16), torch.rsqrt(x.abs() + 1))
+            (x > 0) & (y > 0), F.gelu(x, approximate="tanh"), x.to(torch.float16), torch.rsqrt(x.abs() + 1),
+            F.relu6(x * 4), F.leaky_relu(x, 0.2))
 
 
 def reductions(x, y):
@@ -41,7 +42,7 @@ def views(x, y):
     rows = x.unbind(0)
     return (a, b, c, d, *rows, x.select(2, -1), x[:, 1:, ::2], x.flatten(1), x.unsqueeze(1).squeeze(1),
             x.repeat_interleave(2, dim=1), torch.cat([x, y], dim=0), x.permute(2, 0, 1), x.transpose(0, 1),
-            x[:, :1].expand(2, 3, 4), F.pad(x, (1, 2, -1, 0), value=3.0))
+            x[:, :1].expand(2, 3, 4), F.pad(x, (1, 2, -1, 0), value=3.0), x.repeat(2, 1, 1, 3))
 
 
 def indexing(x, y):
@@ -60,7 +61,8 @@ def constants(x, y):
 def matmuls(x, y):
     w = torch.linspace(-1, 1, 20).reshape(5, 4)
     return (x @ y.transpose(1, 2), torch.bmm(x, y.transpose(1, 2)), torch.mm(x[0], w.t()),
-            torch.addmm(torch.ones(5), x[0], w.t()), F.linear(x, w, torch.ones(5)))
+            torch.addmm(torch.ones(5), x[0], w.t()), F.linear(x, w, torch.ones(5)),
+            torch.baddbmm(torch.ones(2, 3, 3), x, y.transpose(1, 2), beta=0.5, alpha=0.25))
 
 
 def attention(q, kv):
@@ -77,17 +79,20 @@ class ConvNet(nn.Module):
         self.bn = nn.BatchNorm2d(4)
         self.gn = nn.GroupNorm(2, 4)
         self.conv1d = nn.Conv1d(4, 4, 3, stride=2, groups=2)
+        self.same_odd = nn.Conv2d(4, 2, 3, padding="same")
+        self.same_even = nn.Conv2d(4, 2, (2, 4), padding="same", dilation=(1, 2))
         self.ln = nn.LayerNorm(8)
         self.bn.running_mean.uniform_(-1, 1)
         self.bn.running_var.uniform_(0.5, 2)
 
     def forward(self, x):
         h = self.gn(F.relu(self.bn(self.conv(x))))
-        pooled = F.avg_pool2d(F.max_pool2d(h, 2), 2, stride=1, padding=1)
+        pooled = F.avg_pool2d(F.max_pool2d(h, 2, ceil_mode=True), 2, stride=1, padding=1)
+        pooled = F.avg_pool2d(pooled, 5, ceil_mode=True, count_include_pad=False)  # neither changes a thing
         up = F.interpolate(h, scale_factor=2, mode="nearest")
         bil = F.interpolate(h, size=(12, 12), mode="bilinear", align_corners=True)
         seq = self.conv1d(h.flatten(2))
-        return pooled, up, bil, seq, F.adaptive_avg_pool2d(h, 1), self.ln(h)
+        return pooled, up, bil, seq, F.adaptive_avg_pool2d(h, 1), self.ln(h), self.same_odd(h), self.same_even(h)
 
 
 def float_inputs():

@@ -47,6 +47,8 @@ ROWS: list[tuple[tuple, Callable]] = [
     ((aten.floor.default,), m.unary("floor")),
     ((aten.logical_not.default,), m.unary("logical_not")),
     ((aten.gelu.default,), m.gelu),                              # approximate= kept
+    ((aten.hardtanh.default,), m.hardtanh),                      # -> clamp (ReLU6 too)
+    ((aten.leaky_relu.default,), m.leaky_relu),                  # -> where(x > 0, x, slope * x)
     # --- binary arithmetic: tensor or Python-number second operand (`scalar=`) --------------------
     ((aten.add.Tensor, aten.add.Scalar), m.add_sub("add")),     # alpha != 1 -> a mul first
     ((aten.sub.Tensor, aten.sub.Scalar), m.add_sub("sub")),
@@ -91,7 +93,7 @@ ROWS: list[tuple[tuple, Callable]] = [
     # --- matmuls: a linear layer is matmul with a transposed weight view --------------------------
     ((aten.linear.default,), m.linear),                          # matmul(x, transpose(w)) + b
     ((aten.matmul.default, aten.mm.default, aten.bmm.default), m.matmul),
-    ((aten.addmm.default, aten.baddbmm.default), m.addmm),       # bias + a @ b
+    ((aten.addmm.default, aten.baddbmm.default), m.addmm),       # beta * c + alpha * a @ b
     # --- constants ----------------------------------------------------------------------------------
     ((aten.arange.default, aten.arange.start, aten.arange.start_step), m.arange),
     ((aten.full.default, aten.full_like.default, aten.new_full.default), m.full_like_result("fill_value")),
@@ -117,6 +119,7 @@ ROWS: list[tuple[tuple, Callable]] = [
     ((aten.unbind.int,), s.unbind),                              # -> split + reshapes
     ((aten.repeat_interleave.self_int,), s.repeat_interleave),  # -> reshape, expand, reshape
     ((aten.constant_pad_nd.default,), s.constant_pad),           # F.pad: concat constant blocks
+    ((aten.repeat.default,), s.repeat),                          # tiling: reshape, expand, reshape
     # --- indexing -----------------------------------------------------------------------------------
     ((aten.index.Tensor,), s.index),                             # leading dims; others via permute
     ((aten.index_put.default,), s.index_put),

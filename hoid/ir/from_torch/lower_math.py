@@ -121,6 +121,17 @@ def clamp_max(em: Emitter, self, max):
     return clamp(em, self, max=max)
 
 
+def hardtanh(em: Emitter, self, min_val=-1.0, max_val=1.0):
+    """hardtanh (and ReLU6, which torch writes as hardtanh(0, 6)) is a clamp."""
+    return em.op("clamp", self, min=min_val, max=max_val)
+
+
+def leaky_relu(em: Emitter, self, negative_slope=0.01):
+    """where(x > 0, x, x * slope), as torch defines it."""
+    positive = em.op("gt", self, scalar=0, tag="positive")
+    return em.op("where", positive, self, em.op("mul", self, scalar=negative_slope, tag="scaled"))
+
+
 def gelu(em: Emitter, self, approximate="none"):
     return em.op("gelu", self, approximate=approximate)
 
@@ -223,11 +234,17 @@ def linear(em: Emitter, input, weight, bias=None):
     return em.op("add", em.op("matmul", input, weight_t, tag="mm"), bias)
 
 
-def addmm(em: Emitter, self, mat1, mat2, beta=1, alpha=1):
-    """`addmm/baddbmm(bias, a, b)` = bias + a @ b (only beta = alpha = 1)."""
-    if beta != 1 or alpha != 1:
-        raise NotLowerable(f"beta={beta}, alpha={alpha} (only 1 and 1 are lowered)")
-    return em.op("add", em.op("matmul", mat1, mat2, tag="mm"), self)
+def addmm(em: Emitter, self, mat1=None, mat2=None, batch1=None, batch2=None, beta=1, alpha=1):
+    """`addmm(c, a, b)` / `baddbmm(c, a, b)` = beta * c + alpha * (a @ b). (BLAS applies alpha and beta
+    inside the kernel; as separate multiplies the result may differ in the last bit.)"""
+    product = em.op("matmul", mat1 if mat1 is not None else batch1, mat2 if mat2 is not None else batch2,
+                    tag="mm")
+    if alpha != 1:
+        product = em.op("mul", product, scalar=alpha, tag="alpha")
+    if beta == 0:  # torch ignores c then, NaNs included
+        return product
+    bias = em.op("mul", self, scalar=beta, tag="beta") if beta != 1 else self
+    return em.op("add", product, bias)
 
 
 # --- constants ------------------------------------------------------------------------------------

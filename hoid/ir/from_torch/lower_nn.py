@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from .emitter import Emitter, NotLowerable
+from .lower_shape import pad_constant
 
 
 def _per_dim(value, n: int) -> tuple[int, ...]:
@@ -63,13 +64,27 @@ def conv(em: Emitter, input, weight, bias=None, stride=1, padding=0, dilation=1,
     if transposed:
         raise NotLowerable("transposed convolution")
     n = input.type.rank - 2
-    if isinstance(padding, str):
-        if padding != "valid":
-            raise NotLowerable(f"padding={padding!r} (give explicit padding, or 'valid')")
+    if padding == "valid":
         padding = 0
+    elif padding == "same":
+        input, padding = _pad_same(em, input, weight, _per_dim(stride, n), _per_dim(dilation, n))
     operands = [input, weight] + ([bias] if bias is not None else [])
     return em.op("conv", *operands, stride=_per_dim(stride, n), padding=_per_dim(padding, n),
                  dilation=_per_dim(dilation, n), groups=groups)
+
+
+def _pad_same(em: Emitter, x, weight, stride, dilation):
+    """padding='same' as torch resolves it: total padding dilation * (kernel - 1) per spatial dim,
+    split evenly, the odd element on the right. Returns (input, conv padding): when every split is
+    even the conv pads; otherwise the input is zero-padded first, as torch does."""
+    if any(s != 1 for s in stride):
+        raise NotLowerable("padding='same' with a stride (torch refuses it too)")
+    kernel = weight.type.shape[2:]
+    totals = [d * (k - 1) for d, k in zip(dilation, kernel, strict=True)]
+    if all(t % 2 == 0 for t in totals):
+        return x, tuple(t // 2 for t in totals)
+    pad = [p for t in reversed(totals) for p in (t // 2, t - t // 2)]  # F.pad order: last dim first
+    return pad_constant(em, x, pad, 0), (0,) * len(kernel)
 
 
 def _pool_args(self, kernel_size, stride, padding):
@@ -79,17 +94,29 @@ def _pool_args(self, kernel_size, stride, padding):
     return dict(kernel_size=kernel, stride=stride, padding=_per_dim(padding, n))
 
 
+def _ceil_mode_matters(em: Emitter, x, args: dict) -> bool:
+    """Whether ceil_mode changes the windows: only when it adds an output position (hoid's pools
+    round down, as torch does by default)."""
+    floor_sizes = tuple((size + 2 * p - k) // s + 1 for size, k, s, p in zip(
+        x.type.shape[2:], args["kernel_size"], args["stride"], args["padding"], strict=True))
+    return floor_sizes != em.out_shape[2:]
+
+
 def max_pool(em: Emitter, self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
-    if set(_per_dim(dilation, 1)) != {1} or ceil_mode:
-        raise NotLowerable("max pooling with dilation or ceil_mode")
-    return em.op("max_pool", self, **_pool_args(self, kernel_size, stride, padding))
+    args = _pool_args(self, kernel_size, stride, padding)
+    if set(_per_dim(dilation, 1)) != {1} or (ceil_mode and _ceil_mode_matters(em, self, args)):
+        raise NotLowerable("max pooling with dilation, or a ceil_mode that adds a window")
+    return em.op("max_pool", self, **args)
 
 
 def avg_pool(em: Emitter, self, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
              divisor_override=None):
-    if ceil_mode or not count_include_pad or divisor_override is not None:
-        raise NotLowerable("average pooling with ceil_mode, count_include_pad=False or divisor_override")
-    return em.op("avg_pool", self, **_pool_args(self, kernel_size, stride, padding))
+    args = _pool_args(self, kernel_size, stride, padding)
+    if (ceil_mode and _ceil_mode_matters(em, self, args)) or divisor_override is not None \
+            or (not count_include_pad and any(args["padding"])):
+        raise NotLowerable("average pooling with a ceil_mode that adds a window, a divisor_override, or "
+                           "padding not counted (count_include_pad=False)")
+    return em.op("avg_pool", self, **args)
 
 
 def adaptive_avg_pool(em: Emitter, self, output_size):

@@ -99,11 +99,26 @@ def repeat_interleave(em: Emitter, self, repeats, dim=None, output_size=None):
     return em.reshape(x, em.out_shape)
 
 
+def repeat(em: Emitter, self, repeats):
+    """`x.repeat(r0, r1, ...)` (tiling) as reshape -> expand -> reshape: every size s becomes a pair
+    (1, s) expanded to (r, s), then merged to r * s. Exact: it only copies elements."""
+    shape = (1,) * (len(repeats) - self.type.rank) + self.type.shape  # repeats may add leading dims
+    paired = tuple(size for s in shape for size in (1, s))
+    tiled = tuple(size for r, s in zip(repeats, shape, strict=True) for size in (r, s))
+    x = em.reshape(self, paired, tag="pairs")
+    x = em.op("expand", x, shape=tiled, tag="tile")
+    return em.reshape(x, em.out_shape)
+
+
 def constant_pad(em: Emitter, self, pad, value=0):
-    """`F.pad(x, pad, value=c)` (aten.constant_pad_nd): per padded dim, concat constant blocks on
-    either side (exact: only copies); negative padding crops with a slice. `pad` lists (before, after)
-    pairs from the last dim backwards, as torch does."""
-    x = self
+    """`F.pad(x, pad, value=c)` (aten.constant_pad_nd)."""
+    return pad_constant(em, self, pad, value)
+
+
+def pad_constant(em: Emitter, x: Value, pad, value) -> Value:
+    """`x` padded with `value`: per padded dim, constant blocks concatenated on either side (exact:
+    only copies); negative padding crops with a slice. `pad` lists (before, after) pairs from the
+    last dim backwards, as torch does."""
     for i in range(len(pad) // 2):
         dim, before, after = x.type.rank - 1 - i, pad[2 * i], pad[2 * i + 1]
         if before < 0 or after < 0:
@@ -117,7 +132,7 @@ def constant_pad(em: Emitter, self, pad, value=0):
                 pieces.insert(0 if side == "before" else len(pieces), block)
         if len(pieces) > 1:
             x = em.op("concat", *pieces, dim=dim, tag=f"pad{dim}")
-    return em.reshape(x, em.out_shape, tag="padded")
+    return x
 
 
 # --- indexing -------------------------------------------------------------------------------------
