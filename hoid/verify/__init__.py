@@ -9,7 +9,7 @@ means, and `hoid.testing.strategies` for hypothesis strategies to test your own 
 Importing this package does not import hypothesis, egglog, openai or Triton.
 """
 
-from .candidate import KernelSource
+from ..kernels.loader import KernelSource
 from .check import check, check_kernel, check_region
 from .inputs import DISTRIBUTIONS, Dim, Input
 from .region import extract_region

@@ -1,6 +1,6 @@
 """The public checks: `check`, `check_region` and `check_kernel`.
 
-    from hoid.verify import check, Input, Dim
+    from hoid.verify import check, Dim
     n = Dim("n", 1, 128)
     verdict = check(my_rmsnorm, reference_rmsnorm, [((n, 256), "f32"), ((256,), "f32")])
     if not verdict:
@@ -15,19 +15,19 @@ aliasing checks, the reference in float64 after the candidate, timing runs and r
 from __future__ import annotations
 
 import dataclasses
-import functools
 import random
 from collections.abc import Callable, Iterable, Sequence
 
 import torch
 
 from ..ir import Graph, Node, TensorType
-from .candidate import KernelSource, as_candidate, static_findings
+from ..kernels.loader import KernelSource
+from .candidate import as_candidate, static_findings
 from .inputs import Input, as_input, dims_of
 from .isolate import IsolatedRunner
 from .region import extract_region, graph_reference, index_bounds
 from .runners import InProcessRunner
-from .sweep import DEFAULT_TRIALS, run_check
+from .sweep import DEFAULT_TRIALS, RECHECKS, TIMING_RUNS, run_check
 from .trials import Plan, TrialRunner
 from .verdict import Verdict, VerifyError
 
@@ -36,36 +36,31 @@ def _device(device) -> torch.device:
     return torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
 
 
+def _new_seed(seed: int | None) -> int:
+    return random.SystemRandom().randrange(2**31) if seed is None else int(seed)
+
+
 def _static_verdict(candidate, seed: int) -> tuple[Verdict | None, list[str]]:
+    """The rejection by the static pass (or None), and its notes on sources it could not read."""
     findings, notes = static_findings(candidate)
     if not findings:
         return None, notes
     listed = "; ".join(str(f) for f in findings[:6]) + ("; ..." if len(findings) > 6 else "")
-    reason = (
-        f"the static check refused the candidate before running it: {listed}. An honest kernel needs none of "
-        "these: remove them"
-    )
+    reason = (f"the static check refused the candidate before running it: {listed}. An honest kernel needs "
+              "none of these: remove them")
     return Verdict(False, reason, "static", seed=seed, notes=tuple(notes)), notes
 
 
-def _runner(
-    candidate, *, isolate: bool | None, destination_passing: bool, timeout_s: float, device: torch.device
-):
+def _runner(candidate, *, isolate: bool | None, destination_passing: bool, timeout_s: float,
+            device: torch.device):
     if isinstance(candidate, KernelSource):
         if isolate is False:
             raise VerifyError("kernel source always runs isolated; leave isolate unset (or True)")
         isolate = True
     if isolate:
-        return IsolatedRunner(
-            candidate,
-            destination_passing=destination_passing,
-            timeout_s=timeout_s,
-            device=device,
-            triton_interpret=not torch.cuda.is_available(),
-        )
-    return InProcessRunner(
-        candidate, destination_passing=destination_passing, timeout_s=timeout_s, device=device
-    )
+        return IsolatedRunner(candidate, destination_passing=destination_passing, timeout_s=timeout_s,
+                              device=device, triton_interpret=not torch.cuda.is_available())
+    return InProcessRunner(candidate, destination_passing=destination_passing, timeout_s=timeout_s, device=device)
 
 
 def _output_types(outputs) -> Callable | None:
@@ -75,28 +70,22 @@ def _output_types(outputs) -> Callable | None:
     return lambda types: fixed
 
 
-def check(
-    candidate,
-    reference: Callable,
-    inputs: Sequence,
-    *,
-    trials: int | None = None,
-    seed: int | None = None,
-    isolate: bool | None = None,
-    timeout_s: float = 60,
-    atol: float | None = None,
-    rtol: float | None = None,
-    destination_passing: bool = False,
-    deterministic: bool = False,
-    outputs=None,
-    tf32: bool = False,
-    device=None,
-) -> Verdict:
+def _run(runner, plan: Plan, trials: int, seed: int) -> Verdict:
+    try:
+        return run_check(TrialRunner(plan, runner), trials=trials, seed=seed)
+    finally:
+        runner.close()
+
+
+def check(candidate, reference: Callable, inputs: Sequence, *, trials: int | None = None, seed: int | None = None,
+          isolate: bool | None = None, timeout_s: float = 60, atol: float | None = None,
+          rtol: float | None = None, destination_passing: bool = False, deterministic: bool = False,
+          outputs=None, tf32: bool = False, device=None) -> Verdict:
     """Check `candidate` against `reference` on inputs drawn from the declarations in `inputs`.
 
     candidate: a callable over tensors returning a tensor or a tuple of them, or (with
-      `destination_passing=True`) writing outputs it is given after its inputs; or kernel source, a
-      `KernelSource` or `(path or text, entry name)`, always run isolated.
+      `destination_passing=True`) writing the outputs it is given after its inputs; or kernel source, a
+      `hoid.kernels.loader.KernelSource` or a pair `(path or text, entry name)`, always run isolated.
     reference: a callable over tensors; it runs on float64 copies of float inputs where it can.
     inputs: `hoid.TensorType`s, `(shape, dtype)` pairs or `Input`s (symbolic `Dim`s, value ranges,
       derived inputs).
@@ -107,47 +96,26 @@ def check(
       not be run to learn them (a list, or a callable of the input types); device: default cuda if present.
     """
     candidate = as_candidate(candidate)
-    seed = random.SystemRandom().randrange(2**31) if seed is None else int(seed)
+    seed = _new_seed(seed)
     declared = [as_input(x, i) for i, x in enumerate(inputs)]
     dims_of(declared)
     refused, notes = _static_verdict(candidate, seed)
     if refused is not None:
         return refused
     device = _device(device)
-    runner = _runner(
-        candidate,
-        isolate=isolate,
-        destination_passing=destination_passing,
-        timeout_s=timeout_s,
-        device=device,
-    )
-    plan = Plan(
-        declared,
-        reference,
-        device,
-        destination_passing,
-        deterministic,
-        _output_types(outputs),
-        tf32=tf32,
-        atol=atol,
-        rtol=rtol,
-    )
-    try:
-        verdict = run_check(
-            TrialRunner(plan, runner), trials=DEFAULT_TRIALS if trials is None else trials, seed=seed
-        )
-    finally:
-        runner.close()
+    runner = _runner(candidate, isolate=isolate, destination_passing=destination_passing, timeout_s=timeout_s,
+                     device=device)
+    plan = Plan(declared, reference, device, destination_passing, deterministic, _output_types(outputs),
+                tf32=tf32, atol=atol, rtol=rtol)
+    verdict = _run(runner, plan, DEFAULT_TRIALS if trials is None else trials, seed)
     return dataclasses.replace(verdict, notes=tuple(notes) + verdict.notes)
 
 
 def region_inputs(graph: Graph) -> list[Input]:
     """The inputs of a (region) graph as declarations: integer inputs that index get their bounds."""
     bounds = index_bounds(graph)
-    return [
-        Input(v.type.shape, v.type.dtype, low=0 if i in bounds else None, high=bounds.get(i), name=v.name)
-        for i, v in enumerate(graph.runtime_inputs)
-    ]
+    return [Input(v.type.shape, v.type.dtype, low=0 if i in bounds else None, high=bounds.get(i), name=v.name)
+            for i, v in enumerate(graph.runtime_inputs)]
 
 
 def check_region(graph: Graph, region: Iterable[Node | str], candidate, **options) -> Verdict:
@@ -160,84 +128,55 @@ def check_region(graph: Graph, region: Iterable[Node | str], candidate, **option
     return check(candidate, graph_reference(sub), region_inputs(sub), outputs=types, **options)
 
 
-def check_kernel(
-    spec,
-    *,
-    examples: int = 3,
-    trials: int | None = None,
-    seed: int | None = None,
-    isolate: bool = False,
-    timeout_s: float = 60,
-    params: dict | None = None,
-    device=None,
-) -> Verdict:
-    """Check a library kernel (a `hoid.kernels.KernelSpec`) over its declared shape space: `examples`
-    draws of `spec.examples`, each checked against its pattern's graph (in float64 where it can run so)
-    with `spec.launch` destination-passing, bitwise run-to-run where the spec says deterministic. One
-    runner (one child process when isolated) serves every example."""
+def check_kernel(spec, *, examples: int = 3, trials: int | None = None, seed: int | None = None,
+                 isolate: bool | None = None, timeout_s: float = 60, params: dict | None = None,
+                 device=None) -> Verdict:
+    """Check a kernel (a `hoid.kernels.KernelSpec`) over its declared shape space: `examples` draws of
+    `spec.examples`, each checked against its pattern's graph (in float64 where it can run so) with
+    `spec.launch` destination-passing, bitwise run-to-run where the spec says deterministic, with
+    `params` (default: the spec's defaults). One runner (one child when isolated) serves every example.
+    A spec built from kernel source (`KernelSource.to_spec`) is read by the static pass and runs isolated."""
     if spec.examples is None:
-        raise VerifyError(
-            f"kernel {spec.id}: it declares no examples(rng), so its shape space cannot be drawn"
-        )
-    seed = random.SystemRandom().randrange(2**31) if seed is None else int(seed)
-    refused, notes = _static_verdict(spec.launch, seed)
+        raise VerifyError(f"kernel {spec.id}: it declares no examples(rng), so its shape space cannot be drawn")
+    seed = _new_seed(seed)
+    source = getattr(spec.launch, "source", None)
+    from_source = isinstance(source, KernelSource)
+    refused, notes = _static_verdict(source if from_source else spec.launch, seed)
     if refused is not None:
         return refused
-    kwargs_params = spec.check_params(params or {})
-    rng = random.Random(seed)
+    params = spec.check_params(params or {})
     per_example = max(4, (DEFAULT_TRIALS if trials is None else trials) // examples)
-    device = _device(device)
-    runner = _runner(
-        spec.launch, isolate=isolate, destination_passing=True, timeout_s=timeout_s, device=device
-    )
+    rng, device = random.Random(seed), _device(device)
+    runner = _runner(source if from_source else spec.launch, isolate=isolate, destination_passing=True,
+                     timeout_s=timeout_s, device=device)
     try:
         for i in range(examples):
             types, attrs = spec.examples(rng)
             unmet = spec.rejects(types, attrs)
             if unmet is not None:
-                raise VerifyError(
-                    f"kernel {spec.id}: its own example {[str(t) for t in types]} {attrs} breaks its "
-                    f"constraint: {unmet}"
-                )
-            verdict = _check_example(
-                spec, runner, i, types, attrs, kwargs_params, per_example, seed + i, device
-            )
+                raise VerifyError(f"kernel {spec.id}: its own example {[str(t) for t in types]} {attrs} breaks "
+                                  f"its constraint: {unmet}")
+            plan = _kernel_plan(spec, types, attrs, params, device, key=i)
+            # The timing runs and re-checks come once, after the last example: under Triton's interpreter
+            # every call costs, and call counting does not care which example it counts.
+            last = i == examples - 1
+            verdict = run_check(TrialRunner(plan, runner), trials=per_example, seed=seed + i,
+                                timing_runs=TIMING_RUNS if last else 0, rechecks=RECHECKS if last else 0)
             if not verdict.ok:
                 shown = ", ".join(str(t) for t in types)
-                return dataclasses.replace(
-                    verdict,
-                    reason=f"example {i + 1} ({shown}; {attrs}): {verdict.reason}",
-                    notes=tuple(notes) + verdict.notes,
-                )
+                return dataclasses.replace(verdict, reason=f"example {i + 1} ({shown}; {attrs}): {verdict.reason}",
+                                           notes=tuple(notes) + verdict.notes)
     finally:
         runner.close()
-    return Verdict(
-        True,
-        f"kernel {spec.id} passed {examples} examples of its shape space, {per_example} trials each",
-        trials=examples * per_example,
-        seed=seed,
-        notes=tuple(notes),
-    )
+    return Verdict(True, f"kernel {spec.id} passed {examples} examples of its shape space, {per_example} trials "
+                   "each", trials=examples * per_example, seed=seed, notes=tuple(notes))
 
 
-def _check_example(
-    spec, runner, i: int, types, attrs: dict, params: dict, trials: int, seed: int, device
-) -> Verdict:
+def _kernel_plan(spec, types, attrs: dict, params: dict, device: torch.device, key: int) -> Plan:
     graph = spec.pattern.graph(types, attrs)
     bounds = spec.index_bounds(types, attrs) if spec.index_bounds is not None else {}
-    inputs = [
-        Input(t.shape, t.dtype, low=0 if k in bounds else None, high=bounds.get(k), name=name)
-        for k, (t, name) in enumerate(zip(types, spec.pattern.operands, strict=True))
-    ]
+    inputs = [Input(t.shape, t.dtype, low=0 if k in bounds else None, high=bounds.get(k), name=name)
+              for k, (t, name) in enumerate(zip(types, spec.pattern.operands, strict=True))]
     outputs = [v.type.contiguous() for v in graph.outputs]
-    plan = Plan(
-        inputs,
-        graph_reference(graph),
-        device,
-        destination_passing=True,
-        deterministic=spec.deterministic,
-        output_types=functools.partial(lambda fixed, _: fixed, outputs),
-        call_kwargs={**attrs, **params},
-        key=i,
-    )
-    return run_check(TrialRunner(plan, runner), trials=trials, seed=seed)
+    return Plan(inputs, graph_reference(graph), device, destination_passing=True, deterministic=spec.deterministic,
+                output_types=_output_types(outputs), call_kwargs={**attrs, **params}, key=key)

@@ -68,47 +68,36 @@ def compare_output(k: int, cand: torch.Tensor, ref: torch.Tensor, tol: Tolerance
     return _compare_finite(k, c, r, expect_finite, tol, cand.dtype)
 
 
+def _resolution(r: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """What no output of `dtype` can do better than, per element: the reference's own rounding to the
+    dtype, plus two steps of its subnormal spacing (float16 cannot tell 3e-8 from 6e-8 or from 0)."""
+    info = torch.finfo(dtype)
+    return (r - r.to(dtype).double()).abs() + 2 * info.smallest_normal * info.eps
+
+
 def _compare_finite(k, c, r, finite, tol: Tolerance, dtype) -> Failure | None:
     c, r = torch.where(finite, c, 0.0), torch.where(finite, r, 0.0)
-    err = (c - r).abs()
+    raw = (c - r).abs()
+    err = (raw - _resolution(r, dtype)).clamp(min=0)
     ref_norm = float(r.norm())
     scale = float(r.square().mean().sqrt()) if r.numel() else 0.0
-    scale = scale if scale > 0 else 1.0
-    allowed = tol.atol * scale + tol.rtol * r.abs()
-    excess = err / allowed
-    worst = int(excess.flatten().argmax()) if err.numel() else 0
+    allowed = tol.atol * (scale if scale > 0 else 1.0) + tol.rtol * r.abs()
+    worst = int((err / allowed).flatten().argmax()) if err.numel() else 0
     rel_l2 = float(err.norm()) / ref_norm if ref_norm > 0 else float(err.norm())
-    figures = {
-        "rel_l2": rel_l2,
-        "max_abs_error": float(err.max()) if err.numel() else 0.0,
-        "ref_rms": scale,
-        "violations": int((err > allowed).sum()),
-    }
-    worst_text = (
-        (
-            f"{_where(k, worst, c.shape)} = {c.flatten()[worst].item():.8g}, reference "
-            f"{r.flatten()[worst].item():.8g}"
-        )
-        if err.numel()
-        else ""
-    )
-    figures["worst"] = worst_text
-    if figures["violations"] == 0 and rel_l2 <= tol.l2:
+    violations = int((err > allowed).sum())
+    worst_text = (f"{_where(k, worst, c.shape)} = {c.flatten()[worst].item():.8g}, reference "
+                  f"{r.flatten()[worst].item():.8g}") if err.numel() else ""
+    figures = {"rel_l2": rel_l2, "max_abs_error": float(raw.max()) if raw.numel() else 0.0, "ref_rms": scale,
+               "violations": violations, "worst": worst_text}
+    if violations == 0 and rel_l2 <= tol.l2:
         return None
-    what = (
-        f"{figures['violations']} of {c.numel()} elements exceed the per-element bound"
-        if figures["violations"]
-        else "the per-element bounds hold"
-    )
-    text = (
-        f"output {k} differs from the reference: relative L2 error {rel_l2:.3g} (bound {tol.l2:.1g}), "
-        f"{what}; worst {worst_text} (tolerance for {str(dtype).replace('torch.', '')}: {tol})"
-    )
+    what = (f"{violations} of {c.numel()} elements exceed the per-element bound" if violations
+            else "the per-element bounds hold")
+    text = (f"output {k} differs from the reference: relative L2 error {rel_l2:.3g} (bound {tol.l2:.1g}), "
+            f"{what}; worst {worst_text} (tolerance for {str(dtype).replace('torch.', '')}: {tol})")
     if dtype == torch.float32 and _LOW_PRECISION_BAND[0] <= rel_l2 <= _LOW_PRECISION_BAND[1]:
-        text += (
-            "; errors of this size everywhere are those of float16/bfloat16 arithmetic: the computation "
-            "seems to run in lower precision than its float32 output"
-        )
+        text += ("; errors of this size everywhere are those of float16/bfloat16 arithmetic: the computation "
+                 "seems to run in lower precision than its float32 output")
     return Failure("mismatch", text, figures)
 
 

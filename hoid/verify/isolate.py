@@ -27,7 +27,7 @@ from multiprocessing.shared_memory import SharedMemory
 import torch
 
 from ..ir import TensorType
-from .candidate import KernelSource, load_source
+from ..kernels.loader import KernelSource, load_entry
 from .runners import invoke
 from .verdict import Failure, VerifyError
 
@@ -49,7 +49,7 @@ def _child_loop(conn: Connection) -> None:
     """The child: load the candidate, then answer `prepare`, `call` and `stop` messages."""
     candidate, destination_passing, timeout_s, device = conn.recv()
     try:
-        fn = load_source(candidate) if isinstance(candidate, KernelSource) else pickle.loads(candidate)
+        fn = load_entry(candidate) if isinstance(candidate, KernelSource) else pickle.loads(candidate)
     except BaseException as exc:  # the harness reports any load failure, whatever the candidate raised
         conn.send(Failure("raised", f"loading the candidate failed: {type(exc).__name__}: {exc}"))
         return

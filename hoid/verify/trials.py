@@ -133,7 +133,7 @@ class TrialRunner:
                     f"the reference could not run in float64 ({type(exc).__name__}: {exc}); "
                     "it ran in the inputs' own dtypes"
                 )
-        return self._call_reference([v.to(device) for v in values])
+        return self._call_reference([v.to(device, copy=True) for v in values])  # scrub_ must not reach `values`
 
     # --- a trial -------------------------------------------------------------------------------
     def tolerances(self, key) -> list[Tolerance]:

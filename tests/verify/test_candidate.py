@@ -1,29 +1,33 @@
-"""Candidates as callables or kernel source: forms accepted, loading, static findings."""
+"""Candidates as callables or kernel source: the forms accepted, and what the static pass reads."""
 
 import pytest
 
 from hoid.verify import KernelSource, VerifyError
-from hoid.verify.candidate import as_candidate, load_source, static_findings
+from hoid.verify.candidate import RefusedSource, as_candidate, static_findings
+
+TEXT = "import torch\n\n\ndef f(x):\n    return x + 1\n"
 
 
 def test_source_is_text_or_a_path(tmp_path):
-    text = "def f(x):\n    return x\n"
-    assert as_candidate((text, "f")) == KernelSource(text, "f")
+    assert as_candidate((TEXT, "f")) == KernelSource(TEXT, "f")
     path = tmp_path / "k.py"
-    path.write_text(text)
-    assert KernelSource.of(path, "f") == KernelSource(text, "f", str(path))
+    path.write_text(TEXT)
+    assert as_candidate((path, "f")) == KernelSource(TEXT, "f", str(path))
+    assert as_candidate((str(path), "f")).path == str(path)
     with pytest.raises(VerifyError, match="no file"):
-        KernelSource.of("missing.py", "f")
-    with pytest.raises(VerifyError, match="name of a function"):
-        KernelSource.of(text, "not a name")
+        as_candidate(("missing.py", "f"))
+    with pytest.raises(VerifyError, match="expected a callable"):
+        as_candidate(42)
 
 
-def test_loading_finds_the_entry_or_names_what_is_there():
-    assert load_source(KernelSource("def f(x):\n    return x + 1\n", "f"))(1) == 2
-    with pytest.raises(VerifyError, match="defines: f"):
-        load_source(KernelSource("def f(x):\n    return x\n", "g"))
+def test_source_the_loader_refuses_is_still_read_by_the_static_pass():
+    refused = as_candidate(("import threading\n\n\ndef f(x):\n    return x\n", "f"))
+    assert isinstance(refused, RefusedSource)
+    findings, _ = static_findings(refused)
+    constructs = {f.construct for f in findings}
+    assert {"import threading", "kernel source structure"} <= constructs
 
 
-def test_syntax_errors_are_static_findings():
-    findings, _ = static_findings(KernelSource("def f(:\n", "f"))
-    assert findings[0].construct == "a syntax error"
+def test_syntax_errors_are_findings_with_their_line():
+    findings, _ = static_findings(as_candidate(("def f(:\n    pass\n", "f")))
+    assert findings[0].construct == "kernel source structure" and "syntax error" in findings[0].why

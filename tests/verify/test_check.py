@@ -57,7 +57,7 @@ def test_honest_candidates_given_as_source_pass_isolated():
     triton_file = pathlib.Path(T.__file__)
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         text = pool.submit(check, (H.RMSNORM_SOURCE, "rmsnorm"), R.rmsnorm, ROWS, trials=6, seed=3)
-        path = pool.submit(check, KernelSource.of(triton_file, "softmax"), R.softmax, [((4, 48), "f32")],
+        path = pool.submit(check, KernelSource.from_file(triton_file, "softmax"), R.softmax, [((4, 48), "f32")],
                            trials=4, seed=3)
         assert text.result().ok, text.result()
         assert path.result().ok, path.result()
