@@ -82,7 +82,7 @@ def saturate(engine: Engine, rulesets: list[RuleSet], budget: Budget | None = No
             scheduler.observe(ruleset, step.matches.get(rule, 0), iteration)
         report.enodes = engine.size()
         report.seconds = time.perf_counter() - start
-        if not step.updated and not scheduler.any_banned(iteration + 1):
+        if not step.updated and not scheduler.any_banned(iteration):  # every rule ran, none changed anything
             report.stop_reason = "saturated"
             break
         if report.enodes > budget.enodes:

@@ -1,4 +1,8 @@
-"""`rewrite`: the one call. Saturate every rule set, map to library kernels, extract the cheapest graph."""
+"""`rewrite`, the one call: saturate every rule set, map to library kernels, extract the cheapest graph.
+
+(This module is not called `rewrite.py`: importing a submodule sets an attribute of that name on the
+package, which would shadow the function `hoid.search.rewrite`.)
+"""
 
 from __future__ import annotations
 

@@ -1,0 +1,54 @@
+"""Cost models: the roofline scaled by efficiency; measured costs with a visible fallback; what is free."""
+
+import pytest
+
+from hoid.ir import TensorType
+from hoid.measure.devices import H200
+from hoid.search.cost import AnalyticCost, MeasuredCost, OpCall
+from hoid.search.space import SearchSpace
+
+from .graphs import block
+
+X = TensorType((4096, 4096), "bf16")
+MATMUL = OpCall("matmul", (X, X), (X,), {})
+
+
+def test_analytic_cost_is_the_roofline_divided_by_efficiency():
+    ideal = AnalyticCost(H200)(MATMUL)
+    assert ideal == pytest.approx(2 * 4096**3 / H200.peak_flops["bf16"] + H200.graph_launch_overhead, rel=0.05)
+    half = AnalyticCost(H200, efficiency={"matmul": 0.5})(MATMUL)
+    assert half - H200.graph_launch_overhead == pytest.approx(2 * (ideal - H200.graph_launch_overhead))
+
+
+def test_analytic_cost_reads_efficiency_from_a_cache_like_object():
+    class Cache:
+        def efficiency(self, device, kernel, version):
+            return 0.25 if (device, kernel) == (H200.name, "matmul") else None
+
+    launch = H200.graph_launch_overhead
+    quarter = AnalyticCost(H200, efficiency=Cache())(MATMUL)
+    assert quarter - launch == pytest.approx(4 * (AnalyticCost(H200)(MATMUL) - launch))
+
+
+def test_measured_cost_records_what_it_estimated():
+    measured = MeasuredCost.from_table({MATMUL.key(): 7e-3}, fallback=AnalyticCost())
+    assert measured(MATMUL) == 7e-3 and not measured.unmeasured
+    other = OpCall("exp", (X,), (X,), {})
+    assert measured(other) == AnalyticCost()(other)
+    assert measured.unmeasured == {other.key()}
+
+
+def test_measured_cost_without_fallback_names_the_missing_call():
+    with pytest.raises(KeyError, match="no measurement for exp"):
+        MeasuredCost.from_table({})(OpCall("exp", (X,), (X,), {}))
+
+
+def test_weight_only_nodes_and_projections_are_free():
+    space = SearchSpace(block(layers=1))
+    snapshot = space.snapshot()
+    problem = space.problem(snapshot, lambda call: 1.0)
+    for node_id, node in snapshot.nodes.items():
+        if node.op == "transpose":  # of a weight: folded when weights are bound
+            assert problem.costs[node_id] == 0.0
+        if node.op == "matmul":
+            assert problem.costs[node_id] == 1.0

@@ -1,0 +1,44 @@
+"""The library hook: kernels join the e-classes their patterns match, where their constraints hold."""
+
+from hoid.kernels import Constraint, KernelSpec, op_pattern
+from hoid.search.rules import default_rulesets
+from hoid.search.rules.library import apply_library
+from hoid.search.space import SearchSpace
+
+from .graphs import block
+
+
+def _spec(kernel_id, pattern, constraints=()):
+    return KernelSpec(kernel_id, pattern, "torch", launch=lambda *a, **k: None, constraints=constraints)
+
+
+def test_op_kernel_joins_every_matching_op():
+    space = SearchSpace(block(layers=2))
+    space.saturate(default_rulesets())
+    report = apply_library(space, [_spec("test.rmsnorm", op_pattern("rmsnorm", 2))])
+    assert report.injected == {"test.rmsnorm": 2}
+    out = space.extract(lambda call: 1e-9 if call.op == "kernel" else 1e-6).graph
+    assert sum(n.op == "kernel" for n in out.nodes) >= 2
+
+
+def test_kernel_whose_constraints_fail_is_skipped_with_the_reason():
+    space = SearchSpace(block(layers=1))
+    space.saturate(default_rulesets())
+    never = Constraint("hidden size a multiple of 1024", lambda types, attrs: types[0].shape[-1] % 1024 == 0)
+    report = apply_library(space, [_spec("test.big", op_pattern("rmsnorm", 2), (never,))])
+    assert report.injected == {} and report.skipped == {"test.big": "hidden size a multiple of 1024"}
+
+
+def test_fused_library_pattern_matches_after_the_rules():
+    from hoid.kernels.library.patterns import SILU_MUL
+
+    def examples(rng):
+        from hoid.ir import TensorType
+
+        t = TensorType((1, 2, 12), "f32")
+        return [t, t], {}
+
+    spec = KernelSpec("test.silu_mul", SILU_MUL, "torch", launch=lambda *a, **k: None, examples=examples)
+    space = SearchSpace(block(layers=2))
+    space.saturate(default_rulesets())  # silu is recognized from x * sigmoid(x) first
+    assert apply_library(space, [spec]).injected == {"test.silu_mul": 2}
