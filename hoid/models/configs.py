@@ -80,6 +80,8 @@ def build_model(name: str, *, dtype: torch.dtype = torch.float32, device: str | 
     """A zoo model with random weights (seeded), in eval mode. Never downloads anything.
 
     The full-size models take their real memory (Llama-3.1-8B: 16 GB in bfloat16); tests use `-tiny`.
+    `device="meta"` builds the structure without memory: its graphs have the right ops and shapes
+    (a 28-layer decode step imports in seconds) but meta weights, which cannot run or be saved.
     """
     from transformers import AutoModelForCausalLM
 

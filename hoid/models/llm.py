@@ -17,6 +17,7 @@ both graphs, so one safetensors file serves both.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 
 import torch
@@ -53,6 +54,9 @@ class CausalLMStep(nn.Module):
         self.cache = nn.ModuleList(_LayerCache(shape, dtype, device) for _ in range(cfg.num_hidden_layers))
         self.static_cache = StaticCache(config=cfg, max_cache_len=cache_len)
         self.static_cache.early_initialization(batch, cfg.num_key_value_heads, head_dim, dtype, device)
+        # transformers renamed the decoder's `past_key_values` argument to `cache` (5.2x)
+        params = inspect.signature(self.model.forward).parameters
+        self._cache_arg = "cache" if "cache" in params else "past_key_values"
 
     def forward(self, input_ids: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
         tokens = input_ids.shape[1]
@@ -65,8 +69,8 @@ class CausalLMStep(nn.Module):
             layer.cumulative_length = position[0].clone()
         position_ids = (position + torch.arange(tokens, device=position.device)).unsqueeze(0)
         position_ids = position_ids.expand(input_ids.shape[0], tokens)
-        hidden = self.model(input_ids=input_ids, position_ids=position_ids, cache=self.static_cache,
-                            use_cache=True).last_hidden_state
+        hidden = self.model(input_ids=input_ids, position_ids=position_ids, use_cache=True,
+                            **{self._cache_arg: self.static_cache}).last_hidden_state
         return self.lm_head(hidden)
 
 
@@ -93,9 +97,13 @@ def decode_step_graph(lm, cache_len: int, *, batch: int = 1, name: str | None = 
     return from_torch(step, _example_inputs(lm, batch, 1), name=name or "decode_step")
 
 
-def empty_cache(graph: Graph) -> list[torch.Tensor]:
-    """Zero tensors for a prefill or decode-step graph's state inputs, in input order."""
-    return [torch.zeros(v.type.shape, dtype=v.type.torch_dtype) for v in graph.inputs_of_kind("state")]
+def empty_cache(graph: Graph, device: str | torch.device | None = None) -> list[torch.Tensor]:
+    """Zero tensors for a prefill or decode-step graph's state inputs, in input order, on `device`
+    (default: where the graph's weights are)."""
+    if device is None:
+        device = next((t.device for t in graph.weights.values()), "cpu")
+    return [torch.zeros(v.type.shape, dtype=v.type.torch_dtype, device=device)
+            for v in graph.inputs_of_kind("state")]
 
 
 def generate(step: Graph, prompt: torch.Tensor, max_new_tokens: int, *, prefill: Graph | None = None,
@@ -109,8 +117,8 @@ def generate(step: Graph, prompt: torch.Tensor, max_new_tokens: int, *, prefill:
     from ..ir.interpreter import run as interpret
 
     run = run or interpret
-    cache = empty_cache(step)
-    position = torch.zeros((1,), dtype=torch.long)
+    cache = empty_cache(step, prompt.device)
+    position = torch.zeros((1,), dtype=torch.long, device=prompt.device)
     if prefill is not None:
         logits, *cache = run(prefill, prompt, position, *cache)
         position = position + prompt.shape[1]
