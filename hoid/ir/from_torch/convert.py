@@ -116,19 +116,20 @@ class _Converter:
             return True
         return isinstance(value, (list, tuple)) and any(_Converter._has_missing(v) for v in value)
 
+    def _fail(self, node: torch.fx.Node, reason: str) -> None:
+        """Record `node` as not importable and carry on, so that one error lists every such node."""
+        self.env[node.name] = MISSING
+        self.unsupported.add(node, reason)
+
     def lower_node(self, node: torch.fx.Node) -> None:
         if node.op == "get_attr":
-            self.env[node.name] = MISSING
-            self.unsupported.add(node, "a submodule or attribute (control flow such as torch.cond)")
-            return
+            return self._fail(node, "a submodule or attribute (control flow such as torch.cond)")
         if node.target is operator.getitem:
             self.env[node.name] = self._getitem(node)
             return
         lower = lowering_for(node.target)
         if lower is None:
-            self.env[node.name] = MISSING
-            self.unsupported.add(node, "no lowering to hoid ops")
-            return
+            return self._fail(node, "no lowering to hoid ops")
         args, kwargs = self._value_of(tuple(node.args)), self._value_of(dict(node.kwargs))
         if self._has_missing(args) or self._has_missing(list(kwargs.values())):
             self.env[node.name] = MISSING  # an input could not be imported; that one is reported
@@ -138,14 +139,10 @@ class _Converter:
             result = lower(self.em, **bind_arguments(node.target, args, kwargs))
             self._check_result(node, result)
         except (NotLowerable, GraphError) as e:
-            self.env[node.name] = MISSING
-            self.unsupported.add(node, str(e))
-            return
+            return self._fail(node, str(e))
         except Exception as e:  # a lowering that crashes is a bug; list it with the rest, do not stop
-            self.env[node.name] = MISSING
-            self.unsupported.add(node, f"the lowering failed with {type(e).__name__}: {e} (a bug in the "
-                                       "importer: please report it)")
-            return
+            return self._fail(node, f"the lowering failed with {type(e).__name__}: {e} (a bug in the "
+                                    "importer: please report it)")
         self.env[node.name] = result
 
     def _getitem(self, node: torch.fx.Node):
@@ -154,7 +151,8 @@ class _Converter:
         if values is MISSING:
             return MISSING
         if values[i] is None:
-            self.unsupported.add(source, f"its output {i} is used, and hoid computes only the others")
+            self.unsupported.add(source, f"its output {i} is used, and hoid computes only the others",
+                                 count=False)
             return MISSING
         return values[i]
 

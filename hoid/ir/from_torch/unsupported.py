@@ -69,11 +69,12 @@ class Unsupported:
 
     entries: dict[str, _Entry] = field(default_factory=dict)
 
-    def add(self, node: torch.fx.Node, reason: str) -> None:
+    def add(self, node: torch.fx.Node, reason: str, *, count: bool = True) -> None:
+        """Record a use of `node`'s op (`count=False`: a further reason about a use already counted)."""
         name = op_name(node.target)
         reason = _HINTS.get(name, reason)
         if name in self.entries:
-            self.entries[name].count += 1
+            self.entries[name].count += 1 if count else 0
         else:
             self.entries[name] = _Entry(1, source_line(node), reason)
 
