@@ -116,6 +116,12 @@ def _require_gpu_tensors(name: str, args: Sequence[Any]) -> None:
                 "TRITON_INTERPRET=1 before triton is first imported to run it on the CPU (interpreted)")
 
 
+def example_floats() -> tuple[str, ...]:
+    """The float dtypes a Triton kernel's `examples` draw: bfloat16 only where it runs faithfully, which the
+    interpreter does not (it stores bfloat16 as uint16 and truncates on casts); check it on a GPU."""
+    return ("f32", "f16") if interpreting() else ("f32", "f16", "bf16")
+
+
 def pointer_type(dtype) -> str:
     """Triton's signature type of a pointer to `dtype` (an IR dtype name or a torch dtype)."""
     name = TensorType((), dtype).dtype

@@ -16,7 +16,7 @@ from ...ir import TensorType
 from ..pattern import op_pattern
 from ..spec import KernelSpec, Param
 from . import _constraints as C
-from ._triton_compile import cdiv, compile_for, next_power_of_2, pointer_type, tl, triton_kernel
+from ._triton_compile import cdiv, compile_for, example_floats, next_power_of_2, pointer_type, tl, triton_kernel
 
 BLOCK_CHOICES = ("auto", 256, 512, 1024, 2048)
 
@@ -46,7 +46,7 @@ def _compile(arch: str):
 
 
 def _examples(rng: random.Random):
-    table = TensorType((rng.randint(1, 300), rng.choice((8, 64, 100, 2048))), rng.choice(C.FLOATS))
+    table = TensorType((rng.randint(1, 300), rng.choice((8, 64, 100, 2048))), rng.choice(example_floats()))
     index_shape = tuple(rng.randint(1, 5) for _ in range(rng.randint(1, 2)))
     indices = TensorType(index_shape, rng.choice(("i64", "i32")))
     return [table, indices], {}

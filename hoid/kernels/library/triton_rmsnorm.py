@@ -19,7 +19,7 @@ from ...ir import TensorType
 from ..pattern import op_pattern
 from ..spec import KernelSpec, Param
 from . import _constraints as C
-from ._triton_compile import cdiv, compile_for, next_power_of_2, pointer_type, tl, triton_kernel
+from ._triton_compile import cdiv, compile_for, example_floats, next_power_of_2, pointer_type, tl, triton_kernel
 
 MAX_COLS = 65536
 ROWS_CHOICES = ("auto", 1, 2, 4, 8, 16)
@@ -85,7 +85,7 @@ def draw_rows(rng: random.Random) -> tuple[tuple[int, ...], str]:
     bf16 is faithful on a GPU only."""
     n_cols = rng.choice((8, 64, 100, 128, 256, 1000))
     lead = tuple(rng.randint(1, 6) for _ in range(rng.randint(1, 2)))
-    return lead + (n_cols,), rng.choice(C.FLOATS)
+    return lead + (n_cols,), rng.choice(example_floats())
 
 
 def _examples(rng: random.Random):

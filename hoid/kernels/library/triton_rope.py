@@ -27,6 +27,7 @@ from ._triton_compile import (
     cdiv,
     compile_for,
     device_function,
+    example_floats,
     next_power_of_2,
     pointer_type,
     tl,
@@ -225,7 +226,7 @@ def _prelude_examples(norm: bool):
     def draw(rng: random.Random):
         B, HKV, group, D, S = rng.randint(1, 2), rng.randint(1, 2), rng.choice((1, 2)), rng.choice((16, 64)), 12
 
-        dtype = rng.choice(C.FLOATS)
+        dtype = rng.choice(example_floats())
         T = 1  # a decode step: distinct positions are then guaranteed (index_copy needs them distinct)
         act = [TensorType((B, T, h, D), dtype) for h in (HKV * group, HKV, HKV)]
         weights = [TensorType((D,), dtype)] * 2 if norm else []
@@ -237,7 +238,7 @@ def _prelude_examples(norm: bool):
 
 def _rope_examples(rng: random.Random):
     b, h, t, d = rng.randint(1, 2), rng.randint(1, 3), rng.randint(1, 4), rng.choice((16, 64))
-    dtype = rng.choice(C.FLOATS)
+    dtype = rng.choice(example_floats())
     table = TensorType(rng.choice(((b, 1, t, d), (t, d))), dtype)
     return [TensorType((b, h, t, d), dtype), table, table], {}
 

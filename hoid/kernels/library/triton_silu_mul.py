@@ -15,7 +15,7 @@ import torch
 from ...ir import TensorType
 from ..spec import KernelSpec, Param
 from . import _constraints as C
-from ._triton_compile import cdiv, compile_for, next_power_of_2, pointer_type, tl, triton_kernel
+from ._triton_compile import cdiv, compile_for, example_floats, next_power_of_2, pointer_type, tl, triton_kernel
 from .patterns import SILU_MUL, SWIGLU_MERGED
 
 BLOCK_CHOICES = ("auto", 256, 512, 1024, 2048, 4096)
@@ -63,7 +63,7 @@ def _compile(arch: str):
 
 def _draw(rng: random.Random) -> tuple[tuple[int, ...], str]:
     lead = tuple(rng.randint(1, 4) for _ in range(rng.randint(1, 2)))
-    return lead + (rng.choice((8, 96, 300, 1024)),), rng.choice(C.FLOATS)
+    return lead + (rng.choice((8, 96, 300, 1024)),), rng.choice(example_floats())
 
 
 def _silu_mul_examples(rng: random.Random):

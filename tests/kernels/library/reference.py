@@ -7,14 +7,11 @@ kernel in that precision reaches (float32 summation order; one or two float16 ro
 
 from __future__ import annotations
 
-import random
-
 import torch
 
 from hoid.ir import TensorType, run
 from hoid.ir.dtypes import FLOAT_DTYPES
 from hoid.kernels import KernelSpec
-from hoid.measure.inputs import random_inputs
 
 L2_BOUND = {"f32": 1e-5, "f16": 2e-3, "bf16": 1.6e-2}
 
@@ -56,19 +53,3 @@ def assert_matches(spec: KernelSpec, inputs: list[torch.Tensor], attrs: dict, pa
         g, w = g.double()[~undefined], w[~undefined]
         err = ((g - w).norm() / w.norm().clamp_min(1e-30)).item()
         assert err <= L2_BOUND[dtype], f"{spec.id} output {i} ({dtype}): relative L2 error {err:.2e}"
-
-
-def check_examples(spec: KernelSpec, seed: int, draws: int, dtypes=("f32", "f16")) -> int:
-    """Check `spec` on its own example draws whose dtypes the interpreter runs faithfully; returns how many
-    draws were checked (so a caller can assert that the examples reach those dtypes at all)."""
-    rng = random.Random(seed)
-    checked = 0
-    for i in range(draws):
-        types, attrs = spec.examples(rng)
-        if any(t.dtype == "bf16" for t in types) or not any(t.dtype in dtypes for t in types):
-            continue
-        assert spec.rejects(types, attrs) is None, f"{spec.id}: its own example {types} is rejected"
-        bounds = spec.index_bounds(types, attrs) if spec.index_bounds else {}
-        assert_matches(spec, random_inputs(types, index_bounds=bounds, seed=seed * 1000 + i), attrs)
-        checked += 1
-    return checked
