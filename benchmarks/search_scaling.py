@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import resource
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import torch
@@ -36,30 +37,39 @@ def decode_graph(layers: int):
     return decode_step_graph(lm, 4096)
 
 
+def _stage(fn):
+    """(result, wall seconds, CPU seconds of this process): on a shared machine the wall time includes
+    waiting for a core, the CPU time does not (HiGHS may add a helper thread's time)."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = fn()
+    return result, time.perf_counter() - wall, time.process_time() - cpu
+
+
 def measure(layers: int) -> dict:
     from hoid.search.rules import default_rulesets
     from hoid.search.rules.library import apply_library
     from hoid.search.space import SearchSpace
 
     graph = decode_graph(layers)
-    t0 = time.perf_counter()
-    space = SearchSpace(graph)
-    t1 = time.perf_counter()
-    report = space.saturate(default_rulesets())
-    t2 = time.perf_counter()
-    library = apply_library(space)
-    t3 = time.perf_counter()
-    extracted = space.extract()
-    t4 = time.perf_counter()
+    space, *encode = _stage(lambda: SearchSpace(graph))
+    report, *saturate = _stage(lambda: space.saturate(default_rulesets()))
+    library, *lib = _stage(lambda: apply_library(space))
+    extracted, *extract = _stage(lambda: space.extract())
+    before = SearchSpace(graph).extract().cost  # the imported graph under the same cost model
+    stages = {"encode": encode, "saturate": saturate, "library": lib, "extract": extract}
     return {
         "layers": layers, "input_nodes": len(graph.nodes), "enodes": report.enodes,
         "enodes_with_kernels": space.size(), "stop_reason": report.stop_reason,
         "iterations": report.iterations, "output_nodes": len(extracted.graph.nodes),
         "extraction": extracted.best.method, "kernels_injected": sum(library.injected.values()),
-        "seconds": {"encode": t1 - t0, "saturate": t2 - t1, "library": t3 - t2, "extract": t4 - t3,
-                    "total": t4 - t0},
-        "cost_us": {"before": None, "after": extracted.cost * 1e6},
-        "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "ops_after": extracted.graph.op_counts(),
+        "seconds": {name: round(wall, 3) for name, (wall, _) in stages.items()}
+        | {"total": round(sum(wall for wall, _ in stages.values()), 3)},
+        "cpu_seconds": {name: round(cpu, 3) for name, (_, cpu) in stages.items()}
+        | {"total": round(sum(cpu for _, cpu in stages.values()), 3)},
+        "cost_us": {"before": round(before * 1e6, 2), "after": round(extracted.cost * 1e6, 2)},
+        "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "load_average": os.getloadavg()[0],
     }
 
 
@@ -71,23 +81,27 @@ def main() -> None:
     import egglog
     import scipy
 
+    measure(1)  # warm-up: imports (scipy, the kernel library, triton) are not search time
     rows = []
     for layers in args.layers:
         row = measure(layers)
         rows.append(row)
         s = row["seconds"]
         print(f"{layers:3d} layers: {row['input_nodes']:5d} nodes -> {row['enodes']:6d} e-nodes, "
-              f"total {s['total']:.2f} s (encode {s['encode']:.2f}, saturate {s['saturate']:.2f}, "
-              f"library {s['library']:.2f}, extract {s['extract']:.2f}), rss {row['max_rss_mb']:.0f} MB",
-              flush=True)
+              f"total {s['total']:.2f} s, CPU {row['cpu_seconds']['total']:.2f} s (encode {s['encode']:.2f}, "
+              f"saturate {s['saturate']:.2f}, library {s['library']:.2f}, extract {s['extract']:.2f}), "
+              f"rss {row['max_rss_mb']} MB, load {row['load_average']:.1f}", flush=True)
     result = {
         "benchmark": "search_scaling", "model": "qwen3-1.7b decode step (cache 4096, batch 1, bf16)",
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-                    "cpus": len(__import__("os").sched_getaffinity(0))},
+                    "cpus": len(os.sched_getaffinity(0))},
         "versions": {"python": platform.python_version(), "torch": torch.__version__,
                      "egglog": getattr(egglog, "__version__", "13.2.0"), "scipy": scipy.__version__},
-        "note": "max_rss_mb is the process peak, import of the model included",
+        "note": ("seconds are wall time, cpu_seconds this process's CPU time (the machine is shared: "
+                 "load_average says how busy it was); max_rss_mb is the process peak, the import of the "
+                 "model (meta weights) included; a 1-layer warm-up run imports scipy and the kernel library "
+                 "first"),
         "rows": rows,
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
