@@ -15,3 +15,7 @@ __all__ = ["ExportError", "Graph", "GraphBuilder", "GraphError", "HoidError", "I
            "ParseError", "TensorType", "UnsupportedOpError", "Value", "register_op", "run"]
 __all__ += ["dumps", "load", "loads", "save"]  # the .hoid document (hoid/ir/text.py, hoid/ir/io.py)
 __all__ += ["from_torch"]  # import a PyTorch module (hoid/ir/from_torch/)
+
+from . import search  # noqa: E402  the e-graph search (hoid/search/): egglog loads only when a search runs
+
+__all__ += ["search"]

@@ -151,6 +151,11 @@ def op_call(snapshot: Snapshot, node: ENode, kernels: Mapping[str, KernelImpl]) 
     return OpCall(node.op, inputs, outputs, dict(node.attrs))
 
 
+# Added to every kernel e-node: on an exact tie (the analytic model prices a one-op kernel like the op
+# itself) the plain op wins, since a kernel has to be faster to be worth depending on.
+KERNEL_TIEBREAK = 1e-10
+
+
 def node_costs(snapshot: Snapshot, kernels: Mapping[str, KernelImpl], cost: CostModel,
                weights: set[str]) -> dict[str, float]:
     """Seconds for every e-node (see the module doc for what is free)."""
@@ -161,6 +166,7 @@ def node_costs(snapshot: Snapshot, kernels: Mapping[str, KernelImpl], cost: Cost
             costs[nid] = 0.0
         else:
             costs[nid] = float(cost(op_call(snapshot, node, kernels)))
+            costs[nid] += KERNEL_TIEBREAK if node.op == KERNEL else 0.0
     return costs
 
 
