@@ -48,7 +48,8 @@ def test_default_extraction_recognizes_and_merges(saturated):
 
 def test_ilp_merges_projections_where_greedy_does_not(saturated):
     problem = saturated.problem(saturated.snapshot(), AnalyticCost()).reachable()
-    by_ilp, by_greedy = ilp(problem), walk(problem, greedy(problem))
+    (by_ilp, optimal), by_greedy = ilp(problem), walk(problem, greedy(problem))
+    assert optimal
     cost = lambda choice: sum(problem.costs[n] for n in choice.values())
     assert cost(by_ilp) < cost(by_greedy)
     ops = lambda choice: [saturated.snapshot().nodes[n].op for n in choice.values()]
@@ -84,3 +85,18 @@ def test_unsolvable_problem_is_refused():
                       roots=("a",))
     with pytest.raises(ValueError, match="no extractable term|no finite program"):
         extract(problem)
+
+
+def test_time_limited_ilp_is_compared_with_greedy(saturated, monkeypatch):
+    import hoid.search.extract as extraction
+
+    snapshot = saturated.snapshot()
+    problem = saturated.problem(snapshot, AnalyticCost())
+    greedy_cost = sum(problem.costs[n] for n in walk(problem.reachable(), greedy(problem.reachable())).values())
+    # an incumbent that recognizes nothing: what a solver stopped early might hold
+    decomposed = lambda call: 1.0 if call.op in ("rmsnorm", "silu", "concat") else 1e-6
+    poor = extraction.extract(saturated.problem(snapshot, decomposed)).choice
+    monkeypatch.setattr(extraction, "ilp", lambda p, time_limit: (dict(poor), False))
+    result = extraction.extract(problem)
+    assert result.method.startswith("greedy (cheaper than the ILP's best")
+    assert result.cost == pytest.approx(greedy_cost)
