@@ -94,7 +94,7 @@ def _compare_finite(k, c, r, finite, tol: Tolerance, dtype) -> Failure | None:
     what = (f"{violations} of {c.numel()} elements exceed the per-element bound" if violations
             else "the per-element bounds hold")
     text = (f"output {k} differs from the reference: relative L2 error {rel_l2:.3g} (bound {tol.l2:.1g}), "
-            f"{what}; worst {worst_text} (tolerance for {str(dtype).replace('torch.', '')}: {tol})")
+            f"{what}; worst {worst_text} (tolerance: {tol})")
     if dtype == torch.float32 and _LOW_PRECISION_BAND[0] <= rel_l2 <= _LOW_PRECISION_BAND[1]:
         text += ("; errors of this size everywhere are those of float16/bfloat16 arithmetic: the computation "
                  "seems to run in lower precision than its float32 output")

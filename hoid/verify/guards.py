@@ -2,8 +2,10 @@
 
 - Patching: the namespaces a cheat would patch (torch, `torch.Tensor`, `torch.nn.functional`,
   `torch.testing`, `torch.cuda`, builtins, and every loaded `hoid` module) are snapshotted before the call;
-  an entry replaced or deleted by the call is put back and reported. Entries the call adds are allowed:
-  torch adds submodules to its namespace as they are first imported.
+  an entry replaced or deleted by the call is put back and reported. Entries the call adds are allowed
+  (torch adds submodules to its namespace as they are first imported), and so are new values of private
+  data (`torch.cuda._cached_device_count`, a registry's `_loaded` flag: caches filled on first use);
+  replacing a function or class is a patch, private or not.
 - Uninitialized memory: during the call torch fills every fresh allocation with NaN
   (`torch.utils.deterministic.fill_uninitialized_memory` under deterministic mode, warnings only), so an
   output left unwritten, or one that hopes to find the reference's freed results, reads as NaN.
@@ -53,7 +55,8 @@ class PatchWatch:
         for name, saved in self._saved.items():
             space = self._spaces[name]
             for key, value in saved.items():
-                if space.get(key, _MISSING) is not value:
+                now = space.get(key, _MISSING)
+                if now is not value and _is_patch(key, value, now):
                     changed.append(f"{name}.{key}")
                     # mappingproxy (a class's namespace) cannot be assigned to; setattr works for both.
                     setattr(torch.Tensor if name == "torch.Tensor" else sys.modules[name], key, value)
@@ -61,6 +64,11 @@ class PatchWatch:
 
 
 _MISSING = object()
+
+
+def _is_patch(key: str, before, after) -> bool:
+    private_data = key.startswith("_") and not key.startswith("__") and not callable(before) and not callable(after)
+    return not private_data
 
 
 def _set_deterministic(mode: bool, warn_only: bool) -> None:

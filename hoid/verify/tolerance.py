@@ -16,7 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..ir.dtypes import dtype_name
+import torch
+
+from ..ir.dtypes import dtype_name, to_torch
 
 
 @dataclass(frozen=True)
@@ -46,12 +48,24 @@ TOLERANCES: dict[str, Tolerance] = {
 }
 
 
-def tolerance_for(
-    dtype, *, tf32: bool = False, atol: float | None = None, rtol: float | None = None
-) -> Tolerance:
-    """The tolerance of an output of `dtype` (an IR name or torch dtype); `tf32=True` loosens float32 to
-    tf32's figures; `atol`/`rtol` override the table (the L2 bound follows the larger of the two)."""
-    name = dtype_name(dtype)
+def governing_dtype(output_dtype, input_dtypes=()) -> str:
+    """The dtype whose tolerance an output is held to: the least precise of the output's dtype and the
+    float dtypes of the inputs. An op may round to an input's dtype on the way (RMSNorm rounds its
+    normalized rows to x's dtype before the weight multiplies them, as transformers does), which the
+    float64 reference does not do: a float32 output of bfloat16 data is only as exact as bfloat16."""
+    name = dtype_name(output_dtype)
+    if name not in TOLERANCES:
+        return name
+    floats = [d for d in map(dtype_name, input_dtypes) if d in TOLERANCES]
+    return max([name, *floats], key=lambda d: torch.finfo(to_torch(d)).eps)
+
+
+def tolerance_for(dtype, *, tf32: bool = False, atol: float | None = None, rtol: float | None = None,
+                  inputs=()) -> Tolerance:
+    """The tolerance of an output of `dtype` (an IR name or torch dtype) computed from inputs of dtypes
+    `inputs` (see `governing_dtype`); `tf32=True` loosens float32 to tf32's figures; `atol`/`rtol`
+    override the table (the L2 bound follows the larger of the two)."""
+    name = governing_dtype(dtype, inputs)
     if name not in TOLERANCES:
         return EXACT
     tol = TOLERANCES["tf32" if tf32 and name == "f32" else name]

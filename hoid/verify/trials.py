@@ -137,8 +137,9 @@ class TrialRunner:
 
     # --- a trial -------------------------------------------------------------------------------
     def tolerances(self, key) -> list[Tolerance]:
-        p = self.plan
-        return [tolerance_for(t.dtype, tf32=p.tf32, atol=p.atol, rtol=p.rtol) for t in self._expected[key]]
+        p, inputs = self.plan, [t.dtype for t in key[1]]
+        return [tolerance_for(t.dtype, tf32=p.tf32, atol=p.atol, rtol=p.rtol, inputs=inputs)
+                for t in self._expected[key]]
 
     def run(self, spec: TrialSpec) -> Outcome:
         values = draw(self.plan.inputs, spec)

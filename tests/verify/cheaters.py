@@ -65,7 +65,7 @@ def rmsnorm_skips_last_row(x, w, out):
 
 def rmsnorm_fresh_buffer(x, w):
     """Returns a fresh allocation, hoping it holds the reference's freed result."""
-    return torch.empty(x.shape, dtype=x.dtype)
+    return torch.empty(x.shape, dtype=x.dtype, device=x.device)
 
 
 # --- 5. non-determinism ---------------------------------------------------------------------------
@@ -171,6 +171,25 @@ def loops_forever(x, w):
 
 def raises(x, w):
     raise ValueError("this kernel does not support these shapes")
+
+
+ILLEGAL_ACCESS = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def far_store(out_ptr, BLOCK: tl.constexpr):
+    offsets = tl.arange(0, BLOCK).to(tl.int64) + 1099511627776  # a terabyte past the buffer
+    tl.store(out_ptr + offsets, tl.zeros((BLOCK,), tl.float32))
+
+
+def kernel(x, w):
+    out = torch.empty_like(x)
+    far_store[(1,)](out, BLOCK=128)
+    return out
+'''
 
 
 # --- 10. static rejection: source text, never run ----------------------------------------------------

@@ -20,10 +20,10 @@ def matmul_blocked(a, b, block=16):
     """Tiled matmul: 16x16 output tiles, accumulated over 16-wide slices of K."""
     m, k = a.shape
     n = b.shape[1]
-    c = torch.zeros(m, n, dtype=a.dtype)
+    c = torch.zeros(m, n, dtype=a.dtype, device=a.device)
     for i in range(0, m, block):
         for j in range(0, n, block):
-            acc = torch.zeros(min(block, m - i), min(block, n - j), dtype=a.dtype)
+            acc = torch.zeros(min(block, m - i), min(block, n - j), dtype=a.dtype, device=a.device)
             for p in range(0, k, block):
                 acc += a[i : i + block, p : p + block] @ b[p : p + block, j : j + block]
             c[i : i + block, j : j + block] = acc
@@ -36,7 +36,7 @@ def matmul_split_k(a, b, splits=4):
     k = a.shape[1]
     bounds = torch.linspace(0, k, splits + 1).long().tolist()
     partials = [a[:, s:e] @ b[s:e] for s, e in zip(bounds, bounds[1:], strict=False)]
-    out = torch.zeros(a.shape[0], b.shape[1], dtype=a.dtype)
+    out = torch.zeros(a.shape[0], b.shape[1], dtype=a.dtype, device=a.device)
     for i in torch.randperm(len(partials)).tolist():
         out += partials[i]
     return out
@@ -44,8 +44,8 @@ def matmul_split_k(a, b, splits=4):
 
 def softmax_online(x, block=32):
     """One pass over column blocks with a running max and a running sum (flash-attention style)."""
-    m = torch.full(x.shape[:-1], float("-inf"), dtype=x.dtype)
-    s = torch.zeros(x.shape[:-1], dtype=x.dtype)
+    m = torch.full(x.shape[:-1], float("-inf"), dtype=x.dtype, device=x.device)
+    s = torch.zeros_like(m)
     for start in range(0, x.shape[-1], block):
         chunk = x[..., start : start + block]
         new_m = torch.maximum(m, chunk.amax(-1))
@@ -60,7 +60,7 @@ def softmax_logsumexp(x):
 
 def var_welford(x, block=16):
     """Chan's parallel Welford: per-block mean and M2, merged block by block."""
-    n = torch.zeros(x.shape[:-1], dtype=x.dtype)
+    n = torch.zeros(x.shape[:-1], dtype=x.dtype, device=x.device)
     mean = torch.zeros_like(n)
     m2 = torch.zeros_like(n)
     for start in range(0, x.shape[-1], block):
@@ -78,7 +78,7 @@ def var_welford(x, block=16):
 
 def row_sum_kahan(x):
     """Compensated (Kahan) summation along each row."""
-    total = torch.zeros(x.shape[:-1], dtype=x.dtype)
+    total = torch.zeros(x.shape[:-1], dtype=x.dtype, device=x.device)
     carry = torch.zeros_like(total)
     for j in range(x.shape[-1]):
         y = x[..., j] - carry

@@ -7,6 +7,7 @@ two for torch's import), so only the defences that need a separate process run i
 import concurrent.futures
 
 import pytest
+import torch
 
 from hoid.verify import Dim, check
 
@@ -110,3 +111,12 @@ def test_isolation_defeats_caching_and_reference_hunting():
     assert cached.kind == "cached", cached
     # In a fresh process there is no reference on the stack to find.
     assert hunter.kind == "raised" and "no reference in reach" in hunter.reason
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_an_illegal_memory_access_is_a_verdict_and_the_callers_gpu_still_works():
+    verdict = check((C.ILLEGAL_ACCESS, "kernel"), R.rmsnorm, ROWS, trials=2, seed=7)
+    assert verdict.kind in ("raised", "crashed"), verdict
+    assert verdict.kind == "crashed" or "illegal memory access" in verdict.reason
+    assert torch.ones(4, device="cuda").sum().item() == 4

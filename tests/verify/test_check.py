@@ -202,3 +202,26 @@ def test_check_kernel_draws_the_shape_space_and_passes_outputs():
     assert verdict.ok, verdict
     bad = check_kernel(_silu_spec(silu_launch_half_written), examples=2, trials=8, seed=0)
     assert bad.kind == "unwritten" and bad.reason.startswith("example 1")
+
+
+# --- on a GPU -----------------------------------------------------------------------------------------
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_triton_kernel_on_the_gpu_passes_in_process_and_isolated():
+    rows = [((Dim("m", 1, 64), 1000), "f32")]
+    assert check(T.softmax, R.softmax, rows, trials=8, seed=0).ok
+    isolated = check(KernelSource.from_file(pathlib.Path(T.__file__), "softmax"), R.softmax, rows, trials=8, seed=0)
+    assert isolated.ok, isolated
+
+
+def rmsnorm_as_transformers(x, w):
+    """The op contract: normalize in float32, round to x's dtype, then multiply by the weight."""
+    x32 = x.float()
+    return w * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + 1e-6)).to(x.dtype)
+
+
+def test_mixed_dtypes_are_held_to_the_least_precise_input():
+    # bfloat16 rows, a float32 weight, a float32 output that went through bfloat16 by definition.
+    mixed = [((M, 64), "bf16"), ((64,), "f32")]
+    assert check(rmsnorm_as_transformers, rmsnorm_as_transformers, mixed, trials=8, seed=4).ok

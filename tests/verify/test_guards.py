@@ -3,6 +3,7 @@
 import torch
 
 import hoid.verify.compare
+import hoid.verify.guards
 from hoid.verify.guards import guarded_call
 
 
@@ -43,3 +44,20 @@ def test_an_endless_call_is_interrupted():
 def test_exceptions_become_failures_that_say_where():
     _, failure = guarded_call(int, ["not a number"], {}, timeout_s=None)
     assert failure.kind == "raised" and "ValueError" in failure.message
+
+
+def _fill_cache():
+    # New private data, as a cache filled on first use (torch.cuda._cached_device_count, say) gets.
+    hoid.verify.guards._hoid_modules = (-1, [])
+
+
+def _patch_private_function():
+    hoid.verify.compare._compare_finite = lambda *args: None
+
+
+def test_private_caches_may_fill_but_private_functions_may_not_change():
+    assert guarded_call(_fill_cache, [], {}, timeout_s=None)[1] is None
+    original = hoid.verify.compare._compare_finite
+    _, failure = guarded_call(_patch_private_function, [], {}, timeout_s=None)
+    assert failure.kind == "patched" and "_compare_finite" in failure.message
+    assert hoid.verify.compare._compare_finite is original

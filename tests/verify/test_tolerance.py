@@ -3,6 +3,7 @@
 import torch
 
 from hoid.verify import TOLERANCES, tolerance_for
+from hoid.verify.tolerance import governing_dtype
 
 
 def test_lower_precision_dtypes_get_looser_bounds():
@@ -25,3 +26,10 @@ def test_tf32_and_overrides():
 
 def test_integers_and_bools_are_exact():
     assert tolerance_for("i32").exact and tolerance_for(torch.bool).exact
+
+
+def test_an_output_is_held_to_its_least_precise_float_input():
+    assert governing_dtype("f32", ["bf16", "f32"]) == "bf16"
+    assert governing_dtype("f32", ["f32", "i64"]) == "f32"
+    assert governing_dtype("f16", ["bf16"]) == "bf16" and governing_dtype("bool", ["f16"]) == "bool"
+    assert tolerance_for("f32", inputs=["f16"]) == TOLERANCES["f16"]
