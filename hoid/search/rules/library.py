@@ -17,14 +17,15 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from ...errors import HoidError
 from ...ir import Graph, TensorType
 from ...ir.graph import attr_key
 from ...ir.registry import has_op
 from ..budget import Budget
 from ..encode import KernelImpl
 from ..inject import region_rule
-from ..rules import RuleSet
 from ..snapshot import OUT, Snapshot
+from . import RuleSet
 
 
 @dataclass
@@ -84,7 +85,7 @@ def _signatures(snapshot: Snapshot, spec) -> list[tuple[tuple[TensorType, ...], 
             types = tuple(snapshot.types[bind[v.name]] for v in inputs)
             try:
                 exact = pattern.graph(types, defaults)
-            except Exception:  # the pattern does not build at these types: not a match
+            except (HoidError, ValueError, IndexError):  # it does not build at these types: no match
                 continue
             index = example.outputs.index(out)
             if match(snapshot, exact, exact.outputs[index], cls, {}, exact=True):
