@@ -128,8 +128,8 @@ class IsolatedRunner:
         self._conn = Connection(ours.detach())
         self._conn.send((payload, destination_passing, timeout_s, device))
         self._memory: dict[int, SharedMemory] = {}  # by the address of the tensor viewing it
-        self._dead: Failure | None = None
-        self._dead = self._receive(STARTUP_S + timeout_s)
+        self._dead: Failure | None = None  # once set (the child died, or could not load), every call answers it
+        self._dead = self._receive(STARTUP_S + timeout_s)  # the child says it loaded the candidate
 
     def allocate(self, types: list[TensorType]) -> list[torch.Tensor]:
         """CPU tensors in shared memory (the child moves them to the device when the check runs on one)."""

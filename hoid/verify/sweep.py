@@ -27,14 +27,8 @@ RECHECKS = 3
 _NOT_SHRUNK = ("crashed", "timeout", "static")
 
 
-def run_check(
-    trial_runner: TrialRunner,
-    *,
-    trials: int,
-    seed: int,
-    timing_runs: int = TIMING_RUNS,
-    rechecks: int = RECHECKS,
-) -> Verdict:
+def run_check(trial_runner: TrialRunner, *, trials: int, seed: int, timing_runs: int = TIMING_RUNS,
+              rechecks: int = RECHECKS) -> Verdict:
     """Run the sweep, the timing runs and the re-checks; the verdict, shrunk and diagnosed on failure."""
     if trials < 1:
         raise VerifyError(f"trials must be at least 1, got {trials}")
@@ -42,7 +36,7 @@ def run_check(
     dims = dims_of(inputs)
     rng = random.Random(seed)
     first: TrialSpec | None = None
-    previous: dict[tuple, Outcome] = {}
+    previous: dict[tuple, Outcome] = {}  # the last passing trial of each input signature
     last: tuple[TrialSpec, Outcome] | None = None
     calls = 0
     seen_dists: set[str] = set()
@@ -56,7 +50,8 @@ def run_check(
         outcome = trial_runner.run(spec)
         calls += 2
         if outcome.failure is not None:
-            failure = _diagnose(trial_runner, outcome, previous.get(outcome.key), first, t, trials, calls)
+            failure = _diagnose(trial_runner, outcome, previous.get(outcome.key), first,
+                                after_timing=t >= trials, calls=calls)
             return _reject(trial_runner, failure, spec, seed, t + 1)
         first = first or spec
         last = (spec, outcome)
@@ -64,94 +59,49 @@ def run_check(
         seen_dists |= set(spec.dists) - {"-"}
     runs = "bitwise identical" if trial_runner.plan.deterministic else "within tolerance"
     used = ", ".join(d for d in DISTRIBUTIONS if d in seen_dists) or "none: no float inputs"
-    reason = (
-        f"passed {trials} trials (value distributions: {used}; two runs per trial, {runs}), "
-        f"{timing_runs} timing runs and {rechecks} re-checks after them"
-    )
+    reason = (f"passed {trials} trials (value distributions: {used}; two runs per trial, {runs}), "
+              f"{timing_runs} timing runs and {rechecks} re-checks after them")
     return Verdict(True, reason, trials=trials + rechecks, seed=seed, notes=tuple(trial_runner.notes))
 
 
-def _same_outputs(a: Outcome, b: Outcome) -> bool:
-    return all(bool((bits(x) == bits(y)).all()) for x, y in zip(a.outputs, b.outputs, strict=True))
+def _same(a: list, b: list) -> bool:
+    return all(bool((bits(x) == bits(y)).all()) for x, y in zip(a, b, strict=True))
 
 
-def _same_inputs(a: Outcome, b: Outcome) -> bool:
-    return all(bool((bits(x) == bits(y)).all()) for x, y in zip(a.values, b.values, strict=True))
-
-
-def _diagnose(
-    trial_runner: TrialRunner,
-    outcome: Outcome,
-    previous: Outcome | None,
-    first: TrialSpec | None,
-    t: int,
-    trials: int,
-    calls: int,
-) -> Failure:
-    """Name the cheat behind a failure at trial `t` where one can be told: a cache, or call counting."""
+def _diagnose(trial_runner: TrialRunner, outcome: Outcome, previous: Outcome | None, first: TrialSpec | None,
+              *, after_timing: bool, calls: int) -> Failure:
+    """Name the cheat behind a failed trial where one can be told: a cache, or call counting."""
     failure = outcome.failure
     if failure.kind not in ("mismatch", "nonfinite", "unwritten", "output_type"):
         return failure
-    if (
-        previous is not None
-        and outcome.outputs
-        and _same_outputs(outcome, previous)
-        and not _same_inputs(outcome, previous)
-    ):
-        return Failure(
-            "cached",
-            "the outputs are bit for bit those of the previous trial although new values were "
-            "written into the same input buffers: the candidate returns cached results instead of "
-            f"computing them. {failure.message}",
-            failure.figures,
-        )
-    if first is not None:
-        replay = trial_runner.run(first)
-        if replay.failure is not None:
-            when = f"after the {trials} trials and the timing runs" if t >= trials else f"after {calls} calls"
-            return Failure(
-                "stateful",
-                f"the first trial passed at first and fails when replayed {when}: the "
-                f"candidate is right for its first calls, then wrong. {failure.message}",
-                failure.figures,
-            )
+    if previous is not None and outcome.outputs and _same(outcome.outputs, previous.outputs) and not _same(
+            outcome.values, previous.values):
+        return Failure("cached", "the outputs are bit for bit those of the previous trial although new values "
+                       "were written into the same input buffers: the candidate returns cached results instead "
+                       f"of computing them. {failure.message}", failure.figures)
+    if first is not None and trial_runner.run(first).failure is not None:
+        when = "after the trials and the timing runs" if after_timing else f"after {calls} calls"
+        return Failure("stateful", f"the first trial passed at first and fails when replayed {when}: the "
+                       f"candidate is right for its first calls, then wrong. {failure.message}", failure.figures)
     return failure
 
 
-def _reject(
-    trial_runner: TrialRunner,
-    failure: Failure,
-    spec: TrialSpec,
-    seed: int,
-    trials: int,
-    *,
-    shrinkable: bool = True,
-) -> Verdict:
+def _reject(trial_runner: TrialRunner, failure: Failure, spec: TrialSpec, seed: int, trials: int, *,
+            shrinkable: bool = True) -> Verdict:
+    """The verdict on a failure: shrunk where the candidate can still run, with its counterexample."""
     inputs = trial_runner.plan.inputs
     worst = failure.figures.get("worst")
     notes = list(trial_runner.notes)
     if shrinkable and failure.kind not in _NOT_SHRUNK:
-        dims = dims_of(inputs)
-        smallest = shrink(spec, dims, lambda s: trial_runner.run(s).failure, seed)
-        if smallest != spec:
-            shrunk = trial_runner.run(smallest).failure
-            if shrunk is not None:
-                spec, worst = smallest, shrunk.figures.get("worst", worst)
-                if shrunk.kind == failure.kind:
-                    failure = shrunk
+        smallest = shrink(spec, dims_of(inputs), lambda s: trial_runner.run(s).failure, seed)
+        shrunk = trial_runner.run(smallest).failure if smallest != spec else None
+        if shrunk is not None:
+            spec, worst = smallest, shrunk.figures.get("worst", worst)
+            if shrunk.kind == failure.kind:  # a diagnosis (cached, stateful) keeps its own words
+                failure = shrunk
     else:
-        notes.append(
-            f"a {failure.kind} failure is not shrunk: the counterexample is the failing trial itself"
-        )
+        notes.append(f"a {failure.kind} failure is not shrunk: the counterexample is the failing trial itself")
     example = Counterexample(spec.size_map, describe(inputs, spec, draw(inputs, spec)), worst or None, seed)
-    reason = f"{failure.message} [replay with seed={seed}]"
-    return Verdict(
-        False,
-        reason,
-        failure.kind,
-        example,
-        {k: v for k, v in failure.figures.items() if k != "worst"},
-        trials,
-        seed,
-        tuple(notes),
-    )
+    figures = {k: v for k, v in failure.figures.items() if k != "worst"}
+    return Verdict(False, f"{failure.message} [replay with seed={seed}]", kind=failure.kind, counterexample=example,
+                   figures=figures, trials=trials, seed=seed, notes=tuple(notes))

@@ -124,7 +124,8 @@ class TrialRunner:
         """The reference on a copy of the trial's inputs: in float64 where it runs so, else as given."""
         device = self.plan.device
         if self._reference_in_float64:
-            wide = [v.to(device, torch.float64) if v.is_floating_point() else v.to(device) for v in values]
+            # Copies (copy=True) even where nothing changes: scrub_ must never reach the trial's `values`.
+            wide = [v.to(device, torch.float64 if v.is_floating_point() else v.dtype, copy=True) for v in values]
             try:
                 return _as_list(self.plan.reference(*wide), "reference")
             except Exception as exc:
@@ -133,7 +134,7 @@ class TrialRunner:
                     f"the reference could not run in float64 ({type(exc).__name__}: {exc}); "
                     "it ran in the inputs' own dtypes"
                 )
-        return self._call_reference([v.to(device, copy=True) for v in values])  # scrub_ must not reach `values`
+        return self._call_reference([v.to(device, copy=True) for v in values])
 
     # --- a trial -------------------------------------------------------------------------------
     def tolerances(self, key) -> list[Tolerance]:
