@@ -21,9 +21,10 @@ from hypothesis import strategies as st
 
 from ..ir import TensorType
 from ..ir.dtypes import dtype_name, is_float
-from ..verify.inputs import DISTRIBUTIONS, Input, input_values
+from ..verify.inputs import DISTRIBUTIONS, Input, TrialSpec, as_input, dims_of, input_values
+from ..verify.inputs import draw as draw_values
 
-__all__ = ["DISTRIBUTIONS", "distributions", "shapes", "tensor_types", "tensors"]
+__all__ = ["DISTRIBUTIONS", "distributions", "inputs", "shapes", "tensor_types", "tensors"]
 
 
 def distributions(allowed: Sequence[str] = DISTRIBUTIONS) -> st.SearchStrategy[str]:
@@ -60,3 +61,16 @@ def tensors(draw, types: TensorType | st.SearchStrategy[TensorType], *,
                           torch.Generator().manual_seed(seed))
     return values.to(device)
 
+
+
+@st.composite
+def inputs(draw, declared: Sequence, *, dists: Sequence[str] = DISTRIBUTIONS) -> list[torch.Tensor]:
+    """Tensors for a list of declarations, as `hoid.verify.check` takes them (`TensorType`s,
+    `(shape, dtype)` pairs, `hoid.verify.Input`s with `Dim`s, ranges and derived inputs): one size per
+    dim, one distribution per float input, one seed. A decode-attention test gets positions below the
+    cache length and the mask that follows from them, never impossible inputs."""
+    declared = [as_input(x, i) for i, x in enumerate(declared)]
+    dims = dims_of(declared)
+    sizes = tuple((name, draw(st.integers(d.low, d.high))) for name, d in dims.items())
+    per_input = tuple(draw(distributions(dists)) if d.takes_distribution else "-" for d in declared)
+    return draw_values(declared, TrialSpec(sizes, per_input, draw(st.integers(0, 2**31 - 1))))

@@ -6,6 +6,7 @@ from hypothesis import given, settings
 
 from hoid import TensorType
 from hoid.testing import strategies as hst
+from hoid.verify import Dim, Input
 
 
 @settings(max_examples=30)
@@ -29,3 +30,16 @@ def test_integer_tensors_take_their_range(i):
 def test_unknown_distributions_are_refused():
     with pytest.raises(ValueError, match="unknown distributions"):
         hst.distributions(["gaussian"])
+
+
+N = Dim("n", 1, 6)
+
+
+@settings(max_examples=20)
+@given(hst.inputs([((N, 4), "f32"), Input((3,), "i64", low=0, high=lambda e, s: s["n"]),
+                   Input((3, N), "bool", derive=lambda e, s: torch.arange(s["n"])[None, :] <= e[1][:, None])]))
+def test_inputs_follow_declarations_with_shared_dims_ranges_and_derived_values(values):
+    x, pos, mask = values
+    n = x.shape[0]
+    assert mask.shape == (3, n) and bool((pos < n).all())
+    assert bool((mask.sum(-1) == pos + 1).all())
