@@ -122,7 +122,7 @@ def compare_runs(
 ) -> Failure | None:
     """Two runs of the candidate on the same inputs: bitwise equal when it declares itself
     deterministic, else within the tolerance of each output (the first run standing as the reference)."""
-    for k, (a, b, tol) in enumerate(zip(first, second, tols, strict=False)):
+    for k, (a, b, tol) in enumerate(zip(first, second, tols, strict=True)):
         if bitwise or tol.exact:
             same = bits(a.flatten()) == bits(b.flatten())
             if not bool(same.all()):

@@ -127,16 +127,13 @@ def sweep_spec(trial: int, inputs: Sequence[Input], dims: dict[str, Dim], rng) -
     """The spec of trial number `trial` of a check: the first trials walk every distribution over every
     float input (shifted by one per input, so inputs see different ones), later trials pick at random."""
     sizes = tuple((name, rng.randint(d.low, d.high)) for name, d in dims.items())
-    dists = tuple(
-        (
-            DISTRIBUTIONS[(trial + i) % len(DISTRIBUTIONS)]
-            if trial < len(DISTRIBUTIONS)
-            else rng.choice(DISTRIBUTIONS)
-        )
-        if inp.takes_distribution
-        else "-"
-        for i, inp in enumerate(inputs)
-    )
+
+    def dist(i: int) -> str:
+        if trial < len(DISTRIBUTIONS):
+            return DISTRIBUTIONS[(trial + i) % len(DISTRIBUTIONS)]
+        return rng.choice(DISTRIBUTIONS)
+
+    dists = tuple(dist(i) if inp.takes_distribution else "-" for i, inp in enumerate(inputs))
     return TrialSpec(sizes, dists, rng.getrandbits(31))
 
 
@@ -211,11 +208,8 @@ def input_values(
     if bool((span <= 0).any()):
         raise VerifyError(f"input {inp.name}: empty value range [{low}, {high}) for an integer input")
     u = torch.rand(t.shape, generator=gen, dtype=torch.float64)
-    return (
-        torch.floor(low + u * span)
-        .clamp(max=torch.as_tensor(high, dtype=torch.float64) - 1)
-        .to(t.torch_dtype)
-    )
+    # The clamp keeps u = 1 - 2^-53 from rounding up to `high` itself.
+    return torch.floor(low + u * span).clamp(max=torch.as_tensor(high, dtype=torch.float64) - 1).to(t.torch_dtype)
 
 
 def draw(inputs: Sequence[Input], spec: TrialSpec) -> list[torch.Tensor]:
@@ -223,7 +217,7 @@ def draw(inputs: Sequence[Input], spec: TrialSpec) -> list[torch.Tensor]:
     gen = torch.Generator().manual_seed(spec.seed)
     sizes = spec.size_map
     values: list[torch.Tensor] = []
-    for inp, dist in zip(inputs, spec.dists, strict=False):
+    for inp, dist in zip(inputs, spec.dists, strict=True):
         values.append(input_values(inp, inp.type(sizes), dist, values, sizes, gen))
     return values
 
@@ -231,7 +225,7 @@ def draw(inputs: Sequence[Input], spec: TrialSpec) -> list[torch.Tensor]:
 def describe(inputs: Sequence[Input], spec: TrialSpec, values: Sequence[torch.Tensor]) -> tuple[str, ...]:
     """One line per input: name, type, distribution and value range, for counterexamples."""
     lines = []
-    for inp, dist, v in zip(inputs, spec.dists, values, strict=False):
+    for inp, dist, v in zip(inputs, spec.dists, values, strict=True):
         how = "derived" if inp.derive is not None else (dist if dist != "-" else "uniform integers")
         if v.numel() and v.dtype != torch.bool:
             lo, hi = v.min().item(), v.max().item()

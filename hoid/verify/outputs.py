@@ -31,7 +31,7 @@ def outputs_of(
             f"returned {len(items)} output(s), expected {len(expected)} "
             f"({', '.join(_words(t) for t in expected)})",
         )
-    for k, (out, want) in enumerate(zip(items, expected, strict=False)):
+    for k, (out, want) in enumerate(zip(items, expected, strict=True)):
         if type(out) is not torch.Tensor:
             what = "a tensor subclass" if isinstance(out, torch.Tensor) else "an object"
             return [], Failure(

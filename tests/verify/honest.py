@@ -35,7 +35,7 @@ def matmul_split_k(a, b, splits=4):
     result varies in its last bits between runs, within float32 tolerance."""
     k = a.shape[1]
     bounds = torch.linspace(0, k, splits + 1).long().tolist()
-    partials = [a[:, s:e] @ b[s:e] for s, e in zip(bounds, bounds[1:], strict=False)]
+    partials = [a[:, s:e] @ b[s:e] for s, e in zip(bounds[:-1], bounds[1:], strict=True)]
     out = torch.zeros(a.shape[0], b.shape[1], dtype=a.dtype, device=a.device)
     for i in torch.randperm(len(partials)).tolist():
         out += partials[i]
