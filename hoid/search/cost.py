@@ -31,7 +31,7 @@ from .snapshot import ABSENT, INPUT, KERNEL, OUT, ENode, Snapshot
 @dataclass(frozen=True)
 class OpCall:
     """One e-node as a cost model sees it. For kernels, `op` is "kernel" and `attrs` holds body, kernel,
-    version and params, exactly as on a `kernel` node."""
+    version and params, as on a `kernel` node, and `pattern_attrs`, the attrs its measurements are keyed by."""
 
     op: str
     inputs: tuple[TensorType, ...]
@@ -91,13 +91,15 @@ class MeasuredCost:
 
     @classmethod
     def from_cache(cls, cache, device: str, **kw) -> MeasuredCost:
-        """From a `hoid.measure` cache: kernels by id, version and params; ops as kernel `torch.<op>`."""
+        """From a `hoid.measure` cache: kernels as `measure_kernel` keys them (id, version, params, input
+        types, pattern attrs); plain ops as kernel `torch.<op>` with their attrs."""
         from ..measure.cache import MeasureKey
 
         def lookup(call: OpCall) -> float | None:
             if call.op == "kernel":
                 a = call.attrs
-                key = MeasureKey.of(device, a["kernel"], a["version"], a["params"], call.inputs)
+                key = MeasureKey.of(device, a["kernel"], a["version"], a["params"], call.inputs,
+                                    a["pattern_attrs"])
             else:
                 key = MeasureKey.of(device, f"torch.{call.op}", "", {}, call.inputs, call.attrs)
             entry = cache.get(key)
@@ -146,7 +148,8 @@ def op_call(snapshot: Snapshot, node: ENode, kernels: Mapping[str, KernelImpl]) 
         outputs = (snapshot.types[node.eclass],)
     if node.op == KERNEL:
         impl = kernels[node.attrs["key"]]
-        attrs = {"body": impl.body, "kernel": impl.kernel, "version": impl.version, "params": impl.params}
+        attrs = {"body": impl.body, "kernel": impl.kernel, "version": impl.version, "params": impl.params,
+                 "pattern_attrs": impl.attrs}
         return OpCall("kernel", inputs, outputs, attrs)
     return OpCall(node.op, inputs, outputs, dict(node.attrs))
 

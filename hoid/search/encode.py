@@ -25,15 +25,18 @@ CHUNK = 50
 
 @dataclass(frozen=True)
 class KernelImpl:
-    """What a `Kernel` e-node stands for: the implementation and the region (body) it replaces."""
+    """What a `Kernel` e-node stands for: the implementation and the region (body) it replaces. `attrs`
+    are the kernel pattern's attrs at this region (eps, dim...), which measurements are keyed by."""
 
     kernel: str
     version: str
     params: dict
     body: Graph
+    attrs: dict = field(default_factory=dict)
 
     def identity(self) -> tuple:
-        return (self.kernel, self.version, json.dumps(self.params, sort_keys=True), self.body.structure_key())
+        return (self.kernel, self.version, json.dumps(self.params, sort_keys=True), self.body.structure_key(),
+                json.dumps(self.attrs, sort_keys=True, default=str))
 
 
 @dataclass

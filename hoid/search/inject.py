@@ -116,9 +116,11 @@ def inject(space, impl: KernelImpl) -> InjectedKernel:
     return InjectedKernel(key, report.matches.get(rule.name, 0))
 
 
-def add_kernel(space, region: Region, kernel, *, params: dict | None = None) -> InjectedKernel:
-    """Add `kernel` (a `hoid.kernels.KernelSpec`, or its id) for `region` of the space's graph, and for
-    every other match of the region. Refuses a region that is not convex or not of this graph."""
+def add_kernel(space, region: Region, kernel, *, params: dict | None = None,
+               attrs: dict | None = None) -> InjectedKernel:
+    """Add `kernel` (a `hoid.kernels.KernelSpec`, or its id) with `params` for `region` of the space's
+    graph, and for every other match of the region; `attrs` are its pattern's attrs there (what its
+    measurements are keyed by). Refuses a region that is not convex or not of this graph."""
     if region.graph is not space.graph and region.graph != space.graph:
         raise GraphError("the region belongs to another graph than the search space's")
     region.check_convex()
@@ -126,5 +128,5 @@ def add_kernel(space, region: Region, kernel, *, params: dict | None = None) -> 
         from ..kernels import get
 
         kernel = get(kernel)
-    impl = KernelImpl(kernel.id, kernel.version, kernel.check_params(params or {}), region.body())
+    impl = KernelImpl(kernel.id, kernel.version, kernel.check_params(params or {}), region.body(), dict(attrs or {}))
     return inject(space, impl)

@@ -112,7 +112,8 @@ def apply_library(space, kernels=None) -> LibraryReport:
                 report.skipped.setdefault(spec.id, reason)
                 continue
             body = spec.pattern.graph(list(types), attrs)
-            key = space.encoding.kernel_key(KernelImpl(spec.id, spec.version, spec.default_params(), body))
+            impl = KernelImpl(spec.id, spec.version, spec.default_params(), body, dict(attrs))
+            key = space.encoding.kernel_key(impl)
             rules.append(region_rule(body, key, f"library-{key}"))
             kernel_of[rules[-1].name] = spec.id
     # one pass of every signature's rule: each joins its kernel to every region it matches
