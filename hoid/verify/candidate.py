@@ -66,6 +66,11 @@ def static_findings(candidate: Callable | KernelSource | RefusedSource) -> tuple
         return findings, []
     sources, unreadable = callable_sources(candidate)
     modules = module_names(candidate)
-    findings = [f for _, text in sources for f in scan(text, modules=modules)]
+    findings: list[Finding] = []
+    for name, text in sources:
+        try:
+            findings += scan(text, modules=modules)
+        except SyntaxError:  # a lambda's source is the lines around it, which may not parse alone
+            unreadable.append(name)
     notes = [f"the static pass could not read the source of {name}" for name in unreadable]
     return findings, notes

@@ -77,8 +77,8 @@ def _run(runner, plan: Plan, trials: int, seed: int) -> Verdict:
         runner.close()
 
 
-def check(candidate, reference: Callable, inputs: Sequence, *, trials: int | None = None, seed: int | None = None,
-          isolate: bool | None = None, timeout_s: float = 60, atol: float | None = None,
+def check(candidate, reference: Callable | Graph, inputs: Sequence, *, trials: int | None = None,
+          seed: int | None = None, isolate: bool | None = None, timeout_s: float = 60, atol: float | None = None,
           rtol: float | None = None, destination_passing: bool = False, deterministic: bool = False,
           outputs=None, tf32: bool = False, device=None) -> Verdict:
     """Check `candidate` against `reference` on inputs drawn from the declarations in `inputs`.
@@ -86,7 +86,8 @@ def check(candidate, reference: Callable, inputs: Sequence, *, trials: int | Non
     candidate: a callable over tensors returning a tensor or a tuple of them, or (with
       `destination_passing=True`) writing the outputs it is given after its inputs; or kernel source, a
       `hoid.kernels.loader.KernelSource` or a pair `(path or text, entry name)`, always run isolated.
-    reference: a callable over tensors; it runs on float64 copies of float inputs where it can.
+    reference: a callable over tensors, or a `hoid.Graph` of plain inputs (run by the interpreter); it
+      runs on float64 copies of float inputs where it can.
     inputs: `hoid.TensorType`s, `(shape, dtype)` pairs or `Input`s (symbolic `Dim`s, value ranges,
       derived inputs).
     trials: trials of the sweep (default 20); seed: replays a check exactly (default: a random one,
@@ -95,6 +96,9 @@ def check(candidate, reference: Callable, inputs: Sequence, *, trials: int | Non
       deterministic: two runs must agree bitwise; outputs: the output types, where the reference should
       not be run to learn them (a list, or a callable of the input types); device: default cuda if present.
     """
+    if isinstance(reference, Graph):
+        outputs = outputs if outputs is not None else [v.type.contiguous() for v in reference.outputs]
+        reference = graph_reference(reference)
     candidate = as_candidate(candidate)
     seed = _new_seed(seed)
     declared = [as_input(x, i) for i, x in enumerate(inputs)]

@@ -2,6 +2,7 @@
 
 import pytest
 
+import hoid.verify.candidate as candidate_module
 from hoid.verify import KernelSource, VerifyError
 from hoid.verify.candidate import RefusedSource, as_candidate, static_findings
 
@@ -31,3 +32,10 @@ def test_source_the_loader_refuses_is_still_read_by_the_static_pass():
 def test_syntax_errors_are_findings_with_their_line():
     findings, _ = static_findings(as_candidate(("def f(:\n    pass\n", "f")))
     assert findings[0].construct == "kernel source structure" and "syntax error" in findings[0].why
+
+
+def test_source_that_does_not_parse_alone_is_noted_not_fatal(monkeypatch):
+    # inspect gives a lambda the lines around it, which need not parse on their own.
+    monkeypatch.setattr(candidate_module, "callable_sources", lambda fn: ([("m.<lambda>", "f(lambda x: x,\n")], []))
+    findings, notes = static_findings(lambda x: x)
+    assert findings == [] and notes == ["the static pass could not read the source of m.<lambda>"]

@@ -178,6 +178,13 @@ def test_check_region_uses_the_interpreter_on_the_cut_region():
     assert wrong.kind == "mismatch"
 
 
+def test_a_graph_can_be_the_reference():
+    b = hoid.GraphBuilder("silu_of_product")
+    x, w = b.input("x", (4, 32), "f32"), b.input("w", (4, 32), "f32")
+    g = b.build(b.silu(b.mul(x, w)))
+    assert check(silu_of_product, g, [((4, 32), "f32")] * 2, trials=4, seed=0).ok
+
+
 # --- check_kernel -------------------------------------------------------------------------------------
 
 def silu_launch(x, out):
