@@ -67,6 +67,20 @@ def test_decode_step_generates_the_same_tokens_as_transformers(name):
         assert len(set(ours[0, PROMPT_LEN:].tolist())) >= 4  # a real sequence, not one token repeated
 
 
+@pytest.mark.parametrize("name", MODELS)
+def test_decode_steps_reproduce_the_logits_of_the_whole_sequence(name):
+    """Token by token through the decode step, each position's logits are the eager model's on the
+    whole sequence: the cache is written and read at the right slots, with the right mask."""
+    lm, _, step = zoo(name)
+    sequence = torch.randint(0, 256, (1, 12), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        want = lm(sequence, use_cache=False).logits
+    cache = empty_cache(step)
+    for i in range(sequence.shape[1]):
+        logits, *cache = hoid.run(step, sequence[:, i:i + 1], torch.tensor([i]), *cache)
+        assert rel_error(logits[:, 0], want[:, i]) < 1e-5, f"position {i}"
+
+
 def test_prefill_then_decode_equals_decoding_the_prompt_token_by_token():
     _, prefill, step = zoo("qwen3-1.7b-tiny")
     ids = prompt()
