@@ -36,13 +36,19 @@ def reductions(x, y):
             torch.linalg.vector_norm(x, ord=1, dim=(0, 1), keepdim=True), torch.linalg.vector_norm(x, float("inf")))
 
 
+def extremes_and_tests(x, y):
+    return (x.max(), x.min(), x.max(-1), x.min(1, keepdim=True), x.any(), (x > 0).all(1), (x > 5).any(dim=(0, 1)),
+            x.clamp(min=y[0, 0]), x.clamp(y[0], y[1].abs()), torch.ceil(x), torch.isnan(x.sqrt()))
+
+
 def views(x, y):
     a, b = x.split([1, 2], dim=1)
     c, d = x.chunk(2, dim=-1)
     rows = x.unbind(0)
     return (a, b, c, d, *rows, x.select(2, -1), x[:, 1:, ::2], x.flatten(1), x.unsqueeze(1).squeeze(1),
             x.repeat_interleave(2, dim=1), torch.cat([x, y], dim=0), x.permute(2, 0, 1), x.transpose(0, 1),
-            x[:, :1].expand(2, 3, 4), F.pad(x, (1, 2, -1, 0), value=3.0), x.repeat(2, 1, 1, 3))
+            x[:, :1].expand(2, 3, 4), F.pad(x, (1, 2, -1, 0), value=3.0), x.repeat(2, 1, 1, 3),
+            x.flip(0, 2), x.roll((1, -2), (1, 2)), x.roll(5))
 
 
 def indexing(x, y):
@@ -104,6 +110,8 @@ CASES = {
     "arithmetic": (Fn(arithmetic), float_inputs(), {"sub", "pow", "clamp", "where", "floor_divide", "gelu", "cast"}),
     "reductions": (Fn(reductions), float_inputs(), {"sum", "mean", "amax", "argmax", "var", "cumsum", "softmax",
                                                     "log_softmax", "topk", "sqrt", "abs"}),
+    "extremes_and_tests": (Fn(extremes_and_tests), float_inputs(), {"amax", "amin", "argmax", "maximum",
+                                                                    "minimum", "floor", "ne"}),
     "views": (Fn(views), float_inputs(), {"split", "slice", "reshape", "expand", "concat", "permute",
                                           "transpose"}),
     "indexing": (Fn(indexing), float_inputs(), {"index", "index_select", "gather", "index_put", "scatter",

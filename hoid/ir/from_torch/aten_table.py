@@ -45,7 +45,9 @@ ROWS: list[tuple[tuple, Callable]] = [
     ((aten.silu.default,), m.unary("silu")),                    # SiLU stays one node
     ((aten.erf.default,), m.unary("erf")),
     ((aten.floor.default,), m.unary("floor")),
+    ((aten.ceil.default,), m.ceil),                              # -floor(-x)
     ((aten.logical_not.default,), m.unary("logical_not")),
+    ((aten.isnan.default,), m.isnan),                            # x != x
     ((aten.gelu.default,), m.gelu),                              # approximate= kept
     ((aten.hardtanh.default,), m.hardtanh),                      # -> clamp (ReLU6 too)
     ((aten.leaky_relu.default,), m.leaky_relu),                  # -> where(x > 0, x, slope * x)
@@ -76,6 +78,7 @@ ROWS: list[tuple[tuple, Callable]] = [
     ((aten.where.self, aten.where.ScalarOther, aten.where.ScalarSelf, aten.where.Scalar), m.where),
     ((aten.masked_fill.Scalar, aten.masked_fill.Tensor), m.masked_fill),  # where(mask, value, x)
     ((aten.clamp.default,), m.clamp),
+    ((aten.clamp.Tensor,), m.clamp_tensor),                      # minimum(maximum(x, lo), hi)
     ((aten.clamp_min.default,), m.clamp_min),
     ((aten.clamp_max.default,), m.clamp_max),
     # --- reductions ---------------------------------------------------------------------------------
@@ -84,6 +87,12 @@ ROWS: list[tuple[tuple, Callable]] = [
     ((aten.amax.default,), m.amax_amin("amax")),
     ((aten.amin.default,), m.amax_amin("amin")),
     ((aten.argmax.default,), m.argmax),
+    ((aten.max.default,), m.max_min_all("amax")),
+    ((aten.min.default,), m.max_min_all("amin")),
+    ((aten.max.dim,), m.max_min_dim(largest=True)),             # (amax, argmax)
+    ((aten.min.dim,), m.max_min_dim(largest=False)),            # (amin, argmax of -x)
+    ((aten.any.default, aten.any.dim, aten.any.dims), m.any_all(want_all=False)),  # count(x != 0) > 0
+    ((aten.all.default, aten.all.dim, aten.all.dims), m.any_all(want_all=True)),   # count(x == 0) == 0
     ((aten.var.correction,), m.var),
     ((aten.cumsum.default,), m.cumsum),
     ((aten.linalg_vector_norm.default,), m.vector_norm),         # sqrt(sum(x*x)), sum(|x|), amax(|x|)
@@ -120,6 +129,8 @@ ROWS: list[tuple[tuple, Callable]] = [
     ((aten.repeat_interleave.self_int,), s.repeat_interleave),  # -> reshape, expand, reshape
     ((aten.constant_pad_nd.default,), s.constant_pad),           # F.pad: concat constant blocks
     ((aten.repeat.default,), s.repeat),                          # tiling: reshape, expand, reshape
+    ((aten.flip.default,), s.flip),                              # index_select of a descending arange
+    ((aten.roll.default,), s.roll),                              # slice + concat
     # --- indexing -----------------------------------------------------------------------------------
     ((aten.index.Tensor,), s.index),                             # leading dims; others via permute
     ((aten.index_put.default,), s.index_put),

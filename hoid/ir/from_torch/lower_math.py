@@ -181,6 +181,55 @@ def amax_amin(op_name: str):
     return lower
 
 
+def max_min_all(op_name: str):
+    """`x.max()` / `x.min()` with no dim: amax / amin over everything."""
+    def lower(em: Emitter, self):
+        return em.op(op_name, self, dim=None, keepdim=False)
+    return lower
+
+
+def max_min_dim(largest: bool):
+    """`x.max(dim)` / `x.min(dim)` -> (amax/amin, the index of the first extreme element). The index
+    is argmax (of -x for min), which takes the first of equal elements, as torch's CPU and CUDA
+    kernels do."""
+    def lower(em: Emitter, self, dim, keepdim=False):
+        values = em.op("amax" if largest else "amin", self, dim=(dim,), keepdim=keepdim, tag="values")
+        ranked = self if largest else em.op("neg", self, tag="neg")
+        return values, em.op("argmax", ranked, dim=dim, keepdim=keepdim, tag="indices")
+    return lower
+
+
+def any_all(want_all: bool):
+    """`any` / `all` (over dims or everything) by counting: any = count(x != 0) > 0,
+    all = count(x == 0) == 0. Exact for every dtype."""
+    def lower(em: Emitter, self, dim=None, keepdim=False):
+        hits = em.op("eq" if want_all else "ne", self, scalar=0, tag="test") if self.type.dtype != "bool" \
+            else (em.op("logical_not", self, tag="test") if want_all else self)
+        count = em.op("sum", hits, dim=_dims(dim), keepdim=keepdim, dtype="i64", tag="count")
+        return em.op("eq" if want_all else "gt", count, scalar=0)
+    return lower
+
+
+def clamp_tensor(em: Emitter, self, min=None, max=None):
+    """clamp with tensor bounds: minimum(maximum(x, lo), hi)."""
+    x = self
+    if min is not None:
+        x = binary("maximum")(em, x, other=min) if max is None else em.op("maximum", x, min, tag="lo")
+    if max is not None:
+        x = binary("minimum")(em, x, other=max)
+    return x
+
+
+def ceil(em: Emitter, self):
+    """ceil(x) = -floor(-x), exact (negation only flips the sign bit)."""
+    return em.op("neg", em.op("floor", em.op("neg", self, tag="neg"), tag="floor"))
+
+
+def isnan(em: Emitter, self):
+    """NaN is the only value not equal to itself."""
+    return em.op("ne", self, self)
+
+
 def argmax(em: Emitter, self, dim=None, keepdim=False):
     return em.op("argmax", self, dim=dim, keepdim=keepdim)
 

@@ -99,6 +99,33 @@ def repeat_interleave(em: Emitter, self, repeats, dim=None, output_size=None):
     return em.reshape(x, em.out_shape)
 
 
+def flip(em: Emitter, self, dims):
+    """`x.flip(dims)`: index_select with a descending arange along each dim."""
+    x = self
+    for dim in dims:
+        size = x.type.shape[dim]
+        backwards = em.op("arange", start=size - 1, end=-1, step=-1, dtype="i64", tag=f"order{dim}")
+        x = em.op("index_select", x, backwards, dim=dim, tag=f"flip{dim}")
+    return x
+
+
+def roll(em: Emitter, self, shifts, dims=()):
+    """`x.roll(shifts, dims)`: the last `shift` elements moved to the front, as slice + concat."""
+    if not dims:  # torch: roll the flattened tensor, then restore the shape
+        flat = em.reshape(self, (self.type.numel,), tag="flat")
+        return em.reshape(roll(em, flat, shifts, (0,)), self.type.shape)
+    x = self
+    for shift, dim in zip(shifts, dims, strict=True):
+        size = x.type.shape[dim]
+        cut = size - shift % size if size else 0
+        if cut in (0, size):
+            continue
+        tail = em.op("slice", x, dim=dim, start=cut, end=size, step=1, tag=f"tail{dim}")
+        head = em.op("slice", x, dim=dim, start=0, end=cut, step=1, tag=f"head{dim}")
+        x = em.op("concat", tail, head, dim=dim, tag=f"roll{dim}")
+    return x
+
+
 def repeat(em: Emitter, self, repeats):
     """`x.repeat(r0, r1, ...)` (tiling) as reshape -> expand -> reshape: every size s becomes a pair
     (1, s) expanded to (r, s), then merged to r * s. Exact: it only copies elements."""
