@@ -100,3 +100,15 @@ def test_time_limited_ilp_is_compared_with_greedy(saturated, monkeypatch):
     result = extraction.extract(problem)
     assert result.method.startswith("greedy (cheaper than the ILP's best")
     assert result.cost == pytest.approx(greedy_cost)
+
+
+def test_fused_and_decomposed_forms_imply_their_common_input(saturated):
+    from hoid.search.extract import implied_classes
+
+    snapshot = saturated.snapshot()
+    problem = saturated.problem(snapshot, AnalyticCost()).reachable()
+    implied = set(implied_classes(problem))
+    norms = [n for n in snapshot.nodes.values() if n.op == "rmsnorm" and len(snapshot.operands(n)) == 2]
+    assert norms
+    for norm in norms:  # rmsnorm(x, w) or mul(w, cast(...(x))): either way x is computed
+        assert (norm.eclass, norm.children[0]) in implied
