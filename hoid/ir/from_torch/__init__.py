@@ -8,7 +8,7 @@ functionalized, and lowered op by op through the ATen table (`aten_table.py`). S
 for the order of inputs and outputs, `outputs.py` for how a pytree result is flattened.
 
 Modules: `export` (driving torch.export), `aten_table` (which ATen op becomes which hoid ops) and
-its lowerings (`lower_math`, `lower_shape`, `lower_nn`), `convert` (the walk over the program),
+its lowerings (`lower_<family>`, one module per family of hoid ops), `convert` (the walk over the program),
 `unsupported` (collecting every op that cannot be imported), `outputs` (result flattening).
 """
 

@@ -1,7 +1,7 @@
 """The ATen -> hoid table: one row per ATen op overload, saying which lowering expresses it.
 
 Read it as a pattern list: `aten.linear.default -> linear` means "a call to aten.linear becomes
-what `lower_math.linear` emits" (here `matmul(x, transpose(w))` + bias). What hoid has natively
+what `lower_linalg.linear` emits" (here `matmul(x, transpose(w))` + bias). What hoid has natively
 stays one node (linear, SDPA, SiLU, layer norm, conv, ...); whatever torch.export already
 decomposed is imported as it comes, op by op; the e-graph recognizes the patterns later.
 
@@ -16,8 +16,11 @@ from collections.abc import Callable
 
 import torch
 
-from . import lower_math as m
+from . import lower_creation as c
+from . import lower_elementwise as e
+from . import lower_linalg as la
 from . import lower_nn as nn
+from . import lower_reduction as r
 from . import lower_shape as s
 
 aten = torch.ops.aten
@@ -25,93 +28,93 @@ aten = torch.ops.aten
 # (ATen overload(s), lowering). Lowerings take the emitter and the ATen arguments by schema name.
 ROWS: list[tuple[tuple, Callable]] = [
     # --- no computation: export's assertions, aliases, copies, device moves ----------------------
-    ((aten._assert_tensor_metadata.default, aten._assert_scalar.default), m.drop),
-    ((aten.alias.default, aten.lift_fresh_copy.default, aten.detach.default), m.same),
-    ((aten.clone.default,), m.clone),                            # contiguous() -> contiguous
-    ((aten._to_copy.default, aten.to.dtype, aten.to.dtype_layout), m.to_copy),  # -> cast (or nothing)
+    ((aten._assert_tensor_metadata.default, aten._assert_scalar.default), e.drop),
+    ((aten.alias.default, aten.lift_fresh_copy.default, aten.detach.default), e.same),
+    ((aten.clone.default,), e.clone),                            # contiguous() -> contiguous
+    ((aten._to_copy.default, aten.to.dtype, aten.to.dtype_layout), e.to_copy),  # -> cast (or nothing)
     # --- unary math: one hoid op each -------------------------------------------------------------
-    ((aten.neg.default,), m.unary("neg")),
-    ((aten.abs.default,), m.unary("abs")),
-    ((aten.exp.default,), m.unary("exp")),
-    ((aten.log.default,), m.unary("log")),
-    ((aten.sqrt.default,), m.unary("sqrt")),
-    ((aten.rsqrt.default,), m.unary("rsqrt")),
-    ((aten.reciprocal.default,), m.unary("reciprocal")),
-    ((aten.sin.default,), m.unary("sin")),
-    ((aten.cos.default,), m.unary("cos")),
-    ((aten.tanh.default,), m.unary("tanh")),
-    ((aten.sigmoid.default,), m.unary("sigmoid")),
-    ((aten.relu.default,), m.unary("relu")),
-    ((aten.silu.default,), m.unary("silu")),                    # SiLU stays one node
-    ((aten.erf.default,), m.unary("erf")),
-    ((aten.floor.default,), m.unary("floor")),
-    ((aten.ceil.default,), m.ceil),                              # -floor(-x)
-    ((aten.logical_not.default,), m.unary("logical_not")),
-    ((aten.isnan.default,), m.isnan),                            # x != x
-    ((aten.gelu.default,), m.gelu),                              # approximate= kept
-    ((aten.hardtanh.default,), m.hardtanh),                      # -> clamp (ReLU6 too)
-    ((aten.leaky_relu.default,), m.leaky_relu),                  # -> where(x > 0, x, slope * x)
+    ((aten.neg.default,), e.unary("neg")),
+    ((aten.abs.default,), e.unary("abs")),
+    ((aten.exp.default,), e.unary("exp")),
+    ((aten.log.default,), e.unary("log")),
+    ((aten.sqrt.default,), e.unary("sqrt")),
+    ((aten.rsqrt.default,), e.unary("rsqrt")),
+    ((aten.reciprocal.default,), e.unary("reciprocal")),
+    ((aten.sin.default,), e.unary("sin")),
+    ((aten.cos.default,), e.unary("cos")),
+    ((aten.tanh.default,), e.unary("tanh")),
+    ((aten.sigmoid.default,), e.unary("sigmoid")),
+    ((aten.relu.default,), e.unary("relu")),
+    ((aten.silu.default,), e.unary("silu")),                    # SiLU stays one node
+    ((aten.erf.default,), e.unary("erf")),
+    ((aten.floor.default,), e.unary("floor")),
+    ((aten.ceil.default,), e.ceil),                              # -floor(-x)
+    ((aten.logical_not.default,), e.unary("logical_not")),
+    ((aten.isnan.default,), e.isnan),                            # x != x
+    ((aten.gelu.default,), e.gelu),                              # approximate= kept
+    ((aten.hardtanh.default,), e.hardtanh),                      # -> clamp (ReLU6 too)
+    ((aten.leaky_relu.default,), e.leaky_relu),                  # -> where(x > 0, x, slope * x)
     # --- binary arithmetic: tensor or Python-number second operand (`scalar=`) --------------------
-    ((aten.add.Tensor, aten.add.Scalar), m.add_sub("add")),     # alpha != 1 -> a mul first
-    ((aten.sub.Tensor, aten.sub.Scalar), m.add_sub("sub")),
-    ((aten.rsub.Scalar, aten.rsub.Tensor), m.rsub),              # other - self = (-self) + other
-    ((aten.mul.Tensor, aten.mul.Scalar), m.binary("mul")),
-    ((aten.div.Tensor, aten.div.Scalar, aten.div.Tensor_mode), m.div),  # rounding 'floor' -> floor_divide
-    ((aten.pow.Tensor_Scalar, aten.pow.Tensor_Tensor), m.binary("pow")),
-    ((aten.pow.Scalar,), m.pow_scalar_base),                     # number ** tensor
-    ((aten.maximum.default, aten.max.other), m.binary("maximum")),
-    ((aten.minimum.default, aten.min.other), m.binary("minimum")),
-    ((aten.remainder.Tensor, aten.remainder.Scalar), m.binary("remainder")),
-    ((aten.floor_divide.default, aten.floor_divide.Scalar), m.binary("floor_divide")),
+    ((aten.add.Tensor, aten.add.Scalar), e.add_sub("add")),     # alpha != 1 -> a mul first
+    ((aten.sub.Tensor, aten.sub.Scalar), e.add_sub("sub")),
+    ((aten.rsub.Scalar, aten.rsub.Tensor), e.rsub),              # other - self = (-self) + other
+    ((aten.mul.Tensor, aten.mul.Scalar), e.binary("mul")),
+    ((aten.div.Tensor, aten.div.Scalar, aten.div.Tensor_mode), e.div),  # rounding 'floor' -> floor_divide
+    ((aten.pow.Tensor_Scalar, aten.pow.Tensor_Tensor), e.binary("pow")),
+    ((aten.pow.Scalar,), e.pow_scalar_base),                     # number ** tensor
+    ((aten.maximum.default, aten.max.other), e.binary("maximum")),
+    ((aten.minimum.default, aten.min.other), e.binary("minimum")),
+    ((aten.remainder.Tensor, aten.remainder.Scalar), e.binary("remainder")),
+    ((aten.floor_divide.default, aten.floor_divide.Scalar), e.binary("floor_divide")),
     # --- comparisons and logic (bool results) -----------------------------------------------------
-    ((aten.eq.Tensor, aten.eq.Scalar), m.binary("eq")),
-    ((aten.ne.Tensor, aten.ne.Scalar), m.binary("ne")),
-    ((aten.lt.Tensor, aten.lt.Scalar), m.binary("lt")),
-    ((aten.le.Tensor, aten.le.Scalar), m.binary("le")),
-    ((aten.gt.Tensor, aten.gt.Scalar), m.binary("gt")),
-    ((aten.ge.Tensor, aten.ge.Scalar), m.binary("ge")),
-    ((aten.logical_and.default,), m.binary("logical_and")),
-    ((aten.logical_or.default,), m.binary("logical_or")),
-    ((aten.__and__.Tensor, aten.bitwise_and.Tensor), m.bool_only("logical_and")),  # bool tensors only
-    ((aten.__or__.Tensor, aten.bitwise_or.Tensor), m.bool_only("logical_or")),     # bool tensors only
-    ((aten.bitwise_not.default,), m.bool_only("logical_not")),                      # bool tensors only
-    ((aten.where.self, aten.where.ScalarOther, aten.where.ScalarSelf, aten.where.Scalar), m.where),
-    ((aten.masked_fill.Scalar, aten.masked_fill.Tensor), m.masked_fill),  # where(mask, value, x)
-    ((aten.clamp.default,), m.clamp),
-    ((aten.clamp.Tensor,), m.clamp_tensor),                      # minimum(maximum(x, lo), hi)
-    ((aten.clamp_min.default,), m.clamp_min),
-    ((aten.clamp_max.default,), m.clamp_max),
+    ((aten.eq.Tensor, aten.eq.Scalar), e.binary("eq")),
+    ((aten.ne.Tensor, aten.ne.Scalar), e.binary("ne")),
+    ((aten.lt.Tensor, aten.lt.Scalar), e.binary("lt")),
+    ((aten.le.Tensor, aten.le.Scalar), e.binary("le")),
+    ((aten.gt.Tensor, aten.gt.Scalar), e.binary("gt")),
+    ((aten.ge.Tensor, aten.ge.Scalar), e.binary("ge")),
+    ((aten.logical_and.default,), e.binary("logical_and")),
+    ((aten.logical_or.default,), e.binary("logical_or")),
+    ((aten.__and__.Tensor, aten.bitwise_and.Tensor), e.bool_only("logical_and")),  # bool tensors only
+    ((aten.__or__.Tensor, aten.bitwise_or.Tensor), e.bool_only("logical_or")),     # bool tensors only
+    ((aten.bitwise_not.default,), e.bool_only("logical_not")),                      # bool tensors only
+    ((aten.where.self, aten.where.ScalarOther, aten.where.ScalarSelf, aten.where.Scalar), e.where),
+    ((aten.masked_fill.Scalar, aten.masked_fill.Tensor), e.masked_fill),  # where(mask, value, x)
+    ((aten.clamp.default,), e.clamp),
+    ((aten.clamp.Tensor,), e.clamp_tensor),                      # minimum(maximum(x, lo), hi)
+    ((aten.clamp_min.default,), e.clamp_min),
+    ((aten.clamp_max.default,), e.clamp_max),
     # --- reductions ---------------------------------------------------------------------------------
-    ((aten.sum.dim_IntList, aten.sum.default), m.sum_),
-    ((aten.mean.dim, aten.mean.default), m.mean),
-    ((aten.amax.default,), m.amax_amin("amax")),
-    ((aten.amin.default,), m.amax_amin("amin")),
-    ((aten.argmax.default,), m.argmax),
-    ((aten.max.default,), m.max_min_all("amax")),
-    ((aten.min.default,), m.max_min_all("amin")),
-    ((aten.max.dim,), m.max_min_dim(largest=True)),             # (amax, argmax)
-    ((aten.min.dim,), m.max_min_dim(largest=False)),            # (amin, argmax of -x)
-    ((aten.any.default, aten.any.dim, aten.any.dims), m.any_all(want_all=False)),  # count(x != 0) > 0
-    ((aten.all.default, aten.all.dim, aten.all.dims), m.any_all(want_all=True)),   # count(x == 0) == 0
-    ((aten.var.correction,), m.var),
-    ((aten.cumsum.default,), m.cumsum),
-    ((aten.linalg_vector_norm.default,), m.vector_norm),         # sqrt(sum(x*x)), sum(|x|), amax(|x|)
-    ((aten.softmax.int, aten._softmax.default), m.softmax("softmax")),
-    ((aten.log_softmax.int, aten._log_softmax.default), m.softmax("log_softmax")),
-    ((aten.topk.default,), m.topk),                              # -> (values, indices)
+    ((aten.sum.dim_IntList, aten.sum.default), r.sum_),
+    ((aten.mean.dim, aten.mean.default), r.mean),
+    ((aten.amax.default,), r.amax_amin("amax")),
+    ((aten.amin.default,), r.amax_amin("amin")),
+    ((aten.argmax.default,), r.argmax),
+    ((aten.max.default,), r.max_min_all("amax")),
+    ((aten.min.default,), r.max_min_all("amin")),
+    ((aten.max.dim,), r.max_min_dim(largest=True)),             # (amax, argmax)
+    ((aten.min.dim,), r.max_min_dim(largest=False)),            # (amin, argmax of -x)
+    ((aten.any.default, aten.any.dim, aten.any.dims), r.any_all(want_all=False)),  # count(x != 0) > 0
+    ((aten.all.default, aten.all.dim, aten.all.dims), r.any_all(want_all=True)),   # count(x == 0) == 0
+    ((aten.var.correction,), r.var),
+    ((aten.cumsum.default,), r.cumsum),
+    ((aten.linalg_vector_norm.default,), r.vector_norm),         # sqrt(sum(x*x)), sum(|x|), amax(|x|)
+    ((aten.softmax.int, aten._softmax.default), r.softmax("softmax")),
+    ((aten.log_softmax.int, aten._log_softmax.default), r.softmax("log_softmax")),
+    ((aten.topk.default,), r.topk),                              # -> (values, indices)
     # --- matmuls: a linear layer is matmul with a transposed weight view --------------------------
-    ((aten.linear.default,), m.linear),                          # matmul(x, transpose(w)) + b
-    ((aten.matmul.default, aten.mm.default, aten.bmm.default), m.matmul),
-    ((aten.addmm.default, aten.baddbmm.default), m.addmm),       # beta * c + alpha * a @ b
+    ((aten.linear.default,), la.linear),                          # matmul(x, transpose(w)) + b
+    ((aten.matmul.default, aten.mm.default, aten.bmm.default), la.matmul),
+    ((aten.addmm.default, aten.baddbmm.default), la.addmm),       # beta * c + alpha * a @ b
     # --- constants ----------------------------------------------------------------------------------
-    ((aten.arange.default, aten.arange.start, aten.arange.start_step), m.arange),
-    ((aten.full.default, aten.full_like.default, aten.new_full.default), m.full_like_result("fill_value")),
-    ((aten.scalar_tensor.default,), m.full_like_result("s")),
-    ((aten.zeros.default, aten.zeros_like.default, aten.new_zeros.default), m.full_like_result(None, 0)),
-    ((aten.ones.default, aten.ones_like.default, aten.new_ones.default), m.full_like_result(None, 1)),
+    ((aten.arange.default, aten.arange.start, aten.arange.start_step), c.arange),
+    ((aten.full.default, aten.full_like.default, aten.new_full.default), c.full_like_result("fill_value")),
+    ((aten.scalar_tensor.default,), c.full_like_result("s")),
+    ((aten.zeros.default, aten.zeros_like.default, aten.new_zeros.default), c.full_like_result(None, 0)),
+    ((aten.ones.default, aten.ones_like.default, aten.new_ones.default), c.full_like_result(None, 1)),
     # an empty tensor's contents are undefined: zeros are one valid choice of them
     ((aten.empty.memory_format, aten.empty_like.default, aten.new_empty.default),
-     m.full_like_result(None, 0)),
+     c.full_like_result(None, 0)),
     # --- views and layout ---------------------------------------------------------------------------
     # view, reshape, squeeze, unsqueeze, flatten -> one reshape to the recorded shape
     ((aten.view.default, aten.reshape.default, aten._unsafe_view.default, aten.squeeze.dim, aten.squeeze.dims,

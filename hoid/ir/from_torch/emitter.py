@@ -16,6 +16,11 @@ from ..dtypes import dtype_name
 from ..graph import Value
 
 
+def is_value(x) -> bool:
+    """Whether a lowering's argument is a tensor (a hoid value) rather than a Python number or list."""
+    return isinstance(x, Value)
+
+
 class NotLowerable(Exception):
     """A lowering cannot express this call in hoid ops; the message says what about it (e.g. an argument)."""
 
