@@ -29,10 +29,10 @@ from ..ir.graph import Graph
 class _LayerCache(nn.Module):
     """One layer's static key and value cache, as buffers (so export sees their updates)."""
 
-    def __init__(self, shape: tuple[int, ...], dtype: torch.dtype, device):
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor):
         super().__init__()
-        self.register_buffer("k", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
-        self.register_buffer("v", torch.zeros(shape, dtype=dtype, device=device), persistent=False)
+        self.register_buffer("k", keys, persistent=False)
+        self.register_buffer("v", values, persistent=False)
 
 
 class CausalLMStep(nn.Module):
@@ -49,11 +49,10 @@ class CausalLMStep(nn.Module):
         cfg = lm.config
         self.model, self.lm_head = lm.model, lm.lm_head
         head_dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-        shape = (batch, cfg.num_key_value_heads, cache_len, head_dim)
-        dtype, device = lm.dtype, lm.device
-        self.cache = nn.ModuleList(_LayerCache(shape, dtype, device) for _ in range(cfg.num_hidden_layers))
         self.static_cache = StaticCache(config=cfg, max_cache_len=cache_len)
-        self.static_cache.early_initialization(batch, cfg.num_key_value_heads, head_dim, dtype, device)
+        self.static_cache.early_initialization(batch, cfg.num_key_value_heads, head_dim, lm.dtype, lm.device)
+        # the cache tensors transformers allocated [B, Hkv, L, D], registered as our buffers (shared)
+        self.cache = nn.ModuleList(_LayerCache(layer.keys, layer.values) for layer in self.static_cache.layers)
         # transformers renamed the decoder's `past_key_values` argument to `cache` (5.2x)
         params = inspect.signature(self.model.forward).parameters
         self._cache_arg = "cache" if "cache" in params else "past_key_values"
