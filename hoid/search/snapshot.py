@@ -18,6 +18,7 @@ from . import language as L
 
 # Kinds of ENode.op that are not registry ops.
 INPUT, ABSENT, OUT, KERNEL = "input", "absent", "out", "kernel"
+FACTS = ("shape", "dtype", "weight-id")  # functions of the language: rows that are facts, not values
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,11 @@ class Snapshot:
         self._raw = serialized["nodes"]
         self._class_type = {cid: data["type"] for cid, data in serialized["class_data"].items()}
         self._values: dict[str, object] = {}
+        # the row that holds each value class's value (the facts' rows sit in their value's class too)
+        self._value_row: dict[str, str] = {}
+        for nid, raw in self._raw.items():
+            if raw["op"] not in FACTS:
+                self._value_row.setdefault(raw["eclass"], nid)
         self._ops = L.op_by_constructor()
         self.nodes: dict[str, ENode] = {}
         self.classes: dict[str, list[str]] = {}  # tensor class -> e-node ids
@@ -94,7 +100,7 @@ class Snapshot:
         return self._values[cls]
 
     def _compute_value(self, cls: str):
-        raw = self._raw[self._first[cls]]
+        raw = self._raw[self._value_row[cls]]
         kind, op, children = self._class_type[cls], raw["op"], [self._class_of(c) for c in raw["children"]]
         if kind == "i64":
             return int(op)
@@ -111,16 +117,6 @@ class Snapshot:
         if kind == "TensorList":
             return [] if op == "TNil" else [children[0], *self.value(children[1])]
         raise ValueError(f"no value for e-class {cls} of sort {kind}")
-
-    @property
-    def _first(self) -> dict[str, str]:
-        """The first serialized node of every class (non-tensor classes hold exactly one value)."""
-        if not hasattr(self, "_first_cache"):
-            first: dict[str, str] = {}
-            for nid, raw in self._raw.items():
-                first.setdefault(raw["eclass"], nid)
-            self._first_cache = first
-        return self._first_cache
 
     def _tensor_node(self, nid: str, raw: dict) -> ENode:
         op, cls = raw["op"], raw["eclass"]
