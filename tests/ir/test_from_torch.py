@@ -158,6 +158,17 @@ def test_a_module_export_cannot_trace_raises_export_error_with_reason_and_hint()
     assert "data-dependent control flow" in info.value.hint
 
 
+def test_data_dependent_sizes_raise_export_error_naming_the_node():
+    class Masked(nn.Module):
+        def forward(self, x):
+            return x[x > 0]  # as many elements as are positive
+
+    with pytest.raises(hoid.ExportError, match="depends on the data") as info:
+        hoid.from_torch(Masked(), (torch.randn(5),))
+    assert "torch.where" in info.value.hint
+    assert "test_from_torch.py" in info.value.reason and "x[x > 0]" in info.value.reason
+
+
 def test_graph_name_defaults_to_the_module_class(mlp, mlp_graph):
     assert mlp_graph.name == "MLP"
     assert hoid.from_torch(mlp, (torch.randn(3, 8),), name="mlp2").name == "mlp2"

@@ -37,12 +37,18 @@ def _hint(reason: str) -> str:
     return _GENERAL_HINT
 
 
-def export_error(module_name: str, stage: str, error: Exception) -> ExportError:
-    reason = f"{type(error).__name__}: {error}".strip()
+_SHAPE_HINT = ("keep every size static: mask with torch.where(mask, x, 0) rather than select with x[mask] "
+               "or nonzero")
+
+
+def export_error(module_name: str, stage: str, error: Exception | str, hint: str | None = None) -> ExportError:
+    """`hoid.ExportError` saying what torch.export could not do, torch's reason (`.reason`) and what to
+    try (`.hint`, chosen from the reason unless given)."""
+    reason = error if isinstance(error, str) else f"{type(error).__name__}: {error}".strip()
+    hint = hint or _hint(reason)
     short = reason if len(reason) < 2000 else reason[:2000] + " [...]"
-    exc = ExportError(f"torch.export could not {stage} {module_name}.\n"
-                      f"torch's reason: {short}\nhint: {_hint(reason)}")
-    exc.reason, exc.hint = reason, _hint(reason)
+    exc = ExportError(f"torch.export could not {stage} {module_name}.\ntorch's reason: {short}\nhint: {hint}")
+    exc.reason, exc.hint = reason, hint
     return exc
 
 
@@ -52,11 +58,26 @@ def export_program(module: torch.nn.Module, args: tuple, kwargs: dict | None, na
         ep = torch.export.export(module, tuple(args), kwargs=dict(kwargs or {}))
     except Exception as e:  # torch raises many kinds here; each becomes one error with its reason
         raise export_error(name, "export", e) from e
+    require_static_shapes(ep, name)
     try:
         ep = ep.run_decompositions({})
         return decompose_unknown(ep)
     except Exception as e:
         raise export_error(name, "functionalize (run_decompositions) the program of", e) from e
+
+
+def require_static_shapes(ep: ExportedProgram, name: str) -> None:
+    """hoid graphs have static shapes: a tensor whose size export could only express as a symbol
+    (`x[x > 0]`, `nonzero`) makes the module unimportable; say which, and where."""
+    from .unsupported import source_line
+
+    for node in ep.graph.nodes:
+        val = node.meta.get("val")
+        for t in val if isinstance(val, (list, tuple)) else (val,):
+            if isinstance(t, torch.Tensor) and not all(isinstance(s, int) for s in t.shape):
+                reason = (f"the size {list(t.shape)} of {node.name} ({node.target}) depends on the data "
+                          f"(first at {source_line(node)}); hoid graphs have static shapes")
+                raise export_error(name, "give static shapes for", reason, _SHAPE_HINT)
 
 
 def decompose_unknown(ep: ExportedProgram) -> ExportedProgram:

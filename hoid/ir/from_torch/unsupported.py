@@ -39,13 +39,13 @@ def source_line(node: torch.fx.Node) -> str:
     frame of its recorded stack trace outside torch itself (a call to F.dropout is reported where
     the model calls it, not inside torch.nn), or `unknown source` when export recorded none."""
     frames = list(_FRAME.finditer(node.meta.get("stack_trace") or ""))
-    if not frames:
-        return "unknown source"
     # The trace may begin with the frames that called the importer: the model's code comes after them.
     importer = [i for i, f in enumerate(frames) if f["file"].startswith(_IMPORTER_DIR)]
     model = frames[importer[-1] + 1:] if importer else frames
+    if not model:
+        return "unknown source"
     outside_torch = [f for f in model if not f["file"].startswith(_TORCH_DIR)]
-    f = (outside_torch or model or frames)[-1]
+    f = (outside_torch or model)[-1]
     return f"{f['file']}:{f['line']} ({f['func']}): {f['code'].strip()}"
 
 
