@@ -61,15 +61,19 @@ class SearchSpace:
         self.encoding = encode(self.graph)
         for chunk in self.encoding.chunks():
             self.engine.run(chunk)
-        self._declared: set[str] = set()
+        self._declared: dict[str, str] = {}  # rule set name -> its program
         self.reports: list[SaturationReport] = []
 
     def declare(self, ruleset: RuleSet) -> None:
-        """Add a rule set's rules to the e-graph (once; a second set with the same name is refused)."""
+        """Add a rule set's rules to the e-graph, once; another set under a declared name is refused."""
+        program = ruleset.program()
         if ruleset.name in self._declared:
+            if self._declared[ruleset.name] != program:
+                raise ValueError(f"a different rule set named {ruleset.name!r} is already in this search space; "
+                                 "give the new one another name")
             return
-        self.engine.run(ruleset.program())
-        self._declared.add(ruleset.name)
+        self.engine.run(program)
+        self._declared[ruleset.name] = program
 
     def saturate(self, rulesets: list[RuleSet], budget: Budget | None = None) -> SaturationReport:
         for rs in rulesets:

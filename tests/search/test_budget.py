@@ -1,5 +1,7 @@
 """Saturation stops for the reason it reports, and the back-off scheduler pauses expansive rules."""
 
+import pytest
+
 from hoid.search.budget import BackoffScheduler, Budget
 from hoid.search.rules import Rule, RuleSet, default_rulesets
 from hoid.search.space import SearchSpace
@@ -58,3 +60,11 @@ def test_backoff_doubles_limit_and_ban():
     assert scheduler.runnable(["r"], 4) == ["r"]
     scheduler.observe("r", 25, iteration=4)  # over it: banned for 4 iterations
     assert scheduler.runnable(["r"], 8) == [] and scheduler.runnable(["r"], 9) == ["r"]
+
+
+def test_a_different_rule_set_under_a_declared_name_is_refused():
+    space = SearchSpace(block(layers=1))
+    space.saturate([COMMUTE])
+    space.saturate([COMMUTE])  # the same set again is fine
+    with pytest.raises(ValueError, match="another name"):
+        space.saturate([RuleSet("commute", ASSOCIATE.rules)])
