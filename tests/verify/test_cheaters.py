@@ -57,6 +57,11 @@ STATIC = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def fresh_cheaters():
+    C.forget()
+
+
 @pytest.mark.parametrize("candidate, reference, inputs, options, kind, words", IN_PROCESS,
                          ids=[row[0].__name__ for row in IN_PROCESS])
 def test_cheater_is_rejected_for_its_cheat(candidate, reference, inputs, options, kind, words):

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 import hoid
 from hoid.kernels import KernelSpec, op_pattern
+from hoid.kernels import get as get_kernel
 from hoid.verify import Dim, Input, KernelSource, VerifyError, check, check_kernel, check_region
 
 from . import honest as H
@@ -202,6 +203,12 @@ def _silu_spec(launch):
 
     return KernelSpec(f"test.{launch.__name__}", op_pattern("silu"), "torch", launch, deterministic=True,
                       examples=examples)
+
+
+def test_check_kernel_accepts_a_library_kernel():
+    verdict = check_kernel(get_kernel("torch.rmsnorm"), examples=2, trials=8, seed=0)
+    assert verdict.ok, verdict
+    assert "passed 2 examples" in verdict.reason
 
 
 def test_check_kernel_draws_the_shape_space_and_passes_outputs():
