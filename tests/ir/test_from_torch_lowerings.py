@@ -61,6 +61,7 @@ def indexing(x, y):
 
 def constants(x, y):
     return (torch.arange(3, 9, 2), torch.full((2, 2), 7.0), torch.zeros_like(x), x.new_ones(3),
+            (x > 0).masked_fill(y > 0, True), torch.full((2,), float("-inf")),
             torch.ones(2, dtype=torch.int32), torch.arange(4.0) * x[0, 0, :])
 
 

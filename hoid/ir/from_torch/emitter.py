@@ -53,7 +53,9 @@ class Emitter:
         return self.builder.op(op_name, *operands, name=self._name(tag), **attrs)
 
     def full(self, shape, value, dtype, tag: str = "fill") -> Value:
-        """A constant tensor (`full`): how scalars that torch broadcasts become hoid operands."""
+        """A constant tensor (`full`): how scalars that torch broadcasts become hoid operands.
+        (A bool fill is written as 0 or 1: `full`'s value is a number, its dtype says bool.)"""
+        value = int(value) if isinstance(value, bool) else value
         return self.op("full", shape=tuple(shape), value=value, dtype=dtype_name(dtype), tag=tag)
 
     # --- facts about the FX node -------------------------------------------------------------------
