@@ -49,16 +49,16 @@ PARAMS = (
 
 
 @triton_kernel
-def gemv_tile(x_ptr, w_ptr, res_ptr, out_ptr, part_ptr, count_ptr, M, K, n_out,
+def gemv_tile(x_ptr, w_ptr, res_ptr, out_ptr, part_ptr, count_ptr, M, K, n_out, k_tiles,
               EPILOGUE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-              SPLIT_K: tl.constexpr, K_TILES: tl.constexpr, PRECISION: tl.constexpr):
+              SPLIT_K: tl.constexpr, PRECISION: tl.constexpr):
     pid_n, pid_k = tl.program_id(0), tl.program_id(1)
     n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     m = tl.arange(0, BLOCK_M)
     acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
     acc_up = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)  # the up half's rows, with the swiglu epilogue
-    for t in range(K_TILES):
-        k = (pid_k * K_TILES + t) * BLOCK_K + tl.arange(0, BLOCK_K)
+    for t in range(k_tiles):  # a run-time bound: one build serves every K
+        k = (pid_k * k_tiles + t) * BLOCK_K + tl.arange(0, BLOCK_K)
         x = tl.load(x_ptr + m[:, None] * K + k[None, :], mask=(m[:, None] < M) & (k[None, :] < K), other=0.0)
         w_offs = n[:, None].to(tl.int64) * K + k[None, :]
         w_mask = (n[:, None] < n_out) & (k[None, :] < K)
@@ -154,10 +154,10 @@ def _launch(x, w, residual, out, epilogue: str, *, block_n="auto", block_k="auto
         counters = _counters(x.device, tiles)
     precision = "ieee" if x.dtype == torch.float32 else "tf32"
     res = residual if residual is not None else out
-    gemv_tile[(tiles, split)](x, w, res, out, partials, counters, m, k, n_out, EPILOGUE=EPILOGUES[epilogue],
-                              BLOCK_M=1 if m == 1 else 16, BLOCK_N=cfg["block_n"], BLOCK_K=cfg["block_k"],
-                              SPLIT_K=split, K_TILES=k_tiles, PRECISION=precision, num_warps=cfg["num_warps"],
-                              num_stages=num_stages)
+    gemv_tile[(tiles, split)](x, w, res, out, partials, counters, m, k, n_out, k_tiles,
+                              EPILOGUE=EPILOGUES[epilogue], BLOCK_M=1 if m == 1 else 16, BLOCK_N=cfg["block_n"],
+                              BLOCK_K=cfg["block_k"], SPLIT_K=split, PRECISION=precision,
+                              num_warps=cfg["num_warps"], num_stages=num_stages)
 
 
 def launch_linear(x, w, out, **params) -> None:
@@ -211,9 +211,9 @@ def _compile(epilogue: str, m: int, split_k: int):
     def build(arch: str):
         ptr = pointer_type("bf16")
         sig = {"x_ptr": ptr, "w_ptr": ptr, "res_ptr": ptr, "out_ptr": ptr, "part_ptr": pointer_type("f32"),
-               "count_ptr": pointer_type("i32"), "M": "i32", "K": "i32", "n_out": "i32"}
+               "count_ptr": pointer_type("i32"), "M": "i32", "K": "i32", "n_out": "i32", "k_tiles": "i32"}
         consts = {"EPILOGUE": EPILOGUES[epilogue], "BLOCK_M": m, "BLOCK_N": 16 if m == 1 else 32,
-                  "BLOCK_K": 512 if m == 1 else 128, "SPLIT_K": split_k, "K_TILES": 4, "PRECISION": "tf32"}
+                  "BLOCK_K": 512 if m == 1 else 128, "SPLIT_K": split_k, "PRECISION": "tf32"}
         return compile_for(gemv_tile, arch, sig, consts, num_warps=4, num_stages=2)
     return build
 

@@ -4,3 +4,8 @@ imported (the library also decides at each launch, so an earlier import elsewher
 import os
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+def pytest_configure(config):
+    # The interpreter turns a run-time loop bound into an int through numpy, which warns once per program.
+    config.addinivalue_line("filterwarnings", "ignore:Conversion of an array with ndim > 0:DeprecationWarning")

@@ -1,0 +1,166 @@
+"""The Triton kernel library on the GPU at hand: checked, tuned and timed against torch eager and
+`torch.compile`, at the decode shapes of Qwen3-1.7B, Qwen3-4B and Llama-3.1-8B and at large shapes.
+
+    PYTHONPATH=. python3 benchmarks/kernels.py --out benchmarks/results
+    PYTHONPATH=. TRITON_INTERPRET=1 python3 benchmarks/kernels.py --smoke   # the code paths, on the CPU
+
+Every figure comes from hoid's CUDA timer: CUDA-graph replay of back-to-back calls, inputs rotated
+through copies totalling 4x the L2, so weights come from memory, not L2. For each case: the relative L2
+error of hoid's output against torch on float32-upcast inputs, the three times, hoid's achieved GB/s
+over the fewest bytes the work must move, and that as a fraction of the copy bandwidth measured at the
+start. GEMV params are tuned first (`hoid.measure.tune`, cached in `measure.sqlite` beside the JSON).
+Writes `kernels.json` and `kernels.md` (the README's table) under --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import platform
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+import hoid.kernels
+from hoid.ir import TensorType
+from hoid.measure import MeasureCache, time_cuda, tune
+
+sys.path.insert(0, str(Path(__file__).parent))
+from kernel_cases import Case, build_cases, gemv_candidates, gib_per_s  # noqa: E402
+
+BOUND = {torch.bfloat16: 1.6e-2, torch.float16: 2e-3, torch.float32: 1e-5}
+
+
+def copy_bandwidth(device: str) -> float:
+    """Bytes read plus written per second by a 2 GiB device-to-device copy."""
+    src = torch.randn(2**30, device=device, dtype=torch.bfloat16)
+    dst = torch.empty_like(src)
+    t = time_cuda(lambda s, d: d.copy_(s), [src, dst], rotate=False, repeat=20)
+    return 2 * src.numel() * 2 / t.median
+
+
+def outputs_for(spec, inputs: list[torch.Tensor], attrs: dict, aliased: dict[int, int]) -> list[torch.Tensor]:
+    types = spec.output_types([TensorType.of(x) for x in inputs], attrs)
+    return [inputs[aliased[i]] if i in aliased else torch.empty(t.shape, dtype=t.torch_dtype,
+                                                                  device=inputs[0].device)
+            for i, t in enumerate(types)]
+
+
+def relative_error(case: Case, spec, inputs, attrs, params) -> float:
+    """The worst relative L2 error of hoid's outputs against torch eager on float32-upcast inputs."""
+    mine = [x.clone() for x in inputs]
+    outs = outputs_for(spec, mine, attrs, case.aliased)
+    spec.launch(*mine, *outs, **attrs, **params)
+    wide = [x.float() if x.is_floating_point() else x.clone() for x in inputs]
+    ref = case.eager(*wide, **attrs)
+    ref = list(ref) if isinstance(ref, tuple) else [ref]
+    ref += [wide[case.aliased[i]] for i in sorted(case.aliased)]
+    errors = [((o.float() - r.float()).norm() / r.float().norm().clamp_min(1e-30)).item()
+              for o, r in zip(outs, ref, strict=True)]
+    return max(errors) if all(math.isfinite(e) for e in errors) else float("inf")
+
+
+def tuned_params(case: Case, spec, inputs, attrs, cache, smoke: bool) -> tuple[dict, str]:
+    if not case.tune:
+        return spec.default_params(), "defaults"
+    types = [TensorType.of(x) for x in inputs]
+    m = inputs[0].numel() // inputs[0].shape[-1]
+    candidates = gemv_candidates(m)[:2] if smoke else gemv_candidates(m)
+    result = tune(spec, types, attrs, cache=cache, candidates=candidates, **({} if smoke else {"repeat": 15}))
+    return result.params, result.reason
+
+
+def time_case(case: Case, spec, inputs, attrs, params, compile_torch: bool) -> dict:
+    outs = outputs_for(spec, inputs, attrs, case.aliased)
+    seconds = {"hoid": time_cuda(lambda *a: spec.launch(*a, **attrs, **params), inputs + outs, graph=True,
+                                 repeat=20).median,
+               "eager": time_cuda(lambda *a: case.eager(*a, **attrs), inputs, graph=True, repeat=20).median}
+    if compile_torch:
+        compiled = torch.compile(case.eager, dynamic=False)
+        seconds["compile"] = time_cuda(lambda *a: compiled(*a, **attrs), inputs, graph=True, repeat=20).median
+    return seconds
+
+
+def run_case(case: Case, cache, bandwidth: float, smoke: bool, compile_torch: bool) -> dict:
+    spec = hoid.kernels.get(case.kernel)
+    inputs, attrs = case.inputs()
+    row = {"kernel": case.kernel, "model": case.model, "what": case.what, "moved_bytes": case.moved,
+           "shapes": [str(TensorType.of(x)) for x in inputs]}
+    unmet = spec.rejects([TensorType.of(x) for x in inputs], attrs)
+    if unmet:
+        return {**row, "error": f"rejected: {unmet}"}
+    params, why = tuned_params(case, spec, inputs, attrs, cache, smoke)
+    row.update(params=params, tuning=why, rel_error=relative_error(case, spec, inputs, attrs, params))
+    row["correct"] = row["rel_error"] <= BOUND[inputs[0].dtype if inputs[0].is_floating_point() else torch.float32]
+    if smoke:
+        return row
+    seconds = time_case(case, spec, inputs, attrs, params, compile_torch)
+    best_torch = min(v for k, v in seconds.items() if k != "hoid")
+    row.update(seconds=seconds, gbps=gib_per_s(case.moved, seconds["hoid"]),
+               bandwidth_fraction=case.moved / seconds["hoid"] / bandwidth, speedup_vs_best_torch=best_torch /
+               seconds["hoid"])
+    if "compile" in seconds:
+        row["within_compile_target"] = seconds["hoid"] <= seconds["compile"] + max(0.05 * seconds["compile"], 0.5e-6)
+    return row
+
+
+def table(rows: list[dict]) -> str:
+    head = ("| kernel | model | case | hoid us | eager us | compile us | hoid GB/s | of BW | vs best torch | err |\n"
+            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    lines = [head]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['kernel']} | {r['model']} | {r['what']} | {r['error']} |||||||")
+            continue
+        us = {k: f"{r.get('seconds', {})[k] * 1e6:.2f}" if k in r.get("seconds", {}) else "-"
+              for k in ("hoid", "eager", "compile")}
+        frac = f"{r['bandwidth_fraction']:.0%}" if "bandwidth_fraction" in r else "-"
+        gbps = f"{r['gbps']:.0f}" if "gbps" in r else "-"
+        speed = f"{r['speedup_vs_best_torch']:.2f}x" if "speedup_vs_best_torch" in r else "-"
+        lines.append(f"| {r['kernel'].removeprefix('triton.')} | {r['model']} | {r['what']} | {us['hoid']} | "
+                     f"{us['eager']} | {us['compile']} | {gbps} | {frac} | {speed} | {r['rel_error']:.1e} |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="benchmarks/results")
+    ap.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU, no timing (interpreter)")
+    ap.add_argument("--only", default="", help="run the cases whose kernel id or model contains this")
+    ap.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
+    ap.add_argument("--budget", type=float, default=480, help="seconds; torch.compile is left out past it")
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    device = "cpu" if args.smoke else "cuda"
+    cases = build_cases(device, torch.float16 if args.smoke else torch.bfloat16, scale=64 if args.smoke else 1)
+    cases = [c for c in cases if args.only in c.kernel or args.only in c.model]
+    bandwidth = float("nan") if args.smoke else copy_bandwidth(device)
+    print(f"copy bandwidth {bandwidth / 1e12:.2f} TB/s; {len(cases)} cases", flush=True)
+    cache = MeasureCache(out / "measure.sqlite")
+    start, rows = time.time(), []
+    for case in cases:
+        compile_torch = not args.no_compile and not args.smoke and time.time() - start < args.budget
+        try:
+            rows.append(run_case(case, cache, bandwidth, args.smoke, compile_torch))
+        except Exception as e:  # one broken case must not lose the others' figures; it is reported
+            rows.append({"kernel": case.kernel, "model": case.model, "what": case.what,
+                         "error": f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"})
+        print(json.dumps(rows[-1], default=str), flush=True)
+    result = {"device": torch.cuda.get_device_name() if device == "cuda" else "cpu (smoke)",
+              "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+              "torch": torch.__version__, "python": platform.python_version(),
+              "copy_bandwidth": bandwidth, "timer": "hoid.measure.time_cuda: CUDA-graph replay, rotation past 4x L2",
+              "cases": rows}
+    (out / "kernels.json").write_text(json.dumps(result, indent=1, default=str))
+    (out / "kernels.md").write_text(table(rows) + "\n")
+    print(table(rows))
+    return 0 if all(r.get("correct") for r in rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

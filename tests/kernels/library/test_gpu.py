@@ -1,0 +1,51 @@
+"""bfloat16 on a GPU, which the Triton interpreter cannot check faithfully: every Triton kernel of the
+library passes `hoid.verify.check_kernel` over its examples (which draw bf16 on a GPU) and matches its
+pattern in float64 on bf16 draws of its own shape space.
+
+    TRITON_INTERPRET=0 python -m pytest -m gpu tests/kernels/library/test_gpu.py
+
+(This folder's conftest turns the interpreter on unless the variable is already set.)
+"""
+
+import random
+
+import pytest
+import torch
+
+from hoid.kernels import all_kernels
+from hoid.kernels.library._triton_compile import interpreting
+from hoid.measure.inputs import random_inputs
+from hoid.verify import check_kernel
+
+from .reference import assert_matches
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available() or interpreting(),
+                       reason="needs a CUDA GPU, with Triton compiling (TRITON_INTERPRET=0)"),
+]
+
+TRITON_IDS = sorted(k.id for k in all_kernels().values() if k.backend == "triton")
+
+
+@pytest.mark.parametrize("kernel_id", TRITON_IDS)
+def test_passes_verify_on_the_gpu(kernel_id):
+    verdict = check_kernel(all_kernels()[kernel_id], examples=2, seed=11, device="cuda")
+    assert verdict.ok, verdict.reason
+
+
+@pytest.mark.parametrize("kernel_id", TRITON_IDS)
+def test_bf16_draws_match_float64(kernel_id):
+    spec = all_kernels()[kernel_id]
+    rng, checked = random.Random(12), 0
+    for draw in range(60):
+        types, attrs = spec.examples(rng)
+        if not any(t.dtype == "bf16" for t in types):
+            continue
+        bounds = spec.index_bounds(types, attrs) if spec.index_bounds else {}
+        inputs = random_inputs(types, device="cuda", index_bounds=bounds, seed=draw)
+        assert_matches(spec, inputs, attrs)
+        checked += 1
+        if checked == 2:
+            break
+    assert checked == 2, f"{kernel_id}: its examples drew bf16 {checked} times in 60 draws"
