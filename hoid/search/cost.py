@@ -20,6 +20,7 @@ import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from ..errors import GraphError
 from ..ir import TensorType
 from ..ir.graph import attr_key
 from ..measure.devices import H200, Device
@@ -140,12 +141,15 @@ def weight_only_classes(snapshot: Snapshot, weights: set[str]) -> set[str]:
 
 def op_call(snapshot: Snapshot, node: ENode, kernels: Mapping[str, KernelImpl]) -> OpCall:
     """The call an e-node makes, with the types of its classes."""
-    inputs = tuple(snapshot.types[c] for c in node.children if c in snapshot.types)
-    if node.eclass in snapshot.outputs_of:
-        outs = snapshot.outputs_of[node.eclass]
-        outputs = tuple(snapshot.types[outs[i]] for i in sorted(outs))
-    else:
-        outputs = (snapshot.types[node.eclass],)
+    operands = snapshot.operands(node)
+    results = ([snapshot.outputs_of[node.eclass][i] for i in sorted(snapshot.outputs_of[node.eclass])]
+               if node.eclass in snapshot.outputs_of else [node.eclass])
+    untyped = [c for c in operands + results if c not in snapshot.types]
+    if untyped:
+        raise GraphError(f"an e-node {node.op} uses or computes e-class {untyped[0]}, which has no shape or dtype "
+                         "fact: a rule created a term without setting them (see rules/layout.py for how)")
+    inputs = tuple(snapshot.types[c] for c in operands)
+    outputs = tuple(snapshot.types[c] for c in results)
     if node.op == KERNEL:
         impl = kernels[node.attrs["key"]]
         attrs = {"body": impl.body, "kernel": impl.kernel, "version": impl.version, "params": impl.params,

@@ -6,6 +6,8 @@ package, which would shadow the function `hoid.search.rewrite`.)
 
 from __future__ import annotations
 
+import warnings
+
 from ..ir import Graph
 from .budget import Budget
 from .cost import CostModel
@@ -26,4 +28,7 @@ def rewrite(graph: Graph, *, cost: CostModel | None = None, budget: Budget | Non
     space = SearchSpace(graph)
     space.saturate(rulesets if rulesets is not None else default_rulesets(), budget)
     apply_library(space, kernels)
-    return space.extract(cost).graph
+    best = space.extract(cost).best
+    if not best.method.startswith("ilp"):  # still a correct graph, but maybe not the cheapest: say so
+        warnings.warn(f"hoid.search.rewrite: extraction fell back to {best.method}", RuntimeWarning, stacklevel=2)
+    return best.graph

@@ -52,3 +52,17 @@ def test_weight_only_nodes_and_projections_are_free():
             assert problem.costs[node_id] == 0.0
         if node.op == "matmul":
             assert problem.costs[node_id] == 1.0
+
+
+def test_a_term_without_type_facts_is_reported_as_a_rule_bug():
+    import hoid
+    from hoid.errors import GraphError
+    from hoid.search.rules import Rule, RuleSet
+
+    b = hoid.GraphBuilder("g")
+    x = b.input("x", (3,), "f32")
+    space = SearchSpace(b.build(b.exp(x)))
+    careless = Rule("careless", "(rule ((= e (Exp x))) ((union e (Exp (Neg (Neg x))))))", "sound, but sets no facts")
+    space.saturate([RuleSet("careless", (careless,))])
+    with pytest.raises(GraphError, match="no shape or dtype fact"):
+        space.extract()
