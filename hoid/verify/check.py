@@ -15,6 +15,7 @@ aliasing checks, the reference in float64 after the candidate, timing runs and r
 from __future__ import annotations
 
 import dataclasses
+import functools
 import random
 from collections.abc import Callable, Iterable, Sequence
 
@@ -22,6 +23,7 @@ import torch
 
 from ..ir import Graph, Node, TensorType
 from ..kernels.loader import KernelSource
+from ..kernels.spec import KernelSpec
 from .candidate import as_candidate, static_findings
 from .inputs import Input, as_input, dims_of
 from .isolate import IsolatedRunner
@@ -84,7 +86,8 @@ def check(candidate, reference: Callable | Graph, inputs: Sequence, *, trials: i
     """Check `candidate` against `reference` on inputs drawn from the declarations in `inputs`.
 
     candidate: a callable over tensors returning a tensor or a tuple of them, or (with
-      `destination_passing=True`) writing the outputs it is given after its inputs; or kernel source, a
+      `destination_passing=True`) writing the outputs it is given after its inputs; a
+      `hoid.kernels.KernelSpec` (destination-passing, its default params); or kernel source, a
       `hoid.kernels.loader.KernelSource` or a pair `(path or text, entry name)`, always run isolated.
     reference: a callable over tensors, or a `hoid.Graph` of plain inputs (run by the interpreter); it
       runs on float64 copies of float inputs where it can.
@@ -99,6 +102,9 @@ def check(candidate, reference: Callable | Graph, inputs: Sequence, *, trials: i
     if isinstance(reference, Graph):
         outputs = outputs if outputs is not None else [v.type.contiguous() for v in reference.outputs]
         reference = graph_reference(reference)
+    if isinstance(candidate, KernelSpec):  # its launch, with default params; attrs: use check_kernel
+        destination_passing, deterministic = True, deterministic or candidate.deterministic
+        candidate = functools.partial(candidate.launch, **candidate.default_params())
     candidate = as_candidate(candidate)
     seed = _new_seed(seed)
     declared = [as_input(x, i) for i, x in enumerate(inputs)]

@@ -189,7 +189,6 @@ def test_a_graph_can_be_the_reference():
 # --- check_kernel -------------------------------------------------------------------------------------
 
 def silu_launch(x, out):
-    torch.nn.functional.silu(x, inplace=False).clone()
     out.copy_(torch.nn.functional.silu(x))
 
 
@@ -209,6 +208,11 @@ def test_check_kernel_accepts_a_library_kernel():
     verdict = check_kernel(get_kernel("torch.rmsnorm"), examples=2, trials=8, seed=0)
     assert verdict.ok, verdict
     assert "passed 2 examples" in verdict.reason
+
+
+def test_a_kernel_spec_is_a_destination_passing_candidate():
+    assert check(_silu_spec(silu_launch), R.silu, [((3, 32), "f32")], trials=4, seed=0).ok
+    assert check(_silu_spec(silu_launch_half_written), R.silu, [((3, 32), "f32")], trials=4, seed=0).kind == "unwritten"
 
 
 def test_check_kernel_draws_the_shape_space_and_passes_outputs():
