@@ -60,3 +60,18 @@ def test_swiglu_maps_to_the_library_kernel(decode_step):
     inputs = _inputs(decode_step, seed=1)
     for expected, got in zip(run(decode_step, *inputs), run(graph, *inputs), strict=True):
         torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_eager_attention_becomes_sdpa():
+    from hoid.models.configs import build_model
+    from hoid.models.llm import decode_step_graph
+
+    lm = build_model("qwen3-1.7b-tiny")
+    lm.config._attn_implementation = "eager"  # matmul, scale, mask, softmax, matmul: no sdpa op
+    graph = decode_step_graph(lm, 8)
+    assert "sdpa" not in graph.op_counts()
+    out = rewrite(graph, kernels=[])
+    assert out.op_counts()["sdpa"] == 2 and out.op_counts()["matmul"] == 9
+    inputs = _inputs(graph, seed=2)
+    for expected, got in zip(run(graph, *inputs), run(out, *inputs), strict=True):
+        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)

@@ -151,15 +151,18 @@ def _attention(dims: tuple[int, int], masked: bool) -> Rule:
         s = b.mul(b.matmul(q, b.transpose(k, dim0=dims[0], dim1=dims[1])), 0.125)
         return b.matmul(b.softmax(b.add(s, mask_value[0]) if masked else s, dim=-1), v)
 
-    inputs = [(n, (1, 2, 3, 4), "f32", "input") for n in "qkv"] + ([("mask", (1, 1, 3, 3), "f32", "input")]
-                                                                  if masked else [])
+    # a decode step: one query against a cache of three keys
+    inputs = [("q", (1, 2, 1, 4), "f32", "input"), ("k", (1, 2, 3, 4), "f32", "input"),
+              ("v", (1, 2, 3, 4), "f32", "input")] + ([("mask", (1, 1, 1, 3), "f32", "input")] if masked else [])
     return Rule(
         name,
         f"""(rule ((= e (Matmul (Softmax {logits} (Int -1)) v)) (= (dtype q) "f32") (= (dtype k) "f32")
-                   (= (dtype v) "f32") (= (vec-length (shape q)) 4) (= (shape q) (shape k)) (= (shape k) (shape v))
+                   (= (dtype v) "f32") (= sq (shape q)) (= sk (shape k)) (= (vec-length sq) 4) (= sk (shape v))
+                   (= (vec-get sq 0) (vec-get sk 0)) (= (vec-get sq 1) (vec-get sk 1)) (= (vec-get sq 3) (vec-get sk 3))
                    {"(= (dtype mask) " + '"f32")' if masked else ""})
                   ((union e (Sdpa q k v {mask} (Bool false) (Float scale) (Bool false)))))""",
-        "softmax(q k^T * scale" + (" + mask" if masked else "") + ") v = sdpa, for f32 4-d q, k, v of one shape",
+        "softmax(q k^T * scale" + (" + mask" if masked else "") + ") v = sdpa, for f32 4-d q [B, H, Tq, D] and "
+        "k, v [B, H, Tk, D] (as many heads: repeat_kv has run)",
         _graph(inputs, build))
 
 
