@@ -1,13 +1,14 @@
 """Extraction: choose one e-node per needed e-class so the whole program is cheapest, sharing counted once.
 
-The main extractor is an integer program over the serialized e-graph (one 0/1 variable per e-node; a
-root class needs a chosen node; at most one node per class; the chosen nodes of a class that use a
-child class need a chosen node there), solved by
-scipy's HiGHS under a time limit. It sees what a greedy extractor cannot: a merged Q/K/V projection
-pays off only when all three consumers use it, while each consumer alone looks cheaper unmerged.
-The ILP may pick a cycle (a view of a view of itself costs nothing); a chosen cycle is cut with a
-constraint and the program re-solved. When the solver fails or runs out of time without a solution,
-a greedy DAG extractor answers instead, and the result says so.
+The main extractor is an integer program over the serialized e-graph, solved by scipy's HiGHS under a
+time limit: one 0/1 variable per e-node; a root class needs a chosen node; at most one node per class;
+the chosen nodes of a class that use a child class need a chosen node there; and a class whose every
+alternative needs some class (within a few steps) needs it too, which keeps the relaxation tight
+enough to solve a 28-layer model at the root node. It sees what a greedy extractor cannot: a merged
+Q/K/V projection pays off only when all three consumers use it, while each consumer alone looks cheaper
+unmerged. The ILP may pick a cycle (a view of a view of itself costs nothing); a chosen cycle is cut
+with a constraint and the program re-solved. When the solver fails, or its time limit leaves a worse
+answer than greedy's, a greedy DAG extractor answers instead, and the result says so.
 
 Top-k: the best extraction, then one re-extraction per hottest chosen e-class with its chosen e-node
 banned, so a whole-graph measurement can decide between close candidates.
@@ -62,14 +63,16 @@ class Problem:
         return Problem(classes, self.children, self.eclass, self.costs, self.roots, self.folded)
 
     def _undominated(self, nodes: list[str]) -> list[str]:
-        """Of the e-nodes with the same children, only the cheapest (a kernel and the op it implements
-        often tie: keeping both only gives the ILP symmetric choices to branch on)."""
-        best: dict[frozenset, str] = {}
-        for n in nodes:
-            key = frozenset(self.children[n])
-            if key not in best or self.costs[n] < self.costs[best[key]]:
-                best[key] = n
-        return list(best.values())
+        """Without the e-nodes that another one of the class dominates: no dearer, and needing only some of
+        the same children. Swapping in the dominating node never costs more and adds no dependency (so
+        no cycle); this drops, for one, a kernel that ties with the op it implements, which would only
+        give the ILP symmetric choices to branch on."""
+        kept: list[tuple[str, frozenset]] = []
+        for n in sorted(nodes, key=lambda n: self.costs[n]):  # stable: on a tie the first listed wins
+            children = frozenset(self.children[n])
+            if not any(other <= children for _, other in kept):
+                kept.append((n, children))
+        return [n for n, _ in kept]
 
 
 @dataclass
