@@ -11,6 +11,7 @@ from torch import nn
 import hoid
 from hoid.ir.from_torch import flatten_outputs
 from hoid.ir.from_torch.aten_table import LOWERINGS, ROWS
+from hoid.ir.from_torch.emitter import NotLowerable
 
 
 class Fn(nn.Module):
@@ -73,10 +74,13 @@ def matmuls(x, y):
 
 
 def attention(q, kv):
-    """Multi-query attention written as broadcasting (one k/v head for four q heads), as Falcon does."""
+    """Multi-query attention written as broadcasting (one k/v head for four q heads), as Falcon does,
+    and k/v batch dims broadcast against q's."""
     mask = torch.ones(8, 8, dtype=torch.bool).tril()
+    q2 = torch.cat([q, q * 2])
     return (F.scaled_dot_product_attention(q, kv, kv, attn_mask=mask),
-            F.scaled_dot_product_attention(q, kv, kv, is_causal=True, scale=0.3))
+            F.scaled_dot_product_attention(q, kv, kv, is_causal=True, scale=0.3),
+            F.scaled_dot_product_attention(q2, kv.expand(1, 4, 8, 16), kv.expand(1, 4, 8, 16)))
 
 
 class ConvNet(nn.Module):
@@ -94,6 +98,7 @@ class ConvNet(nn.Module):
 
     def forward(self, x):
         h = self.gn(F.relu(self.bn(self.conv(x))))
+        h = F.group_norm(h, 2, None, torch.ones(4)) + F.layer_norm(h, (8,), None, torch.ones(8))  # bias only
         pooled = F.avg_pool2d(F.max_pool2d(h, 2, ceil_mode=True), 2, stride=1, padding=1)
         pooled = F.avg_pool2d(pooled, 5, ceil_mode=True, count_include_pad=False)  # neither changes a thing
         up = F.interpolate(h, scale_factor=2, mode="nearest")
@@ -138,6 +143,20 @@ def test_lowerings_run_exactly(case):
             assert torch.allclose(a, b, rtol=1e-6, atol=1e-6), f"output {i}"
         else:
             assert torch.equal(a, b), f"output {i}"
+
+
+def test_calls_a_lowering_refuses_are_imported_through_torchs_decomposition(monkeypatch):
+    """When a known op's lowering refuses a call, the importer decomposes that op with torch's own
+    decomposition (SDPA -> matmuls and softmax) and imports the result, exactly."""
+    def refuse(em, **kwargs):
+        raise NotLowerable("refused for this test")
+
+    monkeypatch.setitem(LOWERINGS, torch.ops.aten.scaled_dot_product_attention.default, refuse)
+    q, kv = torch.randn(1, 4, 8, 16), torch.randn(1, 4, 8, 16)
+    module = Fn(lambda q, kv: F.scaled_dot_product_attention(q, kv, kv, is_causal=True))
+    g = hoid.from_torch(module, (q, kv))
+    assert "sdpa" not in g.op_counts() and {"matmul", "softmax"} <= set(g.op_counts())
+    assert torch.allclose(hoid.run(g, q, kv)[0], module(q, kv), rtol=1e-5, atol=1e-6)
 
 
 def test_unlowerable_arguments_are_reported_with_their_reason():

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import torch
 
+from ...errors import UnsupportedOpError
 from ..graph import Graph
 from .convert import convert
-from .export import export_program
+from .export import decompose_refused, export_program
 from .outputs import flatten_outputs
 
 
@@ -38,7 +39,16 @@ def from_torch(module: torch.nn.Module, args, kwargs: dict | None = None, *,
     if isinstance(args, torch.Tensor):
         args = (args,)
     name = name or type(module).__name__
-    return convert(export_program(module, tuple(args), kwargs, name), name)
+    program = export_program(module, tuple(args), kwargs, name)
+    try:
+        return convert(program, name)
+    except UnsupportedOpError as error:
+        # Some calls could not be lowered as they are (an argument hoid's op lacks): where torch can
+        # decompose those ops, import the decomposed program instead; its error, if any, is complete.
+        decomposed = decompose_refused(program, error.targets)
+        if decomposed is None:
+            raise
+        return convert(decomposed, name)
 
 
 __all__ = ["flatten_outputs", "from_torch"]

@@ -4,7 +4,8 @@ Three steps: export the module (its failure becomes `hoid.ExportError` with torc
 hint); functionalize without decomposing (`run_decompositions({})`: in-place updates become new
 values and buffer mutations become outputs, while linear, SDPA, SiLU... stay whole); then, for the
 ops the table has no row for, apply torch's own decompositions, only to those, until every op is
-known or nothing more decomposes. What is left is reported by `convert` as unsupported.
+known or nothing more decomposes. What is left is reported by `convert` as unsupported; where a
+known op was refused for one of its calls' arguments, `decompose_refused` gives a second chance.
 """
 
 from __future__ import annotations
@@ -78,6 +79,17 @@ def require_static_shapes(ep: ExportedProgram, name: str) -> None:
                 reason = (f"the size {list(t.shape)} of {node.name} ({node.target}) depends on the data "
                           f"(first at {source_line(node)}); hoid graphs have static shapes")
                 raise export_error(name, "give static shapes for", reason, _SHAPE_HINT)
+
+
+def decompose_refused(ep: ExportedProgram, targets) -> ExportedProgram | None:
+    """The program with `targets` (ops some of whose calls a lowering refused, such as an SDPA with
+    a mask shape hoid's op does not take) replaced by torch's decompositions; None when torch has
+    none for any of them."""
+    decompositions = torch.export.default_decompositions()
+    table = {op: decompositions[op] for op in targets if op in decompositions}
+    if not table:
+        return None
+    return decompose_unknown(ep.run_decompositions(table))
 
 
 def decompose_unknown(ep: ExportedProgram) -> ExportedProgram:

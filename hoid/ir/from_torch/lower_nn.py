@@ -19,18 +19,24 @@ def _per_dim(value, n: int) -> tuple[int, ...]:
     return values * n if len(values) == 1 else values
 
 
-def layer_norm(em: Emitter, input, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True):
+def _norm(op_name: str, em: Emitter, input, weight, bias, **attrs):
+    """layer_norm / group_norm; a bias without a weight (the op's operands are positional) is added
+    after the normalization, where torch adds it too."""
     if weight is None and bias is not None:
-        raise NotLowerable("layer_norm with a bias but no weight")
+        normalized = em.op(op_name, input, tag="normalized", **attrs)
+        per_channel = bias if op_name == "layer_norm" else \
+            em.reshape(bias, (bias.type.shape[0],) + (1,) * (input.type.rank - 2), tag="bias_c")
+        return em.op("add", normalized, per_channel)
     operands = [t for t in (weight, bias) if t is not None]
-    return em.op("layer_norm", input, *operands, normalized_shape=tuple(normalized_shape), eps=eps)
+    return em.op(op_name, input, *operands, **attrs)
+
+
+def layer_norm(em: Emitter, input, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True):
+    return _norm("layer_norm", em, input, weight, bias, normalized_shape=tuple(normalized_shape), eps=eps)
 
 
 def group_norm(em: Emitter, input, num_groups, weight=None, bias=None, eps=1e-5, cudnn_enabled=True):
-    if weight is None and bias is not None:
-        raise NotLowerable("group_norm with a bias but no weight")
-    operands = [t for t in (weight, bias) if t is not None]
-    return em.op("group_norm", input, *operands, num_groups=num_groups, eps=eps)
+    return _norm("group_norm", em, input, weight, bias, num_groups=num_groups, eps=eps)
 
 
 def rms_norm(em: Emitter, input, normalized_shape, weight=None, eps=None):
@@ -147,5 +153,10 @@ def sdpa(em: Emitter, query, key, value, attn_mask=None, dropout_p=0.0, is_causa
         # multi-query attention written as broadcasting (Falcon): one k/v head shared by all q heads,
         # which is grouped-query attention with a single group
         enable_gqa = True
+    batch = query.type.shape[:-3]
+    if key.type.shape[:-3] != batch or value.type.shape[:-3] != batch:
+        # torch broadcasts the batch dims of q, k and v; hoid's sdpa wants them equal: expand (views)
+        key, value = (em.op("expand", t, shape=batch + t.type.shape[-3:], tag=f"{name}_batch")
+                      for t, name in ((key, "k"), (value, "v")))
     operands = [query, key, value] + ([attn_mask] if attn_mask is not None else [])
     return em.op("sdpa", *operands, is_causal=is_causal, scale=scale, enable_gqa=enable_gqa)

@@ -61,6 +61,7 @@ class _Entry:
     count: int
     first_use: str
     reason: str
+    target: object  # the op itself (an OpOverload), for callers that decompose it and retry
 
 
 @dataclass
@@ -76,7 +77,7 @@ class Unsupported:
         if name in self.entries:
             self.entries[name].count += 1 if count else 0
         else:
-            self.entries[name] = _Entry(1, source_line(node), reason)
+            self.entries[name] = _Entry(1, source_line(node), reason, node.target)
 
     def __bool__(self) -> bool:
         return bool(self.entries)
@@ -91,5 +92,6 @@ class Unsupported:
         lines.append("Add a row for each to hoid/ir/from_torch/aten_table.py (and the op to hoid/ir/ops/ if "
                      "hoid lacks it), or change the model to avoid them.")
         error = UnsupportedOpError("\n".join(lines))
-        error.ops = {name: e.count for name, e in self.entries.items()}
+        error.ops = {name: e.count for name, e in self.entries.items()}  # op name -> uses
+        error.targets = [e.target for e in self.entries.values()]
         raise error
