@@ -53,7 +53,7 @@ class Encoding:
     # --- public --------------------------------------------------------------------------------
     def handle(self, value_name: str) -> str:
         """The handle term of a top-level value of the graph."""
-        return f"(N {self.handles[value_name]})"
+        return _handle(self.handles[value_name])
 
     def kernel_key(self, impl: KernelImpl) -> str:
         """The key under which a kernel implementation is known to the e-graph (one per identity)."""
@@ -67,24 +67,20 @@ class Encoding:
     def chunks(self) -> list[str]:
         return ["\n".join(self.commands[i:i + CHUNK]) for i in range(0, len(self.commands), CHUNK)]
 
-    # --- building --------------------------------------------------------------------------------
-    def _fresh(self) -> int:
+    # --- building: `env` maps value names to their handle indexes -------------------------------------
+    def define(self, term: str, vtype: TensorType) -> int:
+        """A new handle unioned with `term`, with its shape and dtype facts; returns its index."""
+        index = self._next_handle
         self._next_handle += 1
-        return self._next_handle - 1
+        self.commands.append(f"(union {_handle(index)} {term})")
+        self.commands.append(f"(set (shape {_handle(index)}) {L.int_vec(vtype.shape)})")
+        self.commands.append(f"(set (dtype {_handle(index)}) {L.string(vtype.dtype)})")
+        return index
 
-    def _define(self, term: str, vtype: TensorType) -> str:
-        """A new handle unioned with `term`, with its shape and dtype facts; returns the handle term."""
-        index = self._fresh()
-        handle = f"(N {index})"
-        self.commands.append(f"(union {handle} {term})")
-        self.commands.append(f"(set (shape {handle}) {L.int_vec(vtype.shape)})")
-        self.commands.append(f"(set (dtype {handle}) {L.string(vtype.dtype)})")
-        return handle
-
-    def encode_nodes(self, nodes: list[Node], env: dict[str, str]) -> None:
-        """Encode nodes whose operands are in `env` (value name -> term); adds their outputs to env."""
+    def encode_nodes(self, nodes: list[Node], env: dict[str, int]) -> None:
+        """Encode nodes whose operands are in `env`; adds their outputs to it."""
         for node in nodes:
-            operands = [env[v.name] for v in node.inputs]
+            operands = [_handle(env[v.name]) for v in node.inputs]
             if node.op == "kernel":
                 self._encode_kernel(node, operands, env)
                 continue
@@ -94,32 +90,35 @@ class Encoding:
                                  "encoded for the search; only `kernel` may carry a body")
             term = L.op_term(op, operands, node.attrs)
             if len(node.outputs) == 1:
-                env[node.outputs[0].name] = self._define(term, node.outputs[0].type)
+                env[node.outputs[0].name] = self.define(term, node.outputs[0].type)
             else:
                 for i, value in enumerate(node.outputs):
-                    env[value.name] = self._define(f"(Out {term} {i})", value.type)
+                    env[value.name] = self.define(f"(Out {term} {i})", value.type)
 
-    def _encode_kernel(self, node: Node, operands: list[str], env: dict[str, str]) -> None:
+    def _encode_kernel(self, node: Node, operands: list[str], env: dict[str, int]) -> None:
+        """The body over the node's operands, then the kernel e-node joined to each body output."""
         body: Graph = node.attrs["body"]
-        inner = {v.name: term for v, term in zip(body.inputs_of_kind("input"), operands, strict=False)}
+        inner = {v.name: env[u.name] for v, u in zip(body.inputs_of_kind("input"), node.inputs, strict=True)}
         self.encode_nodes(body.nodes, inner)
         impl = KernelImpl(node.attrs["kernel"], node.attrs["version"], dict(node.attrs["params"]), body)
         kernel = f"(Kernel {L.string(self.kernel_key(impl))} {L.tensor_list(operands)})"
-        for i, (outer, inner_value) in enumerate(zip(node.outputs, body.outputs, strict=False)):
-            self.commands.append(f"(union {inner[inner_value.name]} (Out {kernel} {i}))")
+        for i, (outer, inner_value) in enumerate(zip(node.outputs, body.outputs, strict=True)):
+            self.commands.append(f"(union {_handle(inner[inner_value.name])} (Out {kernel} {i}))")
             env[outer.name] = inner[inner_value.name]
+
+
+def _handle(index: int) -> str:
+    return f"(N {index})"
 
 
 def encode(graph: Graph) -> Encoding:
     """The commands that put `graph` into an e-graph declared with `language.declarations()`."""
     enc = Encoding(graph)
-    env: dict[str, str] = {}
     weight_ids = {v.name: i for i, v in enumerate(graph.weight_inputs)}
     for gi in graph.inputs:
-        handle = enc._define(f"(Input {L.string(gi.value.name)})", gi.value.type)
-        env[gi.value.name] = handle
+        index = enc.define(f"(Input {L.string(gi.value.name)})", gi.value.type)
+        enc.handles[gi.value.name] = index
         if gi.value.name in weight_ids:
-            enc.commands.append(f"(set (weight-id {handle}) {weight_ids[gi.value.name]})")
-    enc.encode_nodes(graph.nodes, env)
-    enc.handles = {name: int(term[3:-1]) for name, term in env.items()}
+            enc.commands.append(f"(set (weight-id {_handle(index)}) {weight_ids[gi.value.name]})")
+    enc.encode_nodes(graph.nodes, enc.handles)
     return enc
