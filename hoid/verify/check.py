@@ -124,8 +124,8 @@ def check(candidate, reference: Callable | Graph, inputs: Sequence, *, trials: i
 def region_inputs(graph: Graph) -> list[Input]:
     """The inputs of a (region) graph as declarations: integer inputs that index get their bounds."""
     bounds = index_bounds(graph)
-    return [Input(v.type.shape, v.type.dtype, low=0 if i in bounds else None, high=bounds.get(i), name=v.name)
-            for i, v in enumerate(graph.runtime_inputs)]
+    return [Input(v.type.shape, v.type.dtype, low=0 if i in bounds else None, high=bounds.get(i), name=v.name,
+                  strides=v.type.strides) for i, v in enumerate(graph.runtime_inputs)]
 
 
 def check_region(graph: Graph, region: Iterable[Node | str], candidate, **options) -> Verdict:
@@ -185,8 +185,8 @@ def check_kernel(spec, *, examples: int = 3, trials: int | None = None, seed: in
 def _kernel_plan(spec, types, attrs: dict, params: dict, device: torch.device, key: int) -> Plan:
     graph = spec.pattern.graph(types, attrs)
     bounds = spec.index_bounds(types, attrs) if spec.index_bounds is not None else {}
-    inputs = [Input(t.shape, t.dtype, low=0 if k in bounds else None, high=bounds.get(k), name=name)
-              for k, (t, name) in enumerate(zip(types, spec.pattern.operands, strict=True))]
+    inputs = [Input(t.shape, t.dtype, low=0 if k in bounds else None, high=bounds.get(k), name=name,
+                    strides=t.strides) for k, (t, name) in enumerate(zip(types, spec.pattern.operands, strict=True))]
     outputs = [v.type.contiguous() for v in graph.outputs]
     return Plan(inputs, graph_reference(graph), device, destination_passing=True, deterministic=spec.deterministic,
                 output_types=_output_types(outputs), call_kwargs={**attrs, **params}, key=key)

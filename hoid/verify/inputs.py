@@ -14,7 +14,7 @@ else follows from it, which is what lets hypothesis shrink a failure and a seed 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -52,7 +52,9 @@ class Dim:
 class Input:
     """shape: ints and `Dim`s; dtype: an IR name or torch dtype; low/high: the value range (integers:
     high exclusive; floats: values are clamped into it), each a number, a tensor or `fn(earlier, sizes)`;
-    derive: `fn(earlier, sizes) -> Tensor` computing the whole input from earlier ones; name: for messages."""
+    derive: `fn(earlier, sizes) -> Tensor` computing the whole input from earlier ones; name: for
+    messages; strides: the layout the candidate gets the input in (a view such as a transposed weight),
+    in elements, for fixed shapes only (default contiguous)."""
 
     shape: tuple
     dtype: str
@@ -60,40 +62,42 @@ class Input:
     high: Bound = None
     derive: Callable[[list[torch.Tensor], dict[str, int]], torch.Tensor] | None = None
     name: str = ""
+    strides: tuple[int, ...] | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "shape", tuple(self.shape))
         object.__setattr__(self, "dtype", dtype_name(self.dtype))
         for size in self.shape:
             if not isinstance(size, (int, Dim)) or isinstance(size, bool):
-                raise VerifyError(f"input {self.name or ''}: shape entries must be ints or Dim, got {size!r}")
+                raise VerifyError(f"input {self.name}: shape entries must be ints or Dim, got {size!r}")
+        if self.strides is not None:
+            if any(isinstance(size, Dim) for size in self.shape):
+                raise VerifyError(f"input {self.name}: strides need a fixed shape (no Dim)")
+            if 0 in self.strides:
+                raise VerifyError(f"input {self.name}: stride 0 (an expanded view) cannot hold drawn values; "
+                                  "declare the input before the expand")
+            TensorType(self.shape, self.dtype, self.strides)  # checks the rank
 
     @property
     def takes_distribution(self) -> bool:
         return self.derive is None and is_float(self.dtype)
 
     def type(self, sizes: dict[str, int]) -> TensorType:
-        return TensorType(tuple(sizes[s.name] if isinstance(s, Dim) else s for s in self.shape), self.dtype)
+        shape = tuple(sizes[s.name] if isinstance(s, Dim) else s for s in self.shape)
+        return TensorType(shape, self.dtype, self.strides)
 
 
 def as_input(declared, position: int) -> Input:
-    """An `Input` from a `TensorType`, a `(shape, dtype)` pair or an `Input`; errors name the forms."""
+    """An `Input` from a `TensorType` (its layout kept), a `(shape, dtype)` pair or an `Input`; errors
+    name the forms."""
     if isinstance(declared, Input):
-        return (
-            declared
-            if declared.name
-            else Input(
-                declared.shape, declared.dtype, declared.low, declared.high, declared.derive, f"#{position}"
-            )
-        )
+        return declared if declared.name else replace(declared, name=f"#{position}")
     if isinstance(declared, TensorType):
-        return Input(declared.shape, declared.dtype, name=f"#{position}")
+        return Input(declared.shape, declared.dtype, name=f"#{position}", strides=declared.strides)
     if isinstance(declared, (tuple, list)) and len(declared) == 2:
         return Input(tuple(declared[0]), declared[1], name=f"#{position}")
-    raise VerifyError(
-        f"input {position}: expected a hoid.TensorType, a (shape, dtype) pair or a "
-        f"hoid.verify.Input, got {declared!r}"
-    )
+    raise VerifyError(f"input {position}: expected a hoid.TensorType, a (shape, dtype) pair or a "
+                      f"hoid.verify.Input, got {declared!r}")
 
 
 def dims_of(inputs: Sequence[Input]) -> dict[str, Dim]:
@@ -232,5 +236,5 @@ def describe(inputs: Sequence[Input], spec: TrialSpec, values: Sequence[torch.Te
             span = f"values in [{lo:.4g}, {hi:.4g}]" if v.is_floating_point() else f"values in [{lo}, {hi}]"
         else:
             span = "empty" if not v.numel() else f"{int(v.sum())} of {v.numel()} true"
-        lines.append(f"{inp.name}: {TensorType.of(v)} {how}, {span}")
+        lines.append(f"{inp.name}: {inp.type(spec.size_map)} {how}, {span}")
     return tuple(lines)

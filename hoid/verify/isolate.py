@@ -38,11 +38,12 @@ _GRACE_S = 2.0
 
 
 def _shared(name: str, t: TensorType) -> tuple[torch.Tensor, SharedMemory]:
+    """A tensor of type `t` (its layout included) over new shared memory, or over the block `name`."""
+    span = 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.layout(), strict=True)) if t.numel else 0
     itemsize = t.torch_dtype.itemsize
-    memory = SharedMemory(name=name) if name else SharedMemory(create=True, size=max(t.nbytes, itemsize))
-    flat = torch.frombuffer(memory.buf, dtype=t.torch_dtype, count=max(t.numel, 1))
-    tensor = flat[: t.numel].view(t.shape)
-    return tensor, memory
+    memory = SharedMemory(name=name) if name else SharedMemory(create=True, size=max(span, 1) * itemsize)
+    flat = torch.frombuffer(memory.buf, dtype=t.torch_dtype, count=max(span, 1))
+    return flat.as_strided(t.shape, t.layout()), memory
 
 
 def _child_loop(conn: Connection) -> None:
@@ -66,7 +67,7 @@ def _child_loop(conn: Connection) -> None:
                 resource_tracker.unregister(memory._name, "shared_memory")
                 memories.append(memory)
                 shared.append(tensor)
-            on_device = [s.to(device) for s in shared] if device.type != "cpu" else shared
+            on_device = [_like(s, device) for s in shared] if device.type != "cpu" else shared
             mapped[key] = (shared, on_device, len(ins), kwargs)
             conn.send(None)
         elif message == "call":
@@ -92,6 +93,11 @@ def _child_loop(conn: Connection) -> None:
             conn.send(failure)
         else:
             return
+
+
+def _like(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A buffer of the same shape, dtype and strides on `device` (`.to` would make it contiguous)."""
+    return torch.empty_strided(tensor.shape, tensor.stride(), dtype=tensor.dtype, device=device)
 
 
 def _child_main(fd: int) -> None:

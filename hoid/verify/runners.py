@@ -59,8 +59,8 @@ class InProcessRunner:
         self._buffers: dict[object, tuple[list[torch.Tensor], list[torch.Tensor], dict]] = {}
 
     def allocate(self, types: Sequence[TensorType]) -> list[torch.Tensor]:
-        """Buffers for these types, on the device (their contents are the caller's to write)."""
-        return [torch.empty(t.shape, dtype=t.torch_dtype, device=self.device) for t in types]
+        """Buffers for these types (their layouts too), on the device; their contents are the caller's."""
+        return [torch.empty_strided(t.shape, t.layout(), dtype=t.torch_dtype, device=self.device) for t in types]
 
     def prepare(
         self, key, inputs: list[torch.Tensor], outputs: list[torch.Tensor], kwargs: dict

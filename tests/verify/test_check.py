@@ -243,3 +243,18 @@ def test_mixed_dtypes_are_held_to_the_least_precise_input():
     # bfloat16 rows, a float32 weight, a float32 output that went through bfloat16 by definition.
     mixed = [((M, 64), "bf16"), ((64,), "f32")]
     assert check(rmsnorm_as_transformers, rmsnorm_as_transformers, mixed, trials=8, seed=4).ok
+
+
+def doubled(x):
+    return x * 2
+
+
+def doubled_from_raw_memory(x):
+    """Assumes a contiguous input: reads the storage row-major, whatever the strides say."""
+    return torch.as_strided(x, x.shape, (x.shape[1], 1)) * 2
+
+
+def test_inputs_come_in_their_declared_layout():
+    transposed = hoid.TensorType((4, 6), "f32", strides=(1, 4))  # a [6, 4] tensor seen transposed
+    assert check(doubled, doubled, [transposed], trials=3, seed=0).ok
+    assert check(doubled_from_raw_memory, doubled, [transposed], trials=3, seed=0).kind == "mismatch"

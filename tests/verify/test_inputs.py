@@ -5,6 +5,7 @@ import random
 import pytest
 import torch
 
+from hoid import TensorType
 from hoid.verify import DISTRIBUTIONS, Dim, Input, VerifyError
 from hoid.verify.inputs import TrialSpec, as_input, dims_of, draw, float_values, sweep_spec
 
@@ -64,3 +65,11 @@ def test_declaration_errors_name_the_problem():
 def test_float_bounds_clamp_the_distribution():
     (x,) = draw([Input((500,), "f32", low=0.0, high=1.0)], TrialSpec((), ("large",), 0))
     assert float(x.min()) >= 0.0 and float(x.max()) <= 1.0
+
+
+def test_strides_are_kept_and_checked():
+    assert as_input(TensorType((4, 6), "f32", strides=(1, 4)), 0).type({}).strides == (1, 4)
+    with pytest.raises(VerifyError, match="fixed shape"):
+        Input((Dim("n", 1, 4), 6), "f32", strides=(1, 4))
+    with pytest.raises(VerifyError, match="stride 0"):
+        Input((4, 6), "f32", strides=(0, 1))

@@ -13,12 +13,14 @@ def test_the_child_writes_shared_outputs_and_sees_new_input_values():
     runner = IsolatedRunner(KernelSource(DOUBLE, "double"), destination_passing=True, timeout_s=20,
                             device=torch.device("cpu"), triton_interpret=False)
     try:
-        x, out = runner.allocate([TensorType((3,), "f32")] * 2)
-        x.copy_(torch.tensor([1.0, 2.0, 3.0]))
+        # x is a transposed view: the child maps the same memory with the same strides.
+        x, out = runner.allocate([TensorType((2, 3), "f32", strides=(1, 2)), TensorType((2, 3), "f32")])
+        assert x.stride() == (1, 2)
+        x.copy_(torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]))
         assert runner.prepare("k", [x], [out], {}) is None
-        assert runner.call("k") is None and out.tolist() == [2.0, 4.0, 6.0]
+        assert runner.call("k") is None and out.tolist() == [[2.0, 4.0, 6.0], [8.0, 10.0, 12.0]]
         x.fill_(5.0)  # new values, same buffer: the child sees them
-        assert runner.repeat("k", 3) is None and out.tolist() == [10.0] * 3
+        assert runner.repeat("k", 3) is None and out.tolist() == [[10.0] * 3] * 2
     finally:
         runner.close()
 
