@@ -146,7 +146,8 @@ def _group_norm_infer(types, attrs):
 
 def _group_norm_sample(rng):
     groups = rng.randint(1, 3)
-    shape = (rng.randint(1, 3), groups * rng.randint(1, 2), *rand_shape(rng, 0, 2))
+    # at least two values per group: a spatial dim of 2 or more
+    shape = (rng.randint(1, 3), groups * rng.randint(1, 2), rng.randint(2, 4), *rand_shape(rng, 0, 1))
     x = TensorType(shape, rand_float_dtype(rng))
     return _norm_affine_sample(rng, x, x.shape[1:2]), {"num_groups": groups}
 
