@@ -37,6 +37,8 @@ ROWS: list[tuple[tuple, Callable]] = [
     ((aten.abs.default,), e.unary("abs")),
     ((aten.exp.default,), e.unary("exp")),
     ((aten.log.default,), e.unary("log")),
+    ((aten.log1p.default,), e.unary("log1p")),                   # special: accurate near 0
+    ((aten.expm1.default,), e.unary("expm1")),                   # special: accurate near 0
     ((aten.sqrt.default,), e.unary("sqrt")),
     ((aten.rsqrt.default,), e.unary("rsqrt")),
     ((aten.reciprocal.default,), e.unary("reciprocal")),

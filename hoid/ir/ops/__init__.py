@@ -1,6 +1,8 @@
 """The built-in ops, one module per family. Importing this package registers them all.
 
-`selection` goes beyond the core list of docs/ops.md: ops that imported models need (topk).
+`selection` and `special` go beyond the core list of docs/ops.md: ops that imported models need
+(topk; log1p, expm1).
 """
 
 from . import creation, elementwise, indexing, kernel, linalg, nn, reduction, selection, shape, spatial  # noqa: F401
+from . import special  # noqa: F401
