@@ -65,6 +65,9 @@ def test_top_k_bans_the_hottest_choices(saturated):
         assert f.banned and f.banned[0] not in f.choice.values()
     result = saturated.extract(k=3)
     assert len(result.finalists) == len(finalists) and result.graph is result.finalists[0].graph
+    for finalist in result.finalists:  # every finalist is a different program computing the same
+        assert max_difference(saturated.graph, finalist.graph) <= 1e-4
+    assert len({f.graph.structure_key() for f in result.finalists}) == len(result.finalists)
 
 
 def test_cycles_are_cut():

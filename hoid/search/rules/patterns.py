@@ -1,7 +1,7 @@
 """Patterns: recognize built-in ops in the decomposed forms that `torch.export` and transformers produce.
 
 Each rule matches one decomposition and joins its result with the op of docs/ops.md that computes the
-same (rmsnorm, softmax, silu, gelu, rope, sdpa, layer_norm), so the library and agents' kernels for
+same (rmsnorm, softmax, silu, gelu exact and tanh, rope, sdpa, layer_norm), so the library and agents' kernels for
 those ops apply. Operand orders are spelled out (no commutativity: see algebra), and every rule guards
 on the dtypes and ranks its equivalence depends on. SiLU gating needs no rule of its own: once `silu`
 is recognized, `mul(silu(gate), up)` is the library's `silu_mul` pattern, and its merged form (after
@@ -103,6 +103,17 @@ ACTIVATIONS = (
          "x * 0.5 * (1 + erf(x / sqrt(2))) = gelu(x)",
          _graph([("x", (2, 6), "f32", "input")],
                 lambda b, x: b.mul(b.mul(x, 0.5), b.add(b.erf(b.mul(x, 0.7071067811865476)), 1)))),
+    # transformers' NewGELU (GPT-2): 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))
+    Rule("gelu-tanh",
+         f"""(rule ((= inner (Mul (Add x (Mul (Pow x (Absent) (Float 3.0)) (Absent) (Float 0.044715)) (NoAttr))
+                                  (Absent) (Float 0.7978845608028654)))
+                   (= e (Mul (Mul x (Absent) (Float 0.5)) (Add (Tanh inner) (Absent) (Float 1.0)) (NoAttr)))
+                   {FLOAT.format(x="x")})
+                  ((union e (Gelu x (Str "tanh")))))""",
+         "0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))) = gelu(x, approximate='tanh')",
+         _graph([("x", (2, 6), "f32", "input")],
+                lambda b, x: b.mul(b.mul(x, 0.5), b.add(b.tanh(b.mul(b.add(x, b.mul(b.pow(x, 3.0), 0.044715)),
+                                                                      0.7978845608028654)), 1.0)))),
 )
 
 # --- RoPE (transformers: x * cos + rotate_half(x) * sin, rotate_half = cat(-x2, x1)) -------------------
