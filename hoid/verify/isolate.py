@@ -2,7 +2,8 @@
 
 One child per check, a fresh interpreter (`python -c`, not a fork: nothing of the parent's state, no
 reference anywhere in it, and no re-running of the user's `__main__` script as multiprocessing's spawn
-would do), reused for every trial, since importing torch costs a second or two. Every buffer lives in
+would do), reused for every trial, since importing torch costs a second or two; and one more started
+ahead, so that the next check finds its child warm. Every buffer lives in
 POSIX shared memory that the parent allocates and the child maps once per input signature; for each call
 the parent writes new input values and poisons the outputs, the child runs the candidate on the same
 buffers (copied to and from its own device buffers when the check runs on a GPU) and answers in a few
@@ -13,12 +14,14 @@ then killed) is a verdict, not a crash of the parent.
 
 from __future__ import annotations
 
+import atexit
 import os
 import pickle
 import signal
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from multiprocessing import resource_tracker
 from multiprocessing.connection import Connection
@@ -101,7 +104,66 @@ def _like(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
 
 
 def _child_main(fd: int) -> None:
-    _child_loop(Connection(fd))
+    try:
+        _child_loop(Connection(fd))
+    except EOFError:  # the parent went away (a spare child that was never used): nothing to report to
+        pass
+
+
+# --- children started ahead --------------------------------------------------------------------------
+# A child spends its first seconds importing torch and hoid, before it knows its candidate: so when a
+# check ends, one more is started for the next check, which then starts warm (an optimizer checks
+# candidates one after another). It waits, idle, until taken or until this process exits.
+
+_spare: tuple[dict, subprocess.Popen, Connection] | None = None
+_spare_lock = threading.Lock()
+
+
+def _start_child(env: dict) -> tuple[subprocess.Popen, Connection]:
+    ours, theirs = socket.socketpair()
+    code = f"import sys; from {__name__} import _child_main; _child_main(int(sys.argv[1]))"
+    process = subprocess.Popen([sys.executable, "-c", code, str(theirs.fileno())], pass_fds=[theirs.fileno()],
+                               env=env)
+    theirs.close()
+    return process, Connection(ours.detach())
+
+
+def _take_child(env: dict) -> tuple[subprocess.Popen, Connection]:
+    """The spare child if it was started with this environment and still runs, else a new one."""
+    global _spare
+    with _spare_lock:
+        spare, _spare = _spare, None
+    if spare is not None:
+        spare_env, process, conn = spare
+        if spare_env == env and process.poll() is None:
+            return process, conn
+        _stop(process, conn)
+    return _start_child(env)
+
+
+def _start_spare(env: dict) -> None:
+    global _spare
+    with _spare_lock:
+        if _spare is None:
+            _spare = (env, *_start_child(env))
+
+
+def release_spare() -> None:
+    """Stop the child waiting for the next check, if any (also done when this process exits)."""
+    global _spare
+    with _spare_lock:
+        spare, _spare = _spare, None
+    if spare is not None:
+        _stop(*spare[1:])
+
+
+def _stop(process: subprocess.Popen, conn: Connection) -> None:
+    process.kill()
+    process.wait()
+    conn.close()
+
+
+atexit.register(release_spare)
 
 
 class IsolatedRunner:
@@ -122,20 +184,15 @@ class IsolatedRunner:
     ):
         payload = candidate if isinstance(candidate, KernelSource) else _pickled(candidate)
         self.timeout_s, self.device = timeout_s, device
-        ours, theirs = socket.socketpair()
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         if triton_interpret:  # must be set before anything in the child imports triton
             env["TRITON_INTERPRET"] = "1"
-        code = f"import sys; from {__name__} import _child_main; _child_main(int(sys.argv[1]))"
-        self._process = subprocess.Popen(
-            [sys.executable, "-c", code, str(theirs.fileno())], pass_fds=[theirs.fileno()], env=env
-        )
-        theirs.close()
-        self._conn = Connection(ours.detach())
+        self._process, self._conn = _take_child(env)
         self._conn.send((payload, destination_passing, timeout_s, device))
         self._memory: dict[int, SharedMemory] = {}  # by the address of the tensor viewing it
         self._dead: Failure | None = None  # once set (the child died, or could not load), every call answers it
         self._dead = self._receive(STARTUP_S + timeout_s)  # the child says it loaded the candidate
+        self._env = env
 
     def allocate(self, types: list[TensorType]) -> list[torch.Tensor]:
         """CPU tensors in shared memory (the child moves them to the device when the check runs on one)."""
@@ -206,6 +263,8 @@ class IsolatedRunner:
         return self._dead
 
     def close(self) -> None:
+        """Stop the child, free the shared memory, and start the spare child for the next check (now,
+        not earlier: its imports would compete with this check's trials)."""
         if self._process.poll() is None:
             try:
                 self._conn.send(("stop", None, None))
@@ -217,6 +276,7 @@ class IsolatedRunner:
         for memory in self._memory.values():
             memory.unlink()  # the name goes now; the mapping goes with the last tensor viewing it
         self._memory.clear()
+        _start_spare(self._env)
 
 
 def _pickled(candidate: Callable) -> bytes:

@@ -3,7 +3,7 @@
 import torch
 
 from hoid import TensorType
-from hoid.verify.candidate import KernelSource
+from hoid.verify import KernelSource, isolate
 from hoid.verify.isolate import IsolatedRunner
 
 DOUBLE = "def double(x, out):\n    out.copy_(x * 2)\n"
@@ -24,3 +24,20 @@ def test_the_child_writes_shared_outputs_and_sees_new_input_values():
     finally:
         runner.close()
 
+
+
+def test_the_next_check_takes_the_child_started_ahead():
+    def runner():
+        return IsolatedRunner(KernelSource(DOUBLE, "double"), destination_passing=True, timeout_s=20,
+                              device=torch.device("cpu"), triton_interpret=False)
+
+    runner().close()
+    spare = isolate._spare
+    assert spare is not None and spare[1].poll() is None
+    second = runner()
+    try:
+        assert second._process is spare[1]  # warm: it had imported torch already
+    finally:
+        second.close()
+    isolate.release_spare()
+    assert isolate._spare is None
