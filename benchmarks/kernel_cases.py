@@ -26,7 +26,8 @@ CACHE_LEN, FILLED = 4096, 1000  # decode: a static cache of 4096 slots, 1000 of 
 class Case:
     """kernel: spec id; model: a MODELS key or "large"; what: the layer it stands for; inputs(): fresh
     tensors and attrs; eager(*inputs): torch's way, returning the outputs (updating caches in place);
-    moved: the fewest bytes the work must move; aliased: output index -> input index updated in place."""
+    moved: the fewest bytes the work must move; aliased: output index -> input index updated in place;
+    candidates: the params tuning tries (none: the kernel's defaults)."""
 
     kernel: str
     model: str
@@ -35,7 +36,7 @@ class Case:
     eager: Callable[..., object]
     moved: int
     aliased: dict[int, int] = field(default_factory=dict)
-    tune: bool = False
+    candidates: list[dict] | None = None
 
 
 def nbytes(*tensors: torch.Tensor) -> int:
@@ -128,28 +129,28 @@ def _decode_cases(model, H, I, HQ, HKV, D, V, S, filled, t, device) -> list[Case
     prelude_moved = 2 * (2 * HQ * D + 4 * HKV * D + 2 * D + (2 * D if norm else 0))
     return [
         Case("triton.embedding", model, "token embedding", lambda: ([t(V, H), torch.tensor([7], device=device)], {}),
-             lambda w, i: F.embedding(i, w), 2 * 2 * H),
+             lambda w, i: F.embedding(i, w), 2 * 2 * H, candidates=EMBEDDING_CANDIDATES),
         Case("triton.rmsnorm", model, "input norm", lambda: ([t(1, H), t(H)], eps), rmsnorm, 3 * 2 * H),
         Case("triton.add_rmsnorm", model, "residual + norm", lambda: ([t(1, H), t(1, H), t(H)], eps), add_rmsnorm,
              5 * 2 * H),
         Case("triton.linear", model, "qkv projection", lambda: ([t(1, H), t(qkv_out, H)], {}), F.linear,
-             2 * (H + qkv_out * H + qkv_out), tune=True),
+             2 * (H + qkv_out * H + qkv_out), candidates=gemv_candidates(1)),
         Case("triton.qk_norm_rope_cache" if norm else "triton.rope_cache", model, "attention prelude",
              prelude_inputs, lambda *a, **k: prelude(*a, norm=norm, **k), prelude_moved,
              aliased={1: k_cache_at, 2: k_cache_at + 1}),
         Case("triton.decode_attention", model, f"attention, {filled} of {S} cached",
              attention_inputs, lambda q, k, v, m, **a: F.scaled_dot_product_attention(q, k, v, attn_mask=m, **a),
-             2 * 2 * HQ * D + kv_moved + S),
+             2 * 2 * HQ * D + kv_moved + S, candidates=ATTENTION_CANDIDATES),
         Case("triton.linear_add", model, "o projection + residual", lambda: ([t(1, HQ * D), t(H, HQ * D), t(1, H)], {}),
-             lambda x, w, r: F.linear(x, w) + r, 2 * (HQ * D + H * HQ * D + 2 * H), tune=True),
+             lambda x, w, r: F.linear(x, w) + r, 2 * (HQ * D + H * HQ * D + 2 * H), candidates=gemv_candidates(1)),
         Case("triton.linear_swiglu_merged", model, "gate/up projection + SiLU gating",
-             lambda: ([t(1, H), t(2 * I, H)], {}), linear_swiglu, 2 * (H + 2 * I * H + I), tune=True),
+             lambda: ([t(1, H), t(2 * I, H)], {}), linear_swiglu, 2 * (H + 2 * I * H + I), candidates=gemv_candidates(1)),
         Case("triton.swiglu_merged", model, "SiLU gating (unfused)", lambda: ([t(1, 2 * I)], {}), swiglu_merged,
              2 * 3 * I),
         Case("triton.linear_add", model, "down projection + residual", lambda: ([t(1, I), t(H, I), t(1, H)], {}),
-             lambda x, w, r: F.linear(x, w) + r, 2 * (I + H * I + 2 * H), tune=True),
+             lambda x, w, r: F.linear(x, w) + r, 2 * (I + H * I + 2 * H), candidates=gemv_candidates(1)),
         Case("triton.linear", model, "lm head", lambda: ([t(1, H), t(V, H)], {}), F.linear, 2 * (H + V * H + V),
-             tune=True),
+             candidates=gemv_candidates(1)),
         Case("triton.softmax", model, "sampling softmax", lambda: ([t(1, V)], {"dim": -1}),
              lambda x, dim: torch.softmax(x, dim), 2 * 2 * V),
     ]
@@ -181,27 +182,34 @@ def _large_cases(scale, t, device) -> list[Case]:
              lambda x, dim: torch.softmax(x, dim), 2 * 2 * 8 * V),
         Case("triton.embedding", "large", f"{R} tokens of {V}x{H}",
              lambda: ([t(V, H), torch.randint(0, V, (R,), device=device)], {}), lambda w, i: F.embedding(i, w),
-             2 * 2 * R * H + 8 * R),
+             2 * 2 * R * H + 8 * R, candidates=EMBEDDING_CANDIDATES),
         Case("triton.rope", "large", f"1x32x{R // 2}x128", rope_inputs, rope, 2 * 2 * 32 * (R // 2) * 128 +
              2 * 2 * (R // 2) * 128),
         Case("triton.decode_attention", "large", "32k cache, 32/8 heads", attention_inputs,
              lambda q, k, v, m, **a: F.scaled_dot_product_attention(q, k, v, attn_mask=m, **a),
-             2 * 2 * 8 * S * 128 + S),
+             2 * 2 * 8 * S * 128 + S, candidates=ATTENTION_CANDIDATES),
         Case("triton.linear", "large", f"lm head {H}->{V}", lambda: ([t(1, H), t(V, H)], {}), F.linear,
-             2 * (H + V * H + V), tune=True),
+             2 * (H + V * H + V), candidates=gemv_candidates(1)),
         Case("triton.linear", "large", f"M=16, {H}->{I}", lambda: ([t(16, H), t(I, H)], {}), F.linear,
-             2 * (16 * H + I * H + 16 * I), tune=True),
+             2 * (16 * H + I * H + 16 * I), candidates=gemv_candidates(16)),
     ]
 
 
 def gemv_candidates(m: int) -> list[dict]:
-    """The GEMV params tuning tries: tile shapes around the default, with and without split-K."""
+    """The GEMV params tuning tries. A first H200 run (benchmarks/results/kernels_measure.sqlite) found
+    bigger tiles per iteration faster for the small-N projections (32x256 beat every 4..16-row tile), so
+    the list reaches past it; the 8x512 tile stays for the wide ones (lm head, qkv)."""
     if m > 1:
         return [{"block_n": bn, "block_k": bk, "num_warps": w} for bn, bk, w in
-                ((32, 128, 4), (64, 128, 4), (32, 256, 4), (64, 64 * 2, 8), (16, 256, 4))]
-    shapes = ((4, 512, 4), (8, 512, 4), (16, 512, 4), (8, 1024, 4), (16, 256, 4), (32, 256, 8))
-    return ([{"block_n": bn, "block_k": bk, "num_warps": w} for bn, bk, w in shapes]
-            + [{"block_n": 8, "block_k": 512, "split_k": 1}, {"block_n": 8, "block_k": 512, "num_stages": 3}])
+                ((32, 128, 4), (64, 128, 4), (32, 256, 4), (64, 128, 8), (16, 256, 4))]
+    shapes = ((4, 512, 4), (8, 512, 4), (16, 512, 4), (16, 256, 4), (32, 256, 8), (64, 256, 8), (32, 512, 8),
+              (16, 1024, 8), (64, 128, 8))
+    return [{"block_n": bn, "block_k": bk, "num_warps": w} for bn, bk, w in shapes]
+
+
+ATTENTION_CANDIDATES = [{"split_tokens": s, "block_n": n, "num_stages": st} for s, n, st in
+                        ((256, 64, 2), (512, 64, 2), (512, 128, 2), (1024, 128, 3), (256, 128, 3))]
+EMBEDDING_CANDIDATES = [{"block": b, "num_warps": w} for b, w in ((1024, 4), (2048, 4), (4096, 8), (512, 2))]
 
 
 def gib_per_s(moved: int, seconds: float) -> float:

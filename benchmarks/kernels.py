@@ -30,7 +30,7 @@ from hoid.ir import TensorType
 from hoid.measure import MeasureCache, time_cuda, tune
 
 sys.path.insert(0, str(Path(__file__).parent))
-from kernel_cases import Case, build_cases, gemv_candidates, gib_per_s  # noqa: E402
+from kernel_cases import Case, build_cases, gib_per_s  # noqa: E402
 
 BOUND = {torch.bfloat16: 1.6e-2, torch.float16: 2e-3, torch.float32: 1e-5}
 
@@ -65,11 +65,10 @@ def relative_error(case: Case, spec, inputs, attrs, params) -> float:
 
 
 def tuned_params(case: Case, spec, inputs, attrs, cache, smoke: bool) -> tuple[dict, str]:
-    if not case.tune:
+    if not case.candidates:
         return spec.default_params(), "defaults"
     types = [TensorType.of(x) for x in inputs]
-    m = inputs[0].numel() // inputs[0].shape[-1]
-    candidates = gemv_candidates(m)[:2] if smoke else gemv_candidates(m)
+    candidates = case.candidates[:2] if smoke else case.candidates
     try:
         result = tune(spec, types, attrs, cache=cache, candidates=candidates, **({} if smoke else {"repeat": 15}))
     except RuntimeError as e:  # e.g. a default timing the roofline gate calls suspect: said in the results
@@ -111,6 +110,12 @@ def run_case(case: Case, cache, bandwidth: float, smoke: bool, compile_torch: bo
     return row
 
 
+def merged(old: list[dict], new: list[dict]) -> list[dict]:
+    """`old` rows with those of the same case replaced by `new` ones, in `old`'s order."""
+    fresh = {(r["kernel"], r["model"], r["what"]): r for r in new}
+    return [fresh.pop((r["kernel"], r["model"], r["what"]), r) for r in old] + list(fresh.values())
+
+
 def table(rows: list[dict]) -> str:
     head = ("| kernel | model | case | hoid us | eager us | compile us | hoid GB/s | of BW | vs best torch | err |\n"
             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
@@ -133,7 +138,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="benchmarks/results")
     ap.add_argument("--smoke", action="store_true", help="tiny shapes on the CPU, no timing (interpreter)")
-    ap.add_argument("--only", default="", help="run the cases whose kernel id or model contains this")
+    ap.add_argument("--only", default="", help="comma-separated: run the cases whose kernel id or model "
+                    "contains one of these")
+    ap.add_argument("--merge", action="store_true", help="replace these cases' rows in an existing kernels.json")
     ap.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
     ap.add_argument("--budget", type=float, default=480, help="seconds; torch.compile is left out past it")
     ap.add_argument("--deadline", type=float, default=1e9, help="seconds; the cases left are not run past it")
@@ -142,7 +149,8 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     device = "cpu" if args.smoke else "cuda"
     cases = build_cases(device, torch.float16 if args.smoke else torch.bfloat16, scale=64 if args.smoke else 1)
-    cases = [c for c in cases if args.only in c.kernel or args.only in c.model]
+    wanted = args.only.split(",")
+    cases = [c for c in cases if any(w in c.kernel or w in c.model for w in wanted)]
     bandwidth = float("nan") if args.smoke else copy_bandwidth(device)
     print(f"copy bandwidth {bandwidth / 1e12:.2f} TB/s; {len(cases)} cases", flush=True)
     cache = MeasureCache(out / "measure.sqlite")
@@ -162,6 +170,8 @@ def main() -> int:
         print(json.dumps(rows[-1], default=str), file=log, flush=True)
         print(f"{time.time() - start:6.1f}s {case.kernel} {case.model} {case.what}: "
               f"{rows[-1].get('error') or rows[-1].get('seconds')}", flush=True)
+    if args.merge and (out / "kernels.json").exists():
+        rows = merged(json.loads((out / "kernels.json").read_text())["cases"], rows)
     result = {"device": torch.cuda.get_device_name() if device == "cuda" else "cpu (smoke)",
               "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
               "torch": torch.__version__, "python": platform.python_version(),

@@ -18,7 +18,7 @@ from ..spec import KernelSpec, Param
 from . import _constraints as C
 from ._triton_compile import cdiv, compile_for, example_floats, next_power_of_2, pointer_type, tl, triton_kernel
 
-BLOCK_CHOICES = ("auto", 256, 512, 1024, 2048)
+BLOCK_CHOICES = ("auto", 256, 512, 1024, 2048, 4096)
 
 
 @triton_kernel
