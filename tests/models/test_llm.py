@@ -129,3 +129,22 @@ def test_prefill_longer_than_the_cache_is_refused():
     lm, _, _ = zoo("qwen3-1.7b-tiny")
     with pytest.raises(ValueError, match="does not fit"):
         prefill_graph(lm, tokens=CACHE_LEN + 1, cache_len=CACHE_LEN)
+
+
+def test_tied_embeddings_are_one_weight():
+    _, _, step = zoo("qwen3-1.7b-tiny")  # Qwen3-1.7B ties its LM head to the embedding
+    assert "model.embed_tokens.weight" in step.weights and "lm_head.weight" not in step.weights
+    head = next(n for n in step.nodes if n.op == "transpose" and n.inputs[0].name == "model.embed_tokens.weight")
+    assert any(head.outputs[0] in n.inputs for n in step.nodes if n.op == "matmul")
+
+
+def test_a_full_size_decode_step_has_the_published_shapes():
+    """Llama-3.2-1B itself, built on the meta device (no memory): 16 layers, 8 kv heads of 64."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lm = build_model("llama-3.2-1b", device="meta", dtype=torch.bfloat16)
+        step = decode_step_graph(lm, cache_len=256)
+    assert step.op_counts()["sdpa"] == 16
+    assert step.outputs[0].type == hoid.TensorType((1, 1, 128256), "bf16")
+    assert [v.type.shape for v in step.inputs_of_kind("state")] == [(1, 8, 256, 64)] * 32
+    assert abs(step.weight_bytes() / 2 - 1.236e9) < 0.01e9  # 1.24B parameters in bfloat16

@@ -6,7 +6,8 @@ Inputs are declared in this order, which is the order `hoid.run(graph, ...)` tak
   2. state: each buffer the module mutates (a KV cache) and each argument it mutates in place,
      named by its module path, in the module's buffer order;
 then weights (`kind="weight"`, bound to the graph): parameters, buffers that are only read and
-lifted tensor constants, each named by its module path (`model.layers.0.mlp.up_proj.weight`).
+lifted tensor constants, each named by its module path (`model.layers.0.mlp.up_proj.weight`); a
+tensor tied to several paths (an LM head sharing the embedding) is one weight, named by the first.
 
 Outputs: the leaves of the module's result in torch's pytree order (see `outputs.py`), then one
 update per state input, in state order (`graph.state_updates` maps each state to its update).
@@ -82,10 +83,14 @@ class _Converter:
         for spec in state:
             t = _tensor_type(self._tensor_of(spec), f"buffer {spec.target}")
             self.env[spec.arg.name] = self.builder.state(self.em.claim(spec.target), t.shape, t.dtype)
+        declared: dict[int, Value] = {}  # id(tensor) -> its weight input
         for spec in weights:
             tensor = self._tensor_of(spec)
+            if id(tensor) in declared:  # tied weights (lm_head = embed_tokens): one input, first name
+                self.env[spec.arg.name] = declared[id(tensor)]
+                continue
             t = _tensor_type(tensor, f"weight {spec.target}")
-            self.env[spec.arg.name] = self.builder.weight(
+            declared[id(tensor)] = self.env[spec.arg.name] = self.builder.weight(
                 self.em.claim(spec.target), t.shape, t.dtype, tensor.detach().contiguous())
         for spec in specs:
             if spec.kind in (InputKind.CUSTOM_OBJ, InputKind.TOKEN):

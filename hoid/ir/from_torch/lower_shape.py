@@ -62,7 +62,7 @@ def cat(em: Emitter, tensors, dim=0):
     return em.op("concat", *kept, dim=dim)
 
 
-def split(em: Emitter, self, split_size=None, dim=0, split_sizes=None, sections=None, chunks=None):
+def split(em: Emitter, self, split_size=None, dim=0, split_sizes=None, chunks=None):
     """split, split_with_sizes, chunk, unbind: one `split` (and a reshape per piece for unbind)."""
     size = self.type.shape[dim]
     if split_sizes is not None:
