@@ -29,8 +29,8 @@ def from_torch(module: torch.nn.Module, args, kwargs: dict | None = None, *,
 
     Tensor arguments become the graph's inputs; parameters, read-only buffers and tensor constants
     become weights named by their module path and bound to the graph; buffers the module mutates
-    (KV caches) become state inputs whose updates are outputs. The module is exported as it is
-    (call `.eval()` first for inference).
+    (KV caches) become state inputs whose updates are outputs. Bound weights share memory with the
+    module's tensors (no copy). The module is exported as it is (call `.eval()` first for inference).
 
     Raises `hoid.ExportError` (torch's reason and a hint) when torch.export cannot capture the module,
     and `hoid.UnsupportedOpError` listing every ATen op that cannot be imported, with its count and
