@@ -50,8 +50,8 @@ def test_rejects_more_than_16_rows():
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.id)
 def test_own_examples_pass(spec):
-    # A fixed seed: hoid.verify compares with a float64 reference and no floor at the dtype's smallest
-    # normal, so SiLU gating of inputs drawn to drive silu(g) under ~1e-38 (or f16 products under ~6e-5)
-    # fails for torch's own implementation as for this one (reported to hoid.verify's owner).
+    # A fixed seed: positive x against negative weights drives silu's argument under -88, where exp()
+    # overflows in float32 and silu is 0 (torch's F.silu gives 0 too); the float64 reference keeps ~1e-39
+    # and hoid.verify still compares such all-subnormal outputs relatively (reported to its owner).
     verdict = check_kernel(spec, examples=1, trials=4, seed=1)
     assert verdict.ok, verdict.reason
