@@ -77,20 +77,18 @@ def _child_loop(conn: Connection) -> None:
             shared, on_device, n_in, kwargs = mapped[key]
             failure = None
             for _ in range(payload):
-                if on_device is not shared:
-                    for d, s in zip(on_device, shared, strict=True):
-                        d.copy_(s)
-                failure = invoke(
-                    fn,
-                    on_device[:n_in],
-                    on_device[n_in:],
-                    kwargs,
-                    destination_passing=destination_passing,
-                    timeout_s=timeout_s,
-                )
-                if on_device is not shared:  # inputs too: the parent checks them for writes
-                    for d, s in zip(on_device, shared, strict=True):
-                        s.copy_(d)
+                try:
+                    if on_device is not shared:
+                        for d, s in zip(on_device, shared, strict=True):
+                            d.copy_(s)
+                    failure = invoke(fn, on_device[:n_in], on_device[n_in:], kwargs,
+                                     destination_passing=destination_passing, timeout_s=timeout_s)
+                    if on_device is not shared:  # inputs too: the parent checks them for writes
+                        for d, s in zip(on_device, shared, strict=True):
+                            s.copy_(d)
+                except Exception as exc:  # a CUDA error outlives the call that caused it: say what it was
+                    failure = failure or Failure("raised", f"the device failed after the candidate ran: "
+                                                 f"{type(exc).__name__}: {exc}")
                 if failure is not None:
                     break
             conn.send(failure)
