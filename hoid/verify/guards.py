@@ -121,31 +121,25 @@ def _where_raised(exc: BaseException) -> str:
     return f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
 
 
-def guarded_call(
-    fn: Callable, args: list, kwargs: dict, *, timeout_s: float | None
-) -> tuple[object, Failure | None]:
-    """Call `fn(*args, **kwargs)` under the guards; returns (its result, None) or (None, the failure)."""
+def guarded_call(fn: Callable, args: list, kwargs: dict, *, timeout_s: float | None
+                 ) -> tuple[object, Failure | None]:
+    """Call `fn(*args, **kwargs)` under the guards; returns (its result, None) or (None, the failure).
+    Patches are undone however the call ends; a patch is the verdict even if the call also failed."""
     watch = PatchWatch()
+    result, failure = None, None
     try:
         with _uninitialized_is_nan(), _time_limit(timeout_s):
             result = fn(*args, **kwargs)
             if any(isinstance(a, torch.Tensor) and a.is_cuda for a in args):
                 torch.cuda.synchronize()
     except CallTimeout:
-        return None, Failure(
-            "timeout", f"the candidate did not return within {timeout_s} s (an endless loop?)"
-        )
-    except Exception as exc:  # the candidate's own error is the verdict, with its words
-        patched = watch.undo()
-        if patched:
-            return None, _patched(patched)
-        return None, Failure(
-            "raised", f"the candidate raised {type(exc).__name__}: {exc}{_where_raised(exc)}"
-        )
+        failure = Failure("timeout", f"the candidate did not return within {timeout_s} s (an endless loop?)")
+    except (Exception, SystemExit) as exc:  # the candidate's own error is the verdict, with its words
+        failure = Failure("raised", f"the candidate raised {type(exc).__name__}: {exc}{_where_raised(exc)}")
     patched = watch.undo()
     if patched:
         return None, _patched(patched)
-    return result, None
+    return (None, failure) if failure is not None else (result, None)
 
 
 def _patched(names: list[str]) -> Failure:

@@ -61,3 +61,16 @@ def test_private_caches_may_fill_but_private_functions_may_not_change():
     _, failure = guarded_call(_patch_private_function, [], {}, timeout_s=None)
     assert failure.kind == "patched" and "_compare_finite" in failure.message
     assert hoid.verify.compare._compare_finite is original
+
+
+def _patch_then_spin():
+    torch.allclose = lambda *args, **kwargs: True
+    _spin()
+
+
+def test_patches_are_undone_even_when_the_call_times_out_and_sys_exit_is_a_failure():
+    original = torch.allclose
+    _, failure = guarded_call(_patch_then_spin, [], {}, timeout_s=0.2)
+    assert failure.kind == "patched" and torch.allclose is original
+    _, failure = guarded_call(exit, [3], {}, timeout_s=None)
+    assert failure.kind == "raised" and "SystemExit" in failure.message
