@@ -41,6 +41,16 @@ def test_auto_splits_k_until_the_gpu_is_filled():
     assert few_tiles["split_k"] == 8
 
 
+def test_auto_tiles_follow_the_weight_shape():
+    cpu = torch.device("cpu")
+    down = triton_gemv.choose(1, 2048, 6144, 1, cpu)  # K >= N: wide tiles on 8 warps
+    assert (down["block_n"], down["block_k"], down["num_warps"]) == (32, 256, 8)
+    lm_head = triton_gemv.choose(1, 151936, 2048, 1, cpu)  # N >> K: narrow tiles
+    assert (lm_head["block_n"], lm_head["block_k"], lm_head["num_warps"]) == (8, 512, 4)
+    gate_up = triton_gemv.choose(1, 6144, 2048, 2, cpu)  # 2 x 6144 rows of 2048: tall
+    assert gate_up["block_n"] == 8
+
+
 def test_rejects_more_than_16_rows():
     from hoid.ir import TensorType
 
