@@ -1,0 +1,68 @@
+"""Every Triton kernel of the library builds for Hopper (sm_90, the H200) and Blackwell (sm_100, the
+B200: the seed's target), without a GPU: nothing may silently fail to build for either."""
+
+import pytest
+
+from hoid.kernels import all_kernels
+
+TRITON_IDS = sorted(k.id for k in all_kernels().values() if k.backend == "triton")
+
+
+def test_the_library_has_its_triton_kernels():
+    assert {"triton.rmsnorm", "triton.add_rmsnorm", "triton.softmax", "triton.embedding"} <= set(TRITON_IDS)
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "sm_100"])
+@pytest.mark.parametrize("kernel_id", TRITON_IDS)
+def test_builds_for_arch(kernel_id, arch):
+    spec = all_kernels()[kernel_id]
+    assert arch in spec.archs and spec.compile is not None
+    built = spec.compile(arch)
+    builds = built if isinstance(built, list) else [built]
+    assert builds, f"{kernel_id} built nothing"
+    for b in builds:
+        assert b.arch == arch and b.ptx_target == arch + "a", f"{kernel_id}: {b}"
+
+
+def test_a_broken_build_raises_with_the_compiler_s_reason():
+    from hoid.kernels.library import triton_rmsnorm
+    from hoid.kernels.library._triton_compile import compile_for
+
+    with pytest.raises((RuntimeError, ValueError), match="no type or value for argument"):
+        compile_for(triton_rmsnorm.rmsnorm_rows, "sm_90", {"x_ptr": "*bf16"}, {"BLOCK_N": 64})
+
+
+def test_an_unknown_arch_is_refused():
+    from hoid.kernels.library import triton_rmsnorm
+    from hoid.kernels.library._triton_compile import compile_for
+
+    with pytest.raises(ValueError, match="sm_90, sm_100"):
+        compile_for(triton_rmsnorm.rmsnorm_rows, "sm_80", {}, {})
+
+
+def test_cpu_tensors_without_the_interpreter_are_refused_with_the_fix():
+    import torch
+
+    from hoid.kernels.library._triton_compile import TritonDeviceError, _require_gpu_tensors
+
+    with pytest.raises(TritonDeviceError, match="TRITON_INTERPRET=1"):
+        _require_gpu_tensors("k", [torch.zeros(2)])
+
+
+def test_without_triton_the_library_registers_and_a_launch_names_the_package():
+    import subprocess
+    import sys
+
+    script = (
+        "import sys; sys.modules['triton'] = None\n"  # makes `import triton` fail as if not installed
+        "import torch, hoid.kernels as K\n"
+        "spec = K.get('triton.rmsnorm')\n"
+        "x = torch.ones(2, 8)\n"
+        "try:\n"
+        "    spec.launch(x, torch.ones(8), torch.empty(2, 8), eps=1e-6, **spec.default_params())\n"
+        "except Exception as e:\n"
+        "    print(type(e).__name__, e)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("MissingTritonError") and "pip install 'triton" in done.stdout
