@@ -213,5 +213,5 @@ ATTENTION_CANDIDATES = [{"split_tokens": s, "block_n": n, "num_stages": st} for 
 EMBEDDING_CANDIDATES = [{"block": b, "num_warps": w} for b, w in ((1024, 4), (2048, 4), (4096, 8), (512, 2))]
 
 
-def gib_per_s(moved: int, seconds: float) -> float:
+def gb_per_s(moved: int, seconds: float) -> float:
     return moved / seconds / 1e9 if seconds and math.isfinite(seconds) else float("nan")

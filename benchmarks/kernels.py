@@ -30,7 +30,7 @@ from hoid.ir import TensorType
 from hoid.measure import MeasureCache, time_cuda, tune
 
 sys.path.insert(0, str(Path(__file__).parent))
-from kernel_cases import Case, build_cases, gib_per_s  # noqa: E402
+from kernel_cases import Case, build_cases, gb_per_s  # noqa: E402
 
 BOUND = {torch.bfloat16: 1.6e-2, torch.float16: 2e-3, torch.float32: 1e-5}
 
@@ -102,7 +102,7 @@ def run_case(case: Case, cache, bandwidth: float, smoke: bool, compile_torch: bo
         return row
     seconds = time_case(case, spec, inputs, attrs, params, compile_torch)
     best_torch = min(v for k, v in seconds.items() if k != "hoid")
-    row.update(seconds=seconds, gbps=gib_per_s(case.moved, seconds["hoid"]),
+    row.update(seconds=seconds, gbps=gb_per_s(case.moved, seconds["hoid"]),
                bandwidth_fraction=case.moved / seconds["hoid"] / bandwidth, speedup_vs_best_torch=best_torch /
                seconds["hoid"])
     if "compile" in seconds:

@@ -87,7 +87,9 @@ def softmax_chunk_write(x_ptr, out_ptr, max_ptr, sum_ptr, n_cols, n_chunks, BLOC
 
 
 def choose(n_rows: int, n_cols: int, device: torch.device, block="auto", split="auto") -> tuple[str, int]:
-    """(strategy, block): chunks when the rows alone would leave most multiprocessors idle on long rows."""
+    """(strategy, block): chunks when the rows alone would leave most multiprocessors idle on long rows. In
+    chunks, the block grows (a power of 2) until a row has at most MAX_CHUNKS chunks, which the combining
+    launch reads in one tile."""
     if split == "auto":
         split = "chunks" if n_rows < num_sms(device) and n_cols > 8192 else "rows"
     if block == "auto":
