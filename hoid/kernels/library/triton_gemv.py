@@ -30,6 +30,7 @@ from ._triton_compile import (
     compile_for,
     device_function,
     example_floats,
+    next_power_of_2,
     num_sms,
     pointer_type,
     tl,
@@ -136,7 +137,9 @@ def choose(m: int, n_out: int, k: int, rows_per_out: int, device: torch.device, 
 
 @functools.cache
 def _counters(device: torch.device, size: int) -> torch.Tensor:
-    """Split-K arrival counters, zero between launches (each launch's last programs reset theirs)."""
+    """Split-K arrival counters, zero between launches (each launch's last programs reset theirs). One
+    buffer per device and size: launches on several streams at once would share it, so they must not
+    overlap (hoid's runtime launches kernels on one stream)."""
     return torch.zeros(size, dtype=torch.int32, device=device)
 
 
@@ -149,11 +152,10 @@ def _launch(x, w, residual, out, epilogue: str, *, block_n="auto", block_k="auto
     cfg = choose(m, n_out, k, rows_per_out, x.device, block_n, block_k, split_k, num_warps)
     tiles, split = cdiv(n_out, cfg["block_n"]), cfg["split_k"]
     k_tiles = cdiv(cdiv(k, cfg["block_k"]), split)
+    # With one split there is nothing to reduce: `out` stands in for the unused workspace and counters.
     partials = (torch.empty((split, 2, m, n_out), dtype=torch.float32, device=x.device) if split > 1
                 else out)
-    counters = _counters(x.device, max(tiles, 1024) if split > 1 else 1)
-    if counters.numel() < tiles:
-        counters = _counters(x.device, tiles)
+    counters = _counters(x.device, max(1024, next_power_of_2(tiles))) if split > 1 else out
     precision = "ieee" if x.dtype == torch.float32 else "tf32"
     res = residual if residual is not None else out
     gemv_tile[(tiles, split)](x, w, res, out, partials, counters, m, k, n_out, k_tiles,
