@@ -1,7 +1,14 @@
-"""Test-wide settings: GPU tests skip cleanly without CUDA; hypothesis runs without deadlines on slow CI."""
+"""Test-wide settings: GPU tests skip cleanly without CUDA; Triton kernels run under its interpreter there;
+hypothesis runs without deadlines on slow CI."""
+
+import os
 
 import pytest
 import torch
+
+if not torch.cuda.is_available():
+    # Triton decides interpreter-or-compile when first imported: set it before any test module imports it.
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
