@@ -7,8 +7,9 @@ The order is what defeats the cheats a single call would not show:
 2. the outputs are poisoned and the candidate runs, before the reference exists anywhere (nothing of
    the reference's to find, in freed memory or elsewhere); the inputs are checked for writes;
 3. it runs again on the same inputs: the two runs must agree (bitwise, if it declares itself deterministic);
-4. the reference runs on the checker's own copy of the inputs, in float64 where it can, and is compared;
-   its outputs are then overwritten, so that a later allocation cannot find them.
+4. the reference runs on the checker's own copy of the inputs, in float64 where it can (and in their own
+   dtypes, for what torch itself computes there), and is compared; its outputs are then overwritten, so
+   that a later allocation cannot find them.
 """
 
 from __future__ import annotations
@@ -120,21 +121,24 @@ class TrialRunner:
                 "inputs are invalid for it, declare their ranges or derive them (hoid.verify.Input)"
             ) from exc
 
-    def reference_outputs(self, values: list[torch.Tensor]) -> list[torch.Tensor]:
-        """The reference on a copy of the trial's inputs: in float64 where it runs so, else as given."""
+    def reference_outputs(self, values: list[torch.Tensor]) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
+        """The reference on copies of the trial's inputs: in float64 where it runs so, then also in the
+        inputs' own dtypes (what torch itself computes there, which `compare_output` also accepts);
+        else only as given, and None."""
         device = self.plan.device
+        # Copies (copy=True) even where nothing changes: scrub_ must never reach the trial's `values`.
+        native = [v.to(device, copy=True) for v in values]
         if self._reference_in_float64:
-            # Copies (copy=True) even where nothing changes: scrub_ must never reach the trial's `values`.
             wide = [v.to(device, torch.float64 if v.is_floating_point() else v.dtype, copy=True) for v in values]
             try:
-                return _as_list(self.plan.reference(*wide), "reference")
+                refs = _as_list(self.plan.reference(*wide), "reference")
             except Exception as exc:
                 self._reference_in_float64 = False
-                self.notes.append(
-                    f"the reference could not run in float64 ({type(exc).__name__}: {exc}); "
-                    "it ran in the inputs' own dtypes"
-                )
-        return self._call_reference([v.to(device, copy=True) for v in values])
+                self.notes.append(f"the reference could not run in float64 ({type(exc).__name__}: {exc}); "
+                                  "it ran in the inputs' own dtypes")
+            else:
+                return refs, self._call_reference(native)
+        return self._call_reference(native), None
 
     # --- a trial -------------------------------------------------------------------------------
     def tolerances(self, key) -> list[Tolerance]:
@@ -162,15 +166,15 @@ class TrialRunner:
         failure = compare_runs(runs[0], runs[1], tols, bitwise=self.plan.deterministic)
         if failure is not None:
             return Outcome(failure, key, values, runs[0])
-        refs = self.reference_outputs(values)
+        refs, natives = self.reference_outputs(values)
         if [tuple(r.shape) for r in refs] != [t.shape for t in self._expected[key]]:
             raise VerifyError(
                 f"the reference returned shapes {[list(r.shape) for r in refs]}, but the outputs "
                 f"are declared {[str(t) for t in self._expected[key]]}"
             )
         for k, (cand, ref, tol) in enumerate(zip(runs[0], refs, tols, strict=True)):
-            failure = failure or compare_output(k, cand, ref, tol)
-        scrub_(refs)
+            failure = failure or compare_output(k, cand, ref, tol, native=natives[k] if natives else None)
+        scrub_(refs + (natives or []))
         return Outcome(failure, key, values, runs[0])
 
     def _mutation(self, inputs: list[torch.Tensor], values: list[torch.Tensor]) -> Failure | None:

@@ -43,6 +43,14 @@ def test_values_too_large_for_the_output_dtype_are_expected_to_be_inf():
                           tolerance_for("f16")).kind == "mismatch"
 
 
+def test_inf_is_allowed_only_within_tolerance_of_the_largest_value():
+    f16 = tolerance_for("f16")
+    inf = torch.tensor([float("inf")], dtype=torch.float16)
+    assert compare_output(0, inf, torch.tensor([65517.1], dtype=torch.float64), f16) is None
+    assert compare_output(0, -inf, torch.tensor([65517.1], dtype=torch.float64), f16).kind == "nonfinite"
+    assert compare_output(0, inf, torch.tensor([60000.0], dtype=torch.float64), f16).kind == "nonfinite"
+
+
 def test_nan_in_both_passes_only_where_the_reference_has_it():
     ref = torch.tensor([float("nan"), 2.0], dtype=torch.float64)
     assert compare_output(0, torch.tensor([float("nan"), 2.0]), ref, F32) is None
@@ -79,9 +87,19 @@ def test_runs_compare_bitwise_when_deterministic_else_within_tolerance():
 
 
 def test_outputs_below_the_dtype_resolution_are_not_held_to_relative_bounds():
-    # float16's subnormal spacing is 6e-8: an honest float16 kernel cannot do better than that.
+    # Subnormal results may be flushed to zero (GPUs do), or underflow on the way in float32.
     ref = torch.tensor([2.98e-8, -1.57e-42, 3.0e-8], dtype=torch.float64)
     cand = torch.tensor([5.96e-8, 0.0, 0.0], dtype=torch.float16)
     assert compare_output(0, cand, ref, tolerance_for("f16")) is None
-    # The same numbers in float32, which represents them, are wrong.
+    assert compare_output(0, torch.zeros(2), torch.tensor([1e-39, -3e-40], dtype=torch.float64), F32) is None
+    # The same numbers in float32, which represents them as normal numbers, are wrong.
     assert compare_output(0, cand.float(), ref, F32).kind == "mismatch"
+
+
+def test_what_torch_computes_in_the_same_dtypes_is_accepted_too():
+    # silu(-87) in float32: exp overflows, torch gives 0; the float64 reference keeps 1.3e-37.
+    ref = torch.tensor([1.3e-37, 2.6e-37], dtype=torch.float64)
+    native = torch.tensor([0.0, 2.6e-37])
+    assert compare_output(0, native.clone(), ref, F32).kind == "mismatch"
+    assert compare_output(0, native.clone(), ref, F32, native=native) is None
+    assert compare_output(0, torch.tensor([0.0, 3.0e-37]), ref, F32, native=native).kind == "mismatch"
