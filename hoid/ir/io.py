@@ -66,7 +66,9 @@ def load(path: str | os.PathLike, *, device: str | torch.device = "cpu") -> Grap
                                "`weights` line to load the graph without weights")
     from safetensors.torch import load_file
 
-    graph.weights = load_file(str(target), device=str(device))
+    # safetensors hands out tensors at unaligned addresses, and CPU matmul kernels then round differently
+    # from the aligned original: clone so that a loaded graph computes bit for bit what the saved one did.
+    graph.weights = {name: t.clone() for name, t in load_file(str(target), device=str(device)).items()}
     declared = {v.name for v in graph.weight_inputs}
     extra = sorted(set(graph.weights) - declared)
     if extra:
