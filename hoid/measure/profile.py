@@ -4,8 +4,9 @@
 
 - **measured** (the default where a GPU is present): the graph runs once through the interpreter to get
   every node's real input tensors, then each node is timed alone with this machine's timer (on a GPU:
-  events, CUDA-graph replay for short nodes, inputs rotated past the L2). A `kernel` node is timed
-  through its body's reference, so such rows say `reference` under `timed`.
+  events, CUDA-graph replay for short nodes, inputs rotated past the L2). A `kernel` node is timed by
+  launching its implementation (the registered spec, with the node's attrs and params, into freshly
+  allocated outputs), so such rows say `kernel` under `timed`.
 - **analytic** (the default on the CPU, and always available): the roofline estimate of each node,
   `kernel` nodes scaled by their kernel's measured efficiency where the cache has one.
 
@@ -35,7 +36,7 @@ MODES = ("auto", "measured", "analytic")
 @dataclass(frozen=True)
 class ProfileRow:
     """node: its output names; seconds: per run; share: of the graph's total; source: "measured" or
-    "analytic"; timed: what ran ("op", or "reference" for a kernel node's body); method: the timer's
+    "analytic"; timed: what ran ("op", or "kernel" for a kernel node's implementation); method: the timer's
     method and note ("cuda-graph; 920 runs per replay"), or "roofline"."""
 
     node: str
@@ -101,7 +102,7 @@ def _row(node: Node, seconds: float, share: float, method: str) -> ProfileRow:
     ins, outs = [v.type for v in node.inputs], [v.type for v in node.outputs]
     kernel = node.attrs["kernel"] if node.op == "kernel" else None
     source = "analytic" if method == "roofline" else "measured"
-    timed = "reference" if kernel and source == "measured" else "op"
+    timed = "kernel" if kernel and source == "measured" else "op"
     return ProfileRow(node.name, node.op, kernel, seconds, share, source, timed,
                       op.count_flops(ins, outs, node.attrs), op.count_bytes(ins, outs, node.attrs), method)
 
@@ -124,7 +125,31 @@ def _measure_nodes(graph: Graph, device: Device, inputs, weights, timer_options
     out = []
     for node in graph.nodes:
         args = [env[v.name] for v in node.inputs]
-        timing = time_on(device, lambda *tensors, node=node: run_node(node, list(tensors)), args, **timer_options)
+        call = _launcher(node) if node.op == "kernel" else (lambda *tensors, node=node: run_node(node, list(tensors)))
+        timing = time_on(device, call, args, **timer_options)
         method = f"{timing.method}; {timing.note}" if timing.note else timing.method
         out.append((node, timing.median, method))
     return out
+
+
+def _launcher(node: Node):
+    """Launch a kernel node's implementation as the runtime will: destination-passing into outputs allocated
+    once, on the first call, and reused; the node's attrs and params as keywords."""
+    from ..kernels import get
+
+    spec = get(node.attrs["kernel"])
+    if spec.version != node.attrs["version"] and node.attrs["version"]:
+        raise ValueError(f"node {node.name}: kernel {spec.id} is at version {spec.version}, the node was made with "
+                         f"{node.attrs['version']}; re-run the search (or re-verify) before profiling")
+    keywords = {**node.attrs["attrs"], **spec.check_params(node.attrs["params"])}
+    types = [v.type for v in node.outputs]
+
+    outs: list[torch.Tensor] = []
+
+    def call(*tensors):
+        if not outs:
+            outs.extend(torch.empty(t.shape, dtype=t.torch_dtype, device=tensors[0].device) for t in types)
+        spec.launch(*tensors, *outs, **keywords)
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    return call

@@ -32,7 +32,7 @@ from .snapshot import ABSENT, INPUT, KERNEL, OUT, ENode, Snapshot
 @dataclass(frozen=True)
 class OpCall:
     """One e-node as a cost model sees it. For kernels, `op` is "kernel" and `attrs` holds body, kernel,
-    version and params, as on a `kernel` node, and `pattern_attrs`, the attrs its measurements are keyed by."""
+    version, attrs and params, as on a `kernel` node (its measurements are keyed by the attrs)."""
 
     op: str
     inputs: tuple[TensorType, ...]
@@ -100,7 +100,7 @@ class MeasuredCost:
             if call.op == "kernel":
                 a = call.attrs
                 key = MeasureKey.of(device, a["kernel"], a["version"], a["params"], call.inputs,
-                                    a["pattern_attrs"])
+                                    a["attrs"])
             else:
                 key = MeasureKey.of(device, f"torch.{call.op}", "", {}, call.inputs, call.attrs)
             entry = cache.get(key)
@@ -153,7 +153,7 @@ def op_call(snapshot: Snapshot, node: ENode, kernels: Mapping[str, KernelImpl]) 
     if node.op == KERNEL:
         impl = kernels[node.attrs["key"]]
         attrs = {"body": impl.body, "kernel": impl.kernel, "version": impl.version, "params": impl.params,
-                 "pattern_attrs": impl.attrs}
+                 "attrs": impl.attrs}
         return OpCall("kernel", inputs, outputs, attrs)
     return OpCall(node.op, inputs, outputs, dict(node.attrs))
 

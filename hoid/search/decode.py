@@ -73,7 +73,7 @@ class _Decoder:
         if node.op == KERNEL:
             impl = self.encoding.kernels[node.attrs["key"]]
             op, attrs = "kernel", {"body": impl.body, "kernel": impl.kernel, "version": impl.version,
-                                   "params": dict(impl.params)}
+                                   "attrs": dict(impl.attrs), "params": dict(impl.params)}
         else:
             op, attrs = node.op, dict(node.attrs)
         types, attrs = infer_node(op, [v.type for v in operands], attrs)

@@ -100,7 +100,8 @@ class Encoding:
         body: Graph = node.attrs["body"]
         inner = {v.name: env[u.name] for v, u in zip(body.inputs_of_kind("input"), node.inputs, strict=True)}
         self.encode_nodes(body.nodes, inner)
-        impl = KernelImpl(node.attrs["kernel"], node.attrs["version"], dict(node.attrs["params"]), body)
+        impl = KernelImpl(node.attrs["kernel"], node.attrs["version"], dict(node.attrs["params"]), body,
+                          dict(node.attrs["attrs"]))
         kernel = f"(Kernel {L.string(self.kernel_key(impl))} {L.tensor_list(operands)})"
         for i, (outer, inner_value) in enumerate(zip(node.outputs, body.outputs, strict=True)):
             self.commands.append(f"(union {_handle(inner[inner_value.name])} (Out {kernel} {i}))")

@@ -25,7 +25,7 @@ input %x : f32[4,8]
 weight %model.w : f32[8]
 state %cache : f32[4,8]
 %y = add(%x, %model.w) : f32[4,8]
-%k = kernel(%y, body=@body, kernel="t.exp", version="", params={}) : f32[4,8]
+%k = kernel(%y, body=@body, kernel="t.exp", version="", attrs={}, params={}) : f32[4,8]
 %a, %b = split(%k, sizes=[4, 4], dim=1) : f32[4,4], f32[4,4]
 %c = cast(%a, dtype=bf16) : bf16[4,4]
 output %c

@@ -60,3 +60,31 @@ def test_auto_profile_on_the_gpu_is_measured():
     assert profile.mode == "measured" and profile.device == torch.cuda.get_device_name()
     assert all(r.source == "measured" and r.seconds > 0 for r in profile.rows)
     assert sum(r.share for r in profile.rows) == pytest.approx(1.0)
+
+
+@pytest.fixture
+def counting_silu():
+    """A registered kernel that counts its launches (removed again: the registry is global)."""
+    from hoid.kernels import KernelSpec, op_pattern, register
+    from hoid.kernels.registry import _KERNELS
+
+    launches = []
+
+    def launch(x, out):
+        launches.append(x.shape)
+        out.copy_(torch.nn.functional.silu(x))
+
+    spec = register(KernelSpec("test.counting_silu", op_pattern("silu"), "torch", launch))
+    yield spec, launches
+    _KERNELS.pop(spec.id)
+
+
+def test_measured_profile_launches_a_kernel_nodes_implementation(counting_silu):
+    spec, launches = counting_silu
+    b = GraphBuilder("k")
+    x = b.input("x", (8, 64), "f32")
+    body = spec.pattern.graph([x.type])
+    g = b.build(b.kernel(x, body=body, kernel=spec.id, version=spec.version, name="k"))
+    profile = profile_graph(g, mode="measured", device=calibrate_cpu(), **FAST)
+    assert launches and all(shape == (8, 64) for shape in launches)
+    assert [(r.node, r.kernel, r.timed) for r in profile.rows] == [("%k", spec.id, "kernel")]

@@ -113,3 +113,12 @@ def test_graph_holding_kernels_reencodes_with_its_bodies(space):
     expanded = again.extract(_cost(1.0)).graph  # the bodies are in the e-graph: the kernels can go
     assert _kernels(expanded, "test.norm") == [] and expanded.op_counts()["rsqrt"] == 2
     assert max_difference(space.graph, expanded) <= 1e-5
+
+
+def test_kernel_nodes_carry_their_pattern_attrs_through_extraction_and_reencoding(space):
+    # what a runtime needs to launch the kernel: operands, attrs and params, all on the node
+    space.add_kernel(_first_norm_region(space.graph), _spec("test.norm"), attrs={"eps": 1e-06})
+    extracted = space.extract(_cost(1e-9)).graph
+    assert [n.attrs["attrs"] for n in _kernels(extracted, "test.norm")] == [{"eps": 1e-06}] * 2
+    again = SearchSpace(hoid.loads(hoid.dumps(extracted))).extract(_cost(1e-9)).graph
+    assert [n.attrs["attrs"] for n in _kernels(again, "test.norm")] == [{"eps": 1e-06}] * 2

@@ -4,6 +4,10 @@ The node holds the region it replaced as its *body* (a graph whose inputs are th
 order): the reference semantics, which the interpreter runs. It also names the implementation: the
 kernel id, the version hash of its source, and its parameters. A graph with kernel nodes can always be
 re-verified and run without the kernels.
+
+`attrs` holds the pattern's attrs at this region (eps, dim, ...): with the operands and `params`, all that
+launching the implementation takes (`launch(*inputs, *outputs, **attrs, **params)`), so a runtime never has
+to dig them out of the body.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ def _infer(types, attrs):
     return tuple(v.type for v in body.outputs)
 
 
-def _reference(*tensors, body, kernel, version, params):
+def _reference(*tensors, body, kernel, version, attrs, params):
     from ..interpreter import run
 
     return run(body, *tensors)
@@ -47,6 +51,7 @@ register_op(OpDef(
         Attr("body", "graph", doc="the region this node replaced (its reference semantics)"),
         Attr("kernel", "str", doc="the implementation's id in the kernel registry"),
         Attr("version", "str", "", doc="hash of the implementation's source"),
+        Attr("attrs", "params", {}, doc="the pattern's attrs the implementation is launched with (eps, dim...)"),
         Attr("params", "params", {}, doc="the implementation's tuned parameters"),
     ),
     infer=_infer,
