@@ -18,7 +18,7 @@ line, stable names, exact round trip (`loads(dumps(g)) == g` and `dumps(loads(t)
     state %cache : f32[4,64]
     %q = transpose(%x, dim0=0, dim1=1) : f32[64,4]{1,64}
     %a, %b = split(%x, sizes=[32, 32], dim=1) : f32[4,32], f32[4,32]
-    %k = kernel(%x, %norm.w, body=@rms, kernel="triton.rms", version="3fa2", attrs={"eps": 1e-06}, params={"BLOCK": 64}) : f32[4,64]
+    %k = kernel(%x, %norm.w, body=@rms, kernel="t.rms", version="3fa2", attrs={"eps": 1e-06}, params={}) : f32[4,64]
     %c = cast(%k, dtype=bf16) : bf16[4,64]
     %new = add(%cache, %k) : f32[4,64]
     output %c

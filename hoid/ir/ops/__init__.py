@@ -4,5 +4,16 @@
 (topk; log1p, expm1).
 """
 
-from . import creation, elementwise, indexing, kernel, linalg, nn, reduction, selection, shape, spatial  # noqa: F401
-from . import special  # noqa: F401
+from . import (  # noqa: F401
+    creation,
+    elementwise,
+    indexing,
+    kernel,
+    linalg,
+    nn,
+    reduction,
+    selection,
+    shape,
+    spatial,
+    special,
+)
