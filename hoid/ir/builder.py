@@ -54,8 +54,9 @@ class GraphBuilder:
 
     # --- ops -----------------------------------------------------------------------------------
     def op(self, op_name: str, *operands, name: str | None = None, **attrs) -> Value | tuple[Value, ...]:
-        """Add a node; returns its output value, or a tuple for ops with several outputs."""
-        operands, attrs = self._scalars(op_name, list(operands), attrs)
+        """Add a node; returns its output value, or a tuple for ops with several outputs. A Python number
+        given as an operand of a binary op becomes its `scalar=` attr."""
+        op_name, operands, attrs = self._scalars(op_name, list(operands), attrs)
         for i, v in enumerate(operands):
             if not isinstance(v, Value):
                 raise GraphError(f"{op_name}: operand {i} is a {type(v).__name__}, expected a value of this builder")
@@ -69,30 +70,24 @@ class GraphBuilder:
         self._nodes.append(Node(op_name, tuple(operands), attrs, outputs))
         return outputs[0] if len(outputs) == 1 else outputs
 
-    def _scalars(self, op_name: str, operands: list, attrs: dict):
-        """Turn a Python number operand of a binary op into its `scalar=` attr."""
+    def _scalars(self, op_name: str, operands: list, attrs: dict) -> tuple[str, list, dict]:
+        """(op, operands, attrs) with a Python number operand of a binary op turned into `scalar=`."""
         if len(operands) == 2 and "scalar" in get_op(op_name).attr_map:
             a, b = operands
             if isinstance(b, (int, float)) and not isinstance(b, bool):
-                return [a], {**attrs, "scalar": b}
+                return op_name, [a], {**attrs, "scalar": b}
             if isinstance(a, (int, float)) and not isinstance(a, bool):
                 if op_name == "sub":  # c - x == (-x) + c exactly
-                    return [self.op("neg", b)], {**attrs, "scalar": a, "_op": "add"}
+                    return "add", [self.op("neg", b)], {**attrs, "scalar": a}
                 if op_name in _COMMUTATIVE:
-                    return [b], {**attrs, "scalar": a}
+                    return op_name, [b], {**attrs, "scalar": a}
                 raise GraphError(f"{op_name}: a number as first operand is not supported; make it a `full` constant")
-        return operands, attrs
+        return op_name, operands, attrs
 
     def __getattr__(self, op_name: str):
         if op_name.startswith("_") or not has_op(op_name):
             raise AttributeError(f"GraphBuilder has no method or op {op_name!r}")
-
-        def call(*operands, **attrs):
-            operands_, attrs_ = self._scalars(op_name, list(operands), attrs)
-            real = attrs_.pop("_op", op_name)
-            return self.op(real, *operands_, **attrs_)
-
-        return call
+        return lambda *operands, **attrs: self.op(op_name, *operands, **attrs)
 
     # --- result ---------------------------------------------------------------------------------
     def build(self, *outputs: Value, updates: dict[Value, Value] | None = None) -> Graph:

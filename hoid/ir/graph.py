@@ -7,8 +7,6 @@ order, and outputs. Equality is structural (bound weight tensors are not compare
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -245,7 +243,3 @@ class Graph:
 
     def weight_bytes(self) -> int:
         return sum(v.type.nbytes for v in self.weight_inputs)
-
-
-def numel(shape: Iterable[int]) -> int:
-    return math.prod(shape)

@@ -160,7 +160,6 @@ def _check_value(op: str, attr: Attr, value: Any) -> Any:
             return value
     elif k == "str":
         if isinstance(value, str):
-            value = value
             if attr.choices and value not in attr.choices:
                 raise GraphError(f"{where} is {value!r}; expected one of {', '.join(map(repr, attr.choices))}")
             return value

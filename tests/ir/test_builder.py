@@ -58,3 +58,13 @@ def test_torch_dtypes_are_accepted():
     x = b.input("x", (2,), torch.bfloat16)
     assert x.type.dtype == "bf16"
     assert b.cast(x, dtype=torch.float32).type.dtype == "f32"
+
+
+def test_op_and_the_method_take_numbers_the_same_way():
+    b = hoid.GraphBuilder()
+    x = b.input("x", (3,), "f32")
+    via_op, via_method = b.op("sub", 1.0, x), b.sub(1.0, x)
+    g = b.build(via_op, via_method)
+    assert [n.op for n in g.nodes] == ["neg", "add", "neg", "add"]
+    t = torch.randn(3)
+    assert all(torch.equal(out, 1.0 - t) for out in hoid.run(g, t))
