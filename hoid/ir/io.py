@@ -43,9 +43,22 @@ def save(graph: Graph, path: str | os.PathLike) -> None:
         from safetensors.torch import save_file
 
         metadata = {"format": "pt", "hoid": str(FORMAT_VERSION)}
-        save_file(_separate_storage(graph.weights), str(target), metadata=metadata)
+        tensors = _separate_storage(graph.weights)
+        _replace_atomically(target, lambda tmp: save_file(tensors, str(tmp), metadata=metadata))
         weights_file = target.name
-    path.write_text(format_document(graph, weights_file=weights_file), encoding="utf-8")
+    text = format_document(graph, weights_file=weights_file)
+    _replace_atomically(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+def _replace_atomically(target: Path, write) -> None:
+    """Write through a temporary file beside `target`, then rename it over `target`: a crash midway leaves
+    the previous file whole, never a truncated one."""
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    try:
+        write(tmp)
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def load(path: str | os.PathLike, *, device: str | torch.device = "cpu") -> Graph:

@@ -123,3 +123,25 @@ def test_random_graphs_survive_save_and_load(case):
     assert loaded == case.graph
     assert_same_weights(loaded.weights, case.graph.weights)  # partially bound graphs stay partial
     assert_same_outcome(case.outcome(loaded), case.outcome(case.graph))
+
+
+def test_a_save_that_fails_midway_leaves_no_truncated_or_temporary_file(tmp_path, monkeypatch):
+    import hoid.ir.io as io_module
+
+    b = hoid.GraphBuilder("g")
+    w = b.weight("w", (3,), "f32", torch.ones(3))
+    graph = b.build(b.neg(w))
+    hoid.save(graph, tmp_path / "g.hoid")
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(io_module, "format_document", broken)
+    graph.weights = {"w": torch.zeros(3)}
+    with pytest.raises(OSError, match="disk full"):
+        hoid.save(graph, tmp_path / "g.hoid")
+    monkeypatch.undo()
+    after = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    assert set(after) == set(before)  # no temporary file left behind
+    assert after["g.hoid"] == before["g.hoid"]
