@@ -35,13 +35,14 @@ def _example(args: argparse.Namespace) -> int:
               f"std {out.float().std():.5f} ({elapsed * 1e3:.1f} ms in the reference interpreter)")
     if args.no_optimize:
         return 0
-    try:
-        from .search import rewrite
-    except ImportError as e:  # the search package needs egglog; say so rather than hide it
-        print(f"# not optimized: {e}", file=sys.stderr)
-        return 1
+    from .search import rewrite
+
     start = time.perf_counter()
-    optimized = rewrite(graph)
+    try:
+        optimized = rewrite(graph)
+    except ImportError as e:  # the search needs egglog and scipy; say which is missing rather than hide it
+        print(f"hoid: cannot optimize: {e}; install hoid with its dependencies (pip install -e .)", file=sys.stderr)
+        return 1
     elapsed = time.perf_counter() - start
     print(f"\n# optimized by e-graph search in {elapsed:.2f} s: {len(graph.nodes)} -> {len(optimized.nodes)} nodes\n")
     print(dumps(optimized))
