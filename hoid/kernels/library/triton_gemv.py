@@ -116,6 +116,10 @@ def _epilogue(acc, acc_up, res_ptr, out_ptr, offs, mask, EPILOGUE: tl.constexpr)
     tl.store(out_ptr + offs, y.to(dtype), mask=mask)
 
 
+# (block_n, block_k, num_warps) that "auto" picks: M = 1 with a wide weight, M = 1 with a tall one, M > 1.
+AUTO_TILES = {"m1_wide": (32, 256, 8), "m1_tall": (8, 512, 4), "small_m": (32, 256, 4)}
+
+
 def choose(m: int, n_out: int, k: int, rows_per_out: int, device: torch.device, block_n="auto",
            block_k="auto", split_k="auto", num_warps="auto") -> dict:
     """Tile sizes. "auto" follows what tuning measured on the H200 (benchmarks/results/kernels_measure.sqlite):
@@ -124,7 +128,7 @@ def choose(m: int, n_out: int, k: int, rows_per_out: int, device: torch.device, 
     lm head) in 8 x 512 tiles on 4 warps; at M = 16, 32 x 256 on 4 warps. K is then split until there are
     two programs per multiprocessor."""
     wide = k >= n_out * rows_per_out
-    tile = ((32, 256, 8) if wide else (8, 512, 4)) if m == 1 else (32, 256, 4)
+    tile = AUTO_TILES[("m1_wide" if wide else "m1_tall") if m == 1 else "small_m"]
     block_n = tile[0] if block_n == "auto" else block_n
     block_k = tile[1] if block_k == "auto" else block_k
     num_warps = tile[2] if num_warps == "auto" else num_warps
@@ -211,19 +215,22 @@ def _constraints(pattern: Pattern, extra=()) -> tuple:
             C.shape_holds(f"x [..., K] with at most {MAX_M} rows, weight [N, K]", _weight_fits), *extra)
 
 
-def _compile(epilogue: str, m: int, split_k: int):
+def _compile(epilogue: str, m: int, split_k: int, tile: tuple[int, int, int]):
     def build(arch: str):
         ptr = pointer_type("bf16")
         sig = {"x_ptr": ptr, "w_ptr": ptr, "res_ptr": ptr, "out_ptr": ptr, "part_ptr": pointer_type("f32"),
                "count_ptr": pointer_type("i32"), "M": "i32", "K": "i32", "n_out": "i32", "k_tiles": "i32"}
-        consts = {"EPILOGUE": EPILOGUES[epilogue], "BLOCK_M": m, "BLOCK_N": 16 if m == 1 else 32,
-                  "BLOCK_K": 512 if m == 1 else 128, "SPLIT_K": split_k, "PRECISION": "tf32"}
-        return compile_for(gemv_tile, arch, sig, consts, num_warps=4, num_stages=2)
+        block_n, block_k, num_warps = tile
+        consts = {"EPILOGUE": EPILOGUES[epilogue], "BLOCK_M": m, "BLOCK_N": block_n, "BLOCK_K": block_k,
+                  "SPLIT_K": split_k, "PRECISION": "tf32"}
+        return compile_for(gemv_tile, arch, sig, consts, num_warps=num_warps, num_stages=2)
     return build
 
 
 def _all_builds(epilogue: str):
-    return lambda arch: [_compile(epilogue, m, s)(arch) for m in (1, 16) for s in (1, 4)]
+    """Every tile "auto" can run, with and without split-K."""
+    shapes = [(1, AUTO_TILES["m1_wide"]), (1, AUTO_TILES["m1_tall"]), (16, AUTO_TILES["small_m"])]
+    return lambda arch: [_compile(epilogue, m, s, tile)(arch) for m, tile in shapes for s in (1, 4)]
 
 
 def _examples(rows_per_out: int, with_residual: bool):
