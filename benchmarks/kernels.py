@@ -8,7 +8,7 @@ Every figure comes from hoid's CUDA timer: CUDA-graph replay of back-to-back cal
 through copies totalling 4x the L2, so weights come from memory, not L2. For each case: the relative L2
 error of hoid's output against torch on float32-upcast inputs, the three times, hoid's achieved GB/s
 over the fewest bytes the work must move, and that as a fraction of the copy bandwidth measured at the
-start. GEMV params are tuned first (`hoid.measure.tune`, cached in `measure.sqlite` beside the JSON).
+start. GEMV params are tuned first (`hoid.measure.tune`, cached in `kernels_measure.sqlite` beside the JSON).
 Writes `kernels.json` and `kernels.md` (the README's table) under --out.
 """
 
@@ -112,11 +112,15 @@ def run_case(case: Case, cache, bandwidth: float, smoke: bool, compile_torch: bo
 
 def merged(old: list[dict], new: list[dict]) -> list[dict]:
     """`old` rows with those of the same case replaced by `new` ones, in `old`'s order; a torch.compile time
-    the new run left out is kept from the old row, marked as such (`compile_from`)."""
+    the new run left out is kept from the old row, marked as such (`compile_from`). A new row that failed
+    (an error, or past the deadline) never replaces measured figures: the old row stays, with the error
+    noted under `rerun_error`."""
     fresh = {(r["kernel"], r["model"], r["what"]): r for r in new}
     rows = []
     for r in old:
         n = fresh.pop((r["kernel"], r["model"], r["what"]), r)
+        if "error" in n and "error" not in r:
+            n = {**r, "rerun_error": n["error"]}
         earlier = r.get("seconds", {}).get("compile")
         if n is not r and earlier is not None and "seconds" in n and "compile" not in n["seconds"]:
             n["seconds"]["compile"], n["compile_from"] = earlier, r.get("date", "the earlier run")
@@ -163,7 +167,7 @@ def main() -> int:
     cases = [c for c in cases if any(w in c.kernel or w in c.model for w in wanted)]
     bandwidth = float("nan") if args.smoke else copy_bandwidth(device)
     print(f"copy bandwidth {bandwidth / 1e12:.2f} TB/s; {len(cases)} cases", flush=True)
-    cache = MeasureCache(out / "measure.sqlite")
+    cache = MeasureCache(out / "kernels_measure.sqlite")
     start, rows = time.time(), []
     log = (out / "kernels.jsonl").open("w")  # row by row, so a run stopped midway keeps what it measured
     for case in cases:

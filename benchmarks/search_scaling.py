@@ -13,6 +13,7 @@ under 1 GB of memory.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import os
 import platform
@@ -78,7 +79,6 @@ def main() -> None:
     parser.add_argument("--layers", type=int, nargs="+", default=[1, 2, 4, 8, 16, 28])
     parser.add_argument("--out", default="benchmarks/results/search_scaling.json")
     args = parser.parse_args()
-    import egglog
     import scipy
 
     measure(1)  # warm-up: imports (scipy, the kernel library, triton) are not search time
@@ -97,7 +97,7 @@ def main() -> None:
         "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
                     "cpus": len(os.sched_getaffinity(0))},
         "versions": {"python": platform.python_version(), "torch": torch.__version__,
-                     "egglog": getattr(egglog, "__version__", "13.2.0"), "scipy": scipy.__version__},
+                     "egglog": importlib.metadata.version("egglog"), "scipy": scipy.__version__},
         "note": ("seconds are wall time, cpu_seconds this process's CPU time (the machine is shared: "
                  "load_average says how busy it was); max_rss_mb is the process peak, the import of the "
                  "model (meta weights) included; a 1-layer warm-up run imports scipy and the kernel library "

@@ -59,11 +59,12 @@ def sampled_examples(op_name: str, arity: int, constraints: Sequence[Constraint]
     return draw
 
 
-def vendor_spec(kernel_id: str, pattern: Pattern, launch: Callable[..., None], *, source: str,
+def vendor_spec(kernel_id: str, pattern: Pattern, launch: Callable[..., None], *, source: str | None = None,
                 constraints: Sequence[Constraint] = (), deterministic: bool, doc: str,
                 examples: Callable[[random.Random], Example] | None = None) -> KernelSpec:
     """A torch-backed KernelSpec: no params to tune, built for any arch torch runs on. For a single-op
-    pattern, `examples` defaults to the op's own sampler (`sampled_examples`)."""
+    pattern, `examples` defaults to the op's own sampler (`sampled_examples`). `source` defaults to the
+    launch's module (KernelSpec's default); pass `source_of(...)` when the kernel's code spans more."""
     if examples is None:
         examples = sampled_examples(pattern.name, len(pattern.operands), constraints)
     return KernelSpec(id=kernel_id, pattern=pattern, backend="torch", launch=launch,

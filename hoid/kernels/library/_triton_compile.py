@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import inspect
 import json
 import os
 import subprocess
@@ -216,11 +215,6 @@ def _serve_builds() -> None:
         except Exception:  # the whole trace goes back to the caller, which raises it
             answer = {"error": traceback.format_exc()}
         print(_CompileServer._ANSWER + json.dumps(answer), flush=True)
-
-
-def sources_of(*modules) -> str:
-    """The text a spec's version hash covers when its kernel code spans several modules."""
-    return "\n".join(inspect.getsource(m) for m in modules)
 
 
 def cdiv(a: int, b: int) -> int:

@@ -3,14 +3,12 @@ memory-efficient, cuDNN or math: torch picks per call)."""
 
 from __future__ import annotations
 
-import sys
-
 import torch
 import torch.nn.functional as F
 
 from ..pattern import op_pattern
 from . import _constraints as C
-from ._torch_vendor import source_of, vendor_spec
+from ._torch_vendor import vendor_spec
 
 _PATTERN = op_pattern("sdpa", 3)
 
@@ -26,7 +24,6 @@ def launch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *rest: torch.Tenso
 
 SPEC = vendor_spec(
     "torch.sdpa", _PATTERN, launch,
-    source=source_of(sys.modules[__name__]),
     constraints=(C.float_dtype(_PATTERN.operands, "q", "k", "v"),),
     # The backend torch picks (flash, efficient, cuDNN) is not promised bitwise reproducible.
     deterministic=False,

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import random
-import sys
 
 import torch
 import torch.nn.functional as F
 
 from ...ir import TensorType
 from . import _constraints as C
-from ._torch_vendor import source_of, vendor_spec
+from ._torch_vendor import vendor_spec
 from .patterns import SILU_MUL
 
 
@@ -27,7 +26,6 @@ def examples(rng: random.Random):
 
 SPEC = vendor_spec(
     "torch.silu_mul", SILU_MUL, launch,
-    source=source_of(sys.modules[__name__]),
     constraints=(C.float_dtype(SILU_MUL.operands, "gate", "up"),
                  C.shape_holds("gate and up: one shape", lambda t: t[0].shape == t[1].shape)),
     deterministic=True,

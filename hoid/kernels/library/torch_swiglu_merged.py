@@ -4,14 +4,13 @@ then up), through torch on the two halves as views (no split copies)."""
 from __future__ import annotations
 
 import random
-import sys
 
 import torch
 import torch.nn.functional as F
 
 from ...ir import TensorType
 from . import _constraints as C
-from ._torch_vendor import source_of, vendor_spec
+from ._torch_vendor import vendor_spec
 from .patterns import SWIGLU_MERGED
 
 
@@ -28,7 +27,6 @@ def examples(rng: random.Random):
 
 SPEC = vendor_spec(
     "torch.swiglu_merged", SWIGLU_MERGED, launch,
-    source=source_of(sys.modules[__name__]),
     constraints=(C.float_dtype(SWIGLU_MERGED.operands, "gate_up"),
                  C.shape_holds("gate_up: last dim even (gate then up)",
                                lambda t: t[0].rank >= 1 and t[0].shape[-1] % 2 == 0)),

@@ -19,7 +19,7 @@ from ...ir.registry import Attr
 from ..pattern import Pattern
 from ..spec import KernelSpec
 from . import triton_rmsnorm
-from ._triton_compile import sources_of
+from ._torch_vendor import source_of
 from .triton_rmsnorm import ROW_PARAMS, compile_rows, draw_rows, launch_rows, row_constraints
 
 
@@ -60,6 +60,6 @@ SPEC = KernelSpec(
     deterministic=True,
     examples=_examples,
     compile=lambda arch: compile_rows(arch, has_residual=True),
-    source=sources_of(sys.modules[__name__], triton_rmsnorm),
+    source=source_of(sys.modules[__name__], triton_rmsnorm),
     doc="residual add + RMSNorm in one pass; the sum is written as the new residual",
 )
