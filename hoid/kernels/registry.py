@@ -16,6 +16,7 @@ _KERNELS: dict[str, KernelSpec] = {}
 
 def register(spec: KernelSpec, *, replace: bool = False) -> KernelSpec:
     """Add a kernel; refuses to replace one of the same id unless `replace=True`. Returns `spec`."""
+    _load_library()  # the library first: else its own register of an id a user replaced would fail
     if spec.id in _KERNELS and not replace:
         raise ValueError(f"kernel {spec.id!r} is already registered; pass replace=True to override it")
     _KERNELS[spec.id] = spec
@@ -48,11 +49,17 @@ def applicable(pattern_name: str, types: Sequence[TensorType], attrs: dict) -> l
 
 
 _loaded = False
+_loading = False
 
 
 def _load_library() -> None:
-    global _loaded
-    if not _loaded:
+    global _loaded, _loading
+    if _loaded or _loading:  # _loading: the library's own register calls, while it imports
+        return
+    _loading = True
+    try:
         from . import library  # noqa: F401  (registers the built-in kernels)
 
         _loaded = True  # only once the whole library registered: a failed import fails every lookup
+    finally:
+        _loading = False

@@ -45,3 +45,19 @@ def test_applicable_filters_by_constraints_and_always_keeps_the_vendor_fallback(
     assert "triton.rmsnorm" not in {k.id for k in applicable("rmsnorm", [strided, w], {"eps": 1e-6})}
     ints = [TensorType((2, 3), "i64"), TensorType((3, 2), "i64")]
     assert applicable("matmul", ints, {}) == []
+
+
+def test_a_user_kernel_registered_before_the_first_lookup_replaces_the_library_one(monkeypatch):
+    """register before any lookup loads the library first: the user's replacement wins, lookups work."""
+    import sys
+
+    import hoid.kernels
+
+    monkeypatch.setattr(registry, "_KERNELS", {})
+    monkeypatch.setattr(registry, "_loaded", False)
+    monkeypatch.delattr(hoid.kernels, "library", raising=False)
+    for name in [n for n in sys.modules if n.startswith("hoid.kernels.library")]:
+        monkeypatch.delitem(sys.modules, name)  # a fresh process: the library not yet imported
+    mine = register(relu_spec("torch.matmul"), replace=True)
+    assert get("torch.matmul") is mine
+    assert get("torch.rmsnorm").id == "torch.rmsnorm"
