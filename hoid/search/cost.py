@@ -131,9 +131,10 @@ def weight_only_classes(snapshot: Snapshot, weights: set[str]) -> set[str]:
         for node in snapshot.nodes.values():
             if node.eclass in done:
                 continue
-            computed = node.op not in (INPUT, ABSENT) and node.children
+            operands = snapshot.operands(node)  # an absent optional operand does not make it per step
+            computed = node.op not in (INPUT, ABSENT) and operands
             if (node.op == INPUT and node.attrs["name"] in weights) or (
-                    computed and all(c in done for c in node.children)):
+                    computed and all(c in done for c in operands)):
                 done.add(node.eclass)
                 changed = True
     return done
@@ -169,7 +170,7 @@ def node_costs(snapshot: Snapshot, kernels: Mapping[str, KernelImpl], cost: Cost
     folded = weight_only_classes(snapshot, weights)
     costs: dict[str, float] = {}
     for nid, node in snapshot.nodes.items():
-        if node.op in (INPUT, ABSENT, OUT) or all(c in folded for c in node.children):
+        if node.op in (INPUT, ABSENT, OUT) or all(c in folded for c in snapshot.operands(node)):
             costs[nid] = 0.0
         else:
             costs[nid] = float(cost(op_call(snapshot, node, kernels)))

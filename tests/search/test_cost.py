@@ -66,3 +66,16 @@ def test_a_term_without_type_facts_is_reported_as_a_rule_bug():
     space.saturate([RuleSet("careless", (careless,))])
     with pytest.raises(GraphError, match="no shape or dtype fact"):
         space.extract()
+
+
+def test_a_weight_with_an_absent_optional_operand_is_folded():
+    import hoid
+
+    b = hoid.GraphBuilder("g")
+    x = b.input("x", (4, 8), "f32")
+    w = b.weight("w", (8, 8), "f32")
+    space = SearchSpace(b.build(b.matmul(x, b.add(w, 1.0))))
+    snapshot = space.snapshot()
+    problem = space.problem(snapshot, lambda call: 1.0)
+    (add,) = [n for n, node in snapshot.nodes.items() if node.op == "add"]
+    assert problem.costs[add] == 0.0
