@@ -110,8 +110,20 @@ class KernelSpec:
 
 
 def _source_of(fn: Callable) -> str:
+    """launch's module source; else its own source; else its bytecode and constants (a launch defined
+    where no source file exists, e.g. `python -c`): never its name alone, which two bodies may share."""
     module = inspect.getmodule(fn)
-    try:
-        return inspect.getsource(module) if module is not None else inspect.getsource(fn)
-    except (OSError, TypeError):
+    for target in ([module] if module is not None else []) + [fn]:
+        try:
+            return inspect.getsource(target)
+        except (OSError, TypeError):
+            pass
+    code = getattr(fn, "__code__", None)
+    if code is None:
         return getattr(fn, "__qualname__", repr(fn))
+    return _code_text(code)
+
+
+def _code_text(code) -> str:
+    consts = [_code_text(c) if inspect.iscode(c) else repr(c) for c in code.co_consts]
+    return f"{code.co_code.hex()}|{code.co_names}|{consts}"
