@@ -3,7 +3,8 @@
 - Patching: the namespaces a cheat would patch (torch, `torch.Tensor`, `torch.nn.functional`,
   `torch.testing`, `torch.cuda`, builtins, and every loaded `hoid` module) are snapshotted before the call;
   an entry replaced or deleted by the call is put back and reported. Entries the call adds are allowed
-  (torch adds submodules to its namespace as they are first imported), and so are new values of private
+  (torch adds submodules to its namespace as they are first imported), except on `torch.Tensor` where
+  they shadow a method of its bases (removed and reported), and so are new values of private
   data (`torch.cuda._cached_device_count`, a registry's `_loaded` flag: caches filled on first use);
   replacing a function or class is a patch, private or not.
 - Uninitialized memory: during the call torch fills every fresh allocation with NaN
@@ -60,7 +61,18 @@ class PatchWatch:
                     changed.append(f"{name}.{key}")
                     # mappingproxy (a class's namespace) cannot be assigned to; setattr works for both.
                     setattr(torch.Tensor if name == "torch.Tensor" else sys.modules[name], key, value)
+        changed += _new_tensor_overrides(self._saved["torch.Tensor"])
         return changed
+
+
+def _new_tensor_overrides(saved: dict) -> list[str]:
+    """Remove (and name) keys the call added to `torch.Tensor` that shadow an attribute of its bases: most
+    tensor methods (`__mul__`, `sum`) live on `torch._C.TensorBase`, so a new key there replaces them."""
+    added = [key for key in vars(torch.Tensor) if key not in saved
+             and any(key in vars(base) for base in torch.Tensor.__mro__[1:])]
+    for key in added:
+        delattr(torch.Tensor, key)
+    return [f"torch.Tensor.{key}" for key in added]
 
 
 _MISSING = object()

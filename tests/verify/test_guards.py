@@ -74,3 +74,19 @@ def test_patches_are_undone_even_when_the_call_times_out_and_sys_exit_is_a_failu
     assert failure.kind == "patched" and torch.allclose is original
     _, failure = guarded_call(exit, [3], {}, timeout_s=None)
     assert failure.kind == "raised" and "SystemExit" in failure.message
+
+
+def _patch_tensor_mul():
+    # __mul__ lives on torch._C.TensorBase: set on torch.Tensor, it is a new key that overrides it.
+    torch.Tensor.__mul__ = lambda self, other: torch.zeros_like(self)
+
+
+def test_a_new_tensor_method_that_shadows_torchs_own_is_a_patch_and_is_removed():
+    try:
+        _, failure = guarded_call(_patch_tensor_mul, [], {}, timeout_s=None)
+        assert "__mul__" not in vars(torch.Tensor)
+        assert failure is not None and failure.kind == "patched" and "torch.Tensor.__mul__" in failure.message
+        assert torch.equal(torch.ones(2) * 2, torch.full((2,), 2.0))
+    finally:
+        if "__mul__" in vars(torch.Tensor):
+            del torch.Tensor.__mul__
