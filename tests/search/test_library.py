@@ -2,7 +2,7 @@
 
 from hoid.kernels import Constraint, KernelSpec, op_pattern
 from hoid.search.rules import default_rulesets
-from hoid.search.rules.library import apply_library
+from hoid.search.rules.library import LibraryReport, apply_library
 from hoid.search.space import SearchSpace
 
 from .graphs import block
@@ -42,3 +42,40 @@ def test_fused_library_pattern_matches_after_the_rules():
     space = SearchSpace(block(layers=2))
     space.saturate(default_rulesets())  # silu is recognized from x * sigmoid(x) first
     assert apply_library(space, [spec]).injected == {"test.silu_mul": 2}
+
+
+def _add_rmsnorm_space(eps):
+    import hoid
+
+    b = hoid.GraphBuilder("g")
+    x, r = b.input("x", (1, 2, 8), "f32"), b.input("r", (1, 2, 8), "f32")
+    summed = b.add(x, r)
+    return SearchSpace(b.build(summed, b.rmsnorm(summed, b.weight("w", (8,), "f32"), eps=eps)))
+
+
+def _add_rmsnorm_spec():
+    from hoid.ir import TensorType
+    from hoid.kernels.library.triton_add_rmsnorm import ADD_RMSNORM
+
+    def examples(rng):
+        t = TensorType((1, 2, 8), "f32")
+        return [t, t, TensorType((8,), "f32")], {"eps": 1e-6}
+
+    return KernelSpec("test.add_rmsnorm", ADD_RMSNORM, "torch", launch=lambda *a, **k: None, examples=examples)
+
+
+def test_fused_pattern_takes_its_attrs_from_the_match():
+    for eps in (1e-6, 1e-5):  # the pattern's default, and Llama's
+        space = _add_rmsnorm_space(eps)
+        report = apply_library(space, [_add_rmsnorm_spec()])
+        assert report.injected == {"test.add_rmsnorm": 1}, eps
+        out = space.extract(lambda call: 1e-9 if call.op == "kernel" else 1e-6).graph
+        assert [n.attrs["attrs"] for n in out.nodes if n.op == "kernel"] == [{"eps": eps}]
+
+
+def test_no_kernels_is_no_work():
+    class Untouchable:
+        def snapshot(self):
+            raise AssertionError("snapshotted for no kernels")
+
+    assert apply_library(Untouchable(), []) == LibraryReport()

@@ -36,8 +36,9 @@ class LibraryReport:
     skipped: dict[str, str] = field(default_factory=dict)
 
 
-def match(snapshot: Snapshot, pattern: Graph, value, cls: str, bind: dict[str, str], exact: bool) -> bool:
-    """Whether `value` of `pattern` can be computed by e-class `cls`, extending `bind` (value name -> class)."""
+def match(snapshot: Snapshot, pattern: Graph, value, cls: str, bind: dict, exact: bool) -> bool:
+    """Whether `value` of `pattern` can be computed by e-class `cls`, extending `bind` (value name -> class,
+    and `(NODE, pattern node index) -> ENode` for each pattern node matched)."""
     if value.name in bind:
         return bind[value.name] == cls
     producer = pattern.producers().get(value.name)
@@ -55,42 +56,101 @@ def match(snapshot: Snapshot, pattern: Graph, value, cls: str, bind: dict[str, s
             continue
         if exact and attr_key(enode.attrs) != attr_key(producer.attrs):
             continue
-        trial = {**bind, value.name: cls}
+        trial = {**bind, value.name: cls, (NODE, pattern.nodes.index(producer)): enode}
         if all(match(snapshot, pattern, v, c, trial, exact) for v, c in zip(producer.inputs, kids, strict=True)):
             bind.update(trial)
             return True
     return False
 
 
-def _signatures(snapshot: Snapshot, spec) -> list[tuple[tuple[TensorType, ...], dict]]:
-    """(input types, attrs) at every match of the kernel's pattern, each signature once."""
+NODE = object()  # marks the keys of `bind` that record which e-node a pattern node matched
+
+
+def _perturbed(value):
+    """Another value of the same kind, to see where an attr lands in a pattern's nodes."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, (int, float)):
+        return value * 2 + 1
+    return None
+
+
+def attr_sites(pattern, types, attrs: dict) -> dict[str, list[tuple[int, str]]]:
+    """For each pattern attr, the (node index, node attr) places of the pattern's graph that hold its value
+    as is: where building with another value of the attr changes that node attr to that value, and
+    nothing else about the graph. Attrs that land nowhere as is (transformed, or changing the structure)
+    are left out."""
+    base = pattern.graph(types, attrs)
+    sites: dict[str, list[tuple[int, str]]] = {}
+    for name, value in attrs.items():
+        other = _perturbed(value)
+        if other is None:
+            continue
+        try:
+            probe = pattern.graph(types, {**attrs, name: other})
+        except (HoidError, ValueError, IndexError):
+            continue
+        if [n.op for n in probe.nodes] != [n.op for n in base.nodes]:
+            continue
+        sites[name] = [(i, k) for i, (a, b) in enumerate(zip(base.nodes, probe.nodes, strict=True))
+                       for k in a.attrs if a.attrs[k] == value and b.attrs.get(k) == other]
+    return sites
+
+
+def _signatures(snapshot: Snapshot, spec, by_op: dict[str, list] | None = None,
+                missed: list[str] | None = None) -> list[tuple[tuple[TensorType, ...], dict]]:
+    """(input types, attrs) at every match of the kernel's pattern, each signature once. A fused pattern's
+    attrs are read off the e-nodes it matched structurally; `missed` collects why a structural match
+    was not an exact one."""
     pattern = spec.pattern
+    if by_op is None:
+        by_op = _nodes_by_op(snapshot)
     found: dict[tuple, tuple] = {}
     if has_op(pattern.name):
-        for node in snapshot.nodes.values():
+        for node in by_op.get(pattern.name, ()):
             kids = snapshot.operands(node)
-            if node.op == pattern.name and len(kids) == len(pattern.operands):
+            if len(kids) == len(pattern.operands):
                 types = tuple(snapshot.types[c] for c in kids)
                 found[(types, attr_key(node.attrs))] = (types, dict(node.attrs))
         return list(found.values())
-    example = pattern.graph(*spec.examples(random.Random(0)))
-    inputs = example.inputs_of_kind("input")
+    example_types, example_attrs = spec.examples(random.Random(0))
     defaults = {a.name: a.default for a in pattern.attrs}
+    example_attrs = {**defaults, **example_attrs}
+    example = pattern.graph(example_types, example_attrs)
+    sites = attr_sites(pattern, example_types, example_attrs)
+    inputs = example.inputs_of_kind("input")
     for out in example.outputs:  # match from each output in turn: one may not reach every input
         root_op = example.producers()[out.name].op
-        for cls in {n.eclass for n in snapshot.nodes.values() if n.op == root_op}:
-            bind: dict[str, str] = {}
+        for cls in dict.fromkeys(n.eclass for n in by_op.get(root_op, ())):
+            bind: dict = {}
             if not match(snapshot, example, out, cls, bind, exact=False) or any(v.name not in bind for v in inputs):
                 continue
             types = tuple(snapshot.types[bind[v.name]] for v in inputs)
+            attrs = dict(defaults)
+            for name, places in sites.items():  # the values at this match, where the match reached them
+                for i, key in places:
+                    enode = bind.get((NODE, i))
+                    if enode is not None and key in enode.attrs:
+                        attrs[name] = enode.attrs[key]
+                        break
             try:
-                exact = pattern.graph(types, defaults)
+                exact = pattern.graph(types, attrs)
             except (HoidError, ValueError, IndexError):  # it does not build at these types: no match
                 continue
             index = example.outputs.index(out)
             if match(snapshot, exact, exact.outputs[index], cls, {}, exact=True):
-                found[(types, attr_key(defaults))] = (types, defaults)
+                found[(types, attr_key(attrs))] = (types, attrs)
+            elif missed is not None:
+                missed.append(f"the pattern matched e-class {cls} structurally at {', '.join(map(str, types))} "
+                              f"but not with attrs {attrs}")
     return list(found.values())
+
+
+def _nodes_by_op(snapshot: Snapshot) -> dict[str, list]:
+    by_op: dict[str, list] = {}
+    for node in snapshot.nodes.values():
+        by_op.setdefault(node.op, []).append(node)
+    return by_op
 
 
 def apply_library(space, kernels=None) -> LibraryReport:
@@ -100,13 +160,20 @@ def apply_library(space, kernels=None) -> LibraryReport:
 
         kernels = list(all_kernels().values())
     report = LibraryReport()
+    if not kernels:
+        return report
     snapshot = space.snapshot()
+    by_op = _nodes_by_op(snapshot)
     rules, kernel_of = [], {}
     for spec in kernels:
         if not has_op(spec.pattern.name) and spec.examples is None:
             report.skipped[spec.id] = "a fused pattern without examples cannot be matched structurally"
             continue
-        for types, attrs in _signatures(snapshot, spec):
+        missed: list[str] = []
+        signatures = _signatures(snapshot, spec, by_op, missed)
+        if missed and not signatures:
+            report.skipped[spec.id] = missed[0]
+        for types, attrs in signatures:
             reason = spec.rejects(list(types), attrs)
             if reason is not None:
                 report.skipped.setdefault(spec.id, reason)
