@@ -50,7 +50,10 @@ def check_source(text: str, entry: str) -> tuple[ast.Module | None, list[SourceP
                 allowed = ", ".join(ALLOWED_IMPORTS)
                 refuse(node, f"import of {name!r}: kernel source may import only {allowed}")
             imports.add(root)
-        if isinstance(node, ast.Attribute) and node.attr == "autotune":
+        autotune = (isinstance(node, ast.Attribute) and node.attr == "autotune"
+                    or isinstance(node, ast.Name) and node.id == "autotune"
+                    or isinstance(node, ast.ImportFrom) and any(a.name == "autotune" for a in node.names))
+        if autotune:
             refuse(node, "triton.autotune: declare PARAMS = {name: (choices, ...)} instead; hoid tunes them "
                          "through hoid.measure.tune, so choices are cached and reported")
     aliases = _module_aliases(tree)
@@ -72,6 +75,9 @@ def check_source(text: str, entry: str) -> tuple[ast.Module | None, list[SourceP
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             if not all(isinstance(t, ast.Name) for t in targets):
                 refuse(node, "a top-level assignment may only bind plain names")
+            if isinstance(node, ast.AnnAssign) and not _is_static_annotation(node.annotation):
+                refuse(node.annotation, f"annotation {ast.unparse(node.annotation)!r} is computed at import; "
+                                        "annotate with a name (or a subscript of names and literals)")
         else:
             kind = type(node).__name__.replace("AsyncFunctionDef", "async def").replace("ClassDef", "class")
             refuse(node, f"top-level {kind} statement runs at import, before any check; "
@@ -111,7 +117,7 @@ def _import_time_parts(fn: ast.FunctionDef, aliases: set[str]):
                             "use a literal")
     annotations = [a.annotation for a in [*args.posonlyargs, *args.args, *args.kwonlyargs] if a.annotation]
     for annotation in [*annotations, *([fn.returns] if fn.returns else [])]:
-        if not _is_static(annotation) and not isinstance(annotation, ast.Subscript):
+        if not _is_static_annotation(annotation):
             yield annotation, f"annotation {ast.unparse(annotation)!r} of {fn.name} is computed at import"
 
 
@@ -125,6 +131,18 @@ def _is_static(node: ast.expr) -> bool:
             isinstance(n, (ast.Name, ast.Attribute, ast.Load)) for n in ast.walk(node))
 
 
+def _is_static_annotation(node: ast.expr) -> bool:
+    """Static (`_is_static`), or a subscript (`tuple[int, ...]`, `tl.tensor[tl.float16]`) whose value and
+    slice are themselves static annotations: a subscript of a call would run the call at import."""
+    if _is_static(node):
+        return True
+    if isinstance(node, ast.Subscript):
+        return _is_static_annotation(node.value) and _is_static_annotation(node.slice)
+    if isinstance(node, ast.Tuple):
+        return all(_is_static_annotation(e) for e in node.elts)
+    return False
+
+
 def _decorator_name(node: ast.expr) -> str:
     node = node.func if isinstance(node, ast.Call) else node
     return ast.unparse(node)
@@ -135,8 +153,10 @@ def literal_constants(tree: ast.Module) -> dict:
     without running anything."""
     found = {}
     for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            name = node.targets[0].id
+        target = (node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1
+                  else node.target if isinstance(node, ast.AnnAssign) and node.value is not None else None)
+        if isinstance(target, ast.Name):
+            name = target.id
             if name.isupper():
                 try:
                     found[name] = ast.literal_eval(node.value)

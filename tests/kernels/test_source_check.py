@@ -81,3 +81,35 @@ def test_entry_must_be_a_name(entry):
 
 def test_non_text_source_is_refused():
     assert "source must be text" in str(refused(b"def launch(): pass"))
+
+
+@pytest.mark.parametrize("text", [
+    "import torch\nX: torch.manual_seed(0) = 1\n" + OK_LAUNCH,
+    "import torch\nX: list[torch.manual_seed(0)] = []\n" + OK_LAUNCH,
+    "import torch\n\ndef launch(x: torch.manual_seed(0)[0], out):\n    out.copy_(x)\n",
+    "import torch\n\ndef launch(x: dict[str, torch.manual_seed(0)], out):\n    out.copy_(x)\n",
+])
+def test_annotations_that_call_at_import_are_refused(text):
+    assert "is computed at import" in str(refused(text))
+
+
+def test_static_annotations_are_accepted():
+    text = ("import torch\nX: int = 1\nY: dict[str, tuple[int, ...]] = {}\n\n"
+            "def launch(x: torch.Tensor, out: list[torch.Tensor]) -> None:\n    out.copy_(x)\n")
+    assert KernelSource(text).version
+
+
+@pytest.mark.parametrize("text", [
+    "from triton import autotune\n" + OK_LAUNCH,
+    "from triton import autotune as tune\n" + OK_LAUNCH,
+    "import triton\n\ndef launch(x, out):\n    autotune(x)\n",
+])
+def test_autotune_imported_by_name_is_refused(text):
+    assert "declare PARAMS" in str(refused(text))
+
+
+def test_annotated_params_are_read():
+    text = 'PARAMS: dict = {"BLOCK": (64, 128)}\nLIMIT: int\n' + OK_LAUNCH
+    src = KernelSource(text)
+    assert src.constants == {"PARAMS": {"BLOCK": (64, 128)}}
+    assert [(p.name, p.choices, p.default) for p in src.declared_params()] == [("BLOCK", (64, 128), 64)]
