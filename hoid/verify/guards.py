@@ -12,6 +12,7 @@
   output left unwritten, or one that hopes to find the reference's freed results, reads as NaN.
 - Time: where the call runs on the main thread, a timer interrupts it after `timeout_s` (isolated
   candidates are also killed from outside; this is what keeps an in-process loop from hanging a test).
+  A timer the caller had armed is held during the call and re-armed after it with the time it had left.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import contextlib
 import signal
 import sys
 import threading
+import time
 import traceback
 import warnings
 from collections.abc import Callable
@@ -120,12 +122,18 @@ def _time_limit(seconds: float | None):
         raise CallTimeout()
 
     previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    started = time.monotonic()
+    # The caller's own timer (pytest-timeout's signal method, an alarm of theirs) waits until the call is
+    # over, then gets back what it had left (and goes off at once if it fell due meanwhile).
+    outer_delay, outer_interval = signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        if outer_delay > 0:
+            left = max(outer_delay - (time.monotonic() - started), 1e-6)
+            signal.setitimer(signal.ITIMER_REAL, left, outer_interval)
 
 
 def _where_raised(exc: BaseException) -> str:

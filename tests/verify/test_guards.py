@@ -1,5 +1,8 @@
 """Guards around a candidate call: patches undone and reported, fresh memory NaN, time limits."""
 
+import signal
+import time
+
 import torch
 
 import hoid.verify.compare
@@ -90,3 +93,20 @@ def test_a_new_tensor_method_that_shadows_torchs_own_is_a_patch_and_is_removed()
     finally:
         if "__mul__" in vars(torch.Tensor):
             del torch.Tensor.__mul__
+
+
+def test_the_callers_own_timer_survives_the_call():
+    fired = []
+    previous = signal.signal(signal.SIGALRM, lambda signum, frame: fired.append(signum))
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 30)
+        assert guarded_call(int, ["1"], {}, timeout_s=5)[1] is None
+        assert 25 < signal.getitimer(signal.ITIMER_REAL)[0] <= 30
+        # An outer timer due during the call goes off once the call is over.
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        assert guarded_call(time.sleep, [0.15], {}, timeout_s=5)[1] is None
+        time.sleep(0.1)
+        assert fired
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
