@@ -52,24 +52,48 @@ class OpCall:
 CostModel = Callable[[OpCall], float]
 
 
+def measured_as(call: OpCall) -> tuple[str, str, dict] | None:
+    """(kernel id, version, params) under which `hoid.measure` keys this call's measurements: a kernel's
+    own; for a plain op, the library's torch kernel of that op and arity (`torch.matmul` runs the same
+    torch call), or None where the library has none."""
+    if call.op == "kernel":
+        return call.attrs["kernel"], call.attrs["version"], call.attrs["params"]
+    spec = _torch_kernel(call.op, len(call.inputs))
+    return (spec.id, spec.version, spec.default_params()) if spec is not None else None
+
+
+def _torch_kernel(op: str, arity: int):
+    from ..kernels import kernels_for
+
+    return next((k for k in kernels_for(op) if k.backend == "torch" and len(k.pattern.operands) == arity), None)
+
+
 class AnalyticCost:
     """Roofline seconds on `device`, divided by the kernel's (or op's) measured efficiency.
 
     efficiency: a mapping from kernel id (or op name) to efficiency in (0, 1], or an object with
-    `efficiency(device_name, kernel, version) -> float | None` such as `hoid.measure.cache.MeasureCache`.
+    `efficiency(device_name, kernel, version) -> float | None` such as `hoid.measure.cache.MeasureCache`,
+    asked for each kernel id and version once (a plain op as its torch kernel: see `measured_as`).
     Unknown efficiencies are 1 (the roofline itself).
     """
 
     def __init__(self, device: Device = H200, *, efficiency=None, in_graph: bool = True):
         self.device, self.in_graph = device, in_graph
         self._efficiency = efficiency if efficiency is not None else {}
+        self._known: dict[tuple[str, str], float] = {}
 
     def efficiency(self, call: OpCall) -> float:
         source = self._efficiency
         if isinstance(source, Mapping):
             return float(source.get(call.name, 1.0))
-        found = source.efficiency(self.device.name, call.name, call.attrs.get("version") or None)
-        return float(found) if found else 1.0
+        measured = measured_as(call)
+        if measured is None:
+            return 1.0
+        kernel, version = measured[0], measured[1] or None
+        if (kernel, version) not in self._known:
+            found = source.efficiency(self.device.name, kernel, version)
+            self._known[(kernel, version)] = float(found) if found else 1.0
+        return self._known[(kernel, version)]
 
     def __call__(self, call: OpCall) -> float:
         return op_time(call.op, call.inputs, call.outputs, call.attrs, self.device,
@@ -93,17 +117,16 @@ class MeasuredCost:
     @classmethod
     def from_cache(cls, cache, device: str, **kw) -> MeasuredCost:
         """From a `hoid.measure` cache: kernels as `measure_kernel` keys them (id, version, params, input
-        types, pattern attrs); plain ops as kernel `torch.<op>` with their attrs."""
+        types, pattern attrs); plain ops as the library's torch kernel of the op (`measured_as`), with
+        their attrs."""
         from ..measure.cache import MeasureKey
 
         def lookup(call: OpCall) -> float | None:
-            if call.op == "kernel":
-                a = call.attrs
-                key = MeasureKey.of(device, a["kernel"], a["version"], a["params"], call.inputs,
-                                    a["attrs"])
-            else:
-                key = MeasureKey.of(device, f"torch.{call.op}", "", {}, call.inputs, call.attrs)
-            entry = cache.get(key)
+            measured = measured_as(call)
+            if measured is None:
+                return None
+            attrs = call.attrs["attrs"] if call.op == "kernel" else call.attrs
+            entry = cache.get(MeasureKey.of(device, *measured, call.inputs, attrs))
             return entry.median if entry else None
 
         return cls(lookup, **kw)

@@ -21,13 +21,33 @@ def test_analytic_cost_is_the_roofline_divided_by_efficiency():
 
 
 def test_analytic_cost_reads_efficiency_from_a_cache_like_object():
-    class Cache:
+    from hoid.kernels import get
+
+    asked, matmul = [], (H200.name, "torch.matmul", get("torch.matmul").version)
+
+    class Cache:  # a plain matmul is measured as the library's torch.matmul, which runs the same call
         def efficiency(self, device, kernel, version):
-            return 0.25 if (device, kernel) == (H200.name, "matmul") else None
+            asked.append(kernel)
+            return 0.25 if (device, kernel, version) == matmul else None
 
     launch = H200.graph_launch_overhead
-    quarter = AnalyticCost(H200, efficiency=Cache())(MATMUL)
+    cost = AnalyticCost(H200, efficiency=Cache())
+    quarter = cost(MATMUL)
     assert quarter - launch == pytest.approx(4 * (AnalyticCost(H200)(MATMUL) - launch))
+    assert cost(MATMUL) == quarter and asked == ["torch.matmul"]  # asked once per kernel and version
+
+
+def test_measured_cost_from_cache_finds_plain_ops_where_measure_kernel_puts_them(tmp_path):
+    from hoid.kernels import get
+    from hoid.measure.cache import MeasureCache, MeasureKey
+    from hoid.measure.timing import Timing
+
+    spec = get("torch.matmul")
+    with MeasureCache(tmp_path / "cache.sqlite") as cache:
+        key = MeasureKey.of(H200.name, spec.id, spec.version, spec.check_params({}), MATMUL.inputs, MATMUL.attrs)
+        cache.put(key, Timing.of(3e-4, runs=3))
+        measured = MeasuredCost.from_cache(cache, H200.name)
+        assert measured(MATMUL) == pytest.approx(3e-4)
 
 
 def test_measured_cost_records_what_it_estimated():
