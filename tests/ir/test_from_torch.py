@@ -195,3 +195,17 @@ def test_zero_dim_operands_promote_as_in_torch():
     (y,) = hoid.run(g, x)
     assert y.dtype == torch.bfloat16
     assert torch.equal(y, ScaledShift()(x))
+
+
+def test_clamp_with_both_zero_dim_tensor_bounds_keeps_the_tensors_dtype():
+    """clamp(bf16[3], min=f32[], max=f32[]) is bf16 in torch: both bounds are cast as for a binary op."""
+
+    class Clamp(nn.Module):
+        def forward(self, x):
+            return x.clamp(min=torch.tensor(0.0), max=torch.tensor(0.5))
+
+    x = torch.randn(8, dtype=torch.bfloat16)
+    g = hoid.from_torch(Clamp(), (x,))
+    (y,) = hoid.run(g, x)
+    assert y.dtype == torch.bfloat16
+    assert torch.equal(y, Clamp()(x))

@@ -30,18 +30,21 @@ def _common_dtype(a: Value, b: Value) -> str:
 
 def binary(op_name: str):
     """`aten.<f>(self, other)` with other a tensor or a number -> `<op_name>(a, b)` or `(a, scalar=)`.
-    (pow names its second operand `exponent`.)"""
-    def lower(em: Emitter, self, **rest):
+    (pow names its second operand `exponent`.) `tag` names the result, an intermediate when one ATen
+    call lowers to several binary ops (the intermediates it makes are named after it)."""
+    def lower(em: Emitter, self, tag: str | None = None, **rest):
         other = rest["other"] if "other" in rest else rest["exponent"]
+        prefix = "" if tag is None else f"{tag}_"
         if not is_value(self):  # a number first: make it a constant of the result's dtype
-            self = em.full((), self, em.out_dtype, tag="lhs")
+            self = em.full((), self, em.out_dtype, tag=f"{prefix}lhs")
         if not is_value(other):
-            return em.op(op_name, self, scalar=other)
+            return em.op(op_name, self, scalar=other, tag=tag)
         if self.type.dtype != other.type.dtype and (self.type.rank == 0) != (other.type.rank == 0):
             # a 0-dim operand does not decide the dtype: cast it as torch does before computing
             common = _common_dtype(self, other)
-            self, other = em.cast(self, common, tag="lhs_cast"), em.cast(other, common, tag="rhs_cast")
-        return em.op(op_name, self, other)
+            self = em.cast(self, common, tag=f"{prefix}lhs_cast")
+            other = em.cast(other, common, tag=f"{prefix}rhs_cast")
+        return em.op(op_name, self, other, tag=tag)
     return lower
 
 
@@ -156,7 +159,7 @@ def clamp_tensor(em: Emitter, self, min=None, max=None):
     """clamp with tensor bounds: minimum(maximum(x, lo), hi)."""
     x = self
     if min is not None:
-        x = binary("maximum")(em, x, other=min) if max is None else em.op("maximum", x, min, tag="lo")
+        x = binary("maximum")(em, x, other=min, tag=None if max is None else "lo")
     if max is not None:
         x = binary("minimum")(em, x, other=max)
     return x
