@@ -70,7 +70,17 @@ def test_top_k_bans_the_hottest_choices(saturated):
     assert len({f.graph.structure_key() for f in result.finalists}) == len(result.finalists)
 
 
-def test_cycles_are_cut():
+def test_a_chosen_cycle_is_cut():
+    # a = leaf (10 s) or f(b); b = g(a); f and g are free: the cheapest "choice" is the cycle f, g, which
+    # computes nothing, so the ILP must cut it and re-solve to the leaf
+    problem = Problem(classes={"a": ["leaf", "f"], "b": ["g"]}, children={"leaf": (), "f": ("b",), "g": ("a",)},
+                      eclass={"leaf": "a", "f": "a", "g": "b"}, costs={"leaf": 10.0, "f": 0.0, "g": 0.0},
+                      roots=("a",))
+    result = extract(problem)
+    assert result.method == "ilp" and result.choice == {"a": "leaf"} and result.cost == 10.0
+
+
+def test_zero_cost_cycles_through_a_value_itself_extract_a_program():
     # transpose(transpose(x)) = x puts x's class in a cycle whose nodes cost nothing
     b = hoid.GraphBuilder("cycle")
     x = b.input("x", (2, 3), "f32")
