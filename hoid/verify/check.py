@@ -15,7 +15,6 @@ aliasing checks, the reference in float64 after the candidate, timing runs and r
 from __future__ import annotations
 
 import dataclasses
-import functools
 import random
 from collections.abc import Callable, Iterable, Sequence
 
@@ -72,6 +71,13 @@ def _output_types(outputs) -> Callable | None:
     return lambda types: fixed
 
 
+def _kernel_candidate(spec: KernelSpec) -> Callable | KernelSource:
+    """What a check runs of a kernel spec: the source of one built from source (`KernelSource.to_spec`),
+    which the static pass reads and which runs isolated; else its launch."""
+    source = getattr(spec.launch, "source", None)
+    return source if isinstance(source, KernelSource) else spec.launch
+
+
 def _run(runner, plan: Plan, trials: int, seed: int) -> Verdict:
     try:
         return run_check(TrialRunner(plan, runner), trials=trials, seed=seed)
@@ -102,9 +108,11 @@ def check(candidate, reference: Callable | Graph, inputs: Sequence, *, trials: i
     if isinstance(reference, Graph):
         outputs = outputs if outputs is not None else [v.type.contiguous() for v in reference.outputs]
         reference = graph_reference(reference)
-    if isinstance(candidate, KernelSpec):  # its launch, with default params; attrs: use check_kernel
+    call_kwargs = {}
+    if isinstance(candidate, KernelSpec):  # its launch (or source), with default params; attrs: use check_kernel
         destination_passing, deterministic = True, deterministic or candidate.deterministic
-        candidate = functools.partial(candidate.launch, **candidate.default_params())
+        call_kwargs = candidate.default_params()
+        candidate = _kernel_candidate(candidate)
     candidate = as_candidate(candidate)
     seed = _new_seed(seed)
     declared = [as_input(x, i) for i, x in enumerate(inputs)]
@@ -116,7 +124,7 @@ def check(candidate, reference: Callable | Graph, inputs: Sequence, *, trials: i
     runner = _runner(candidate, isolate=isolate, destination_passing=destination_passing, timeout_s=timeout_s,
                      device=device)
     plan = Plan(declared, reference, device, destination_passing, deterministic, _output_types(outputs),
-                tf32=tf32, atol=atol, rtol=rtol)
+                call_kwargs=call_kwargs, tf32=tf32, atol=atol, rtol=rtol)
     verdict = _run(runner, plan, DEFAULT_TRIALS if trials is None else trials, seed)
     return dataclasses.replace(verdict, notes=tuple(notes) + verdict.notes)
 
@@ -149,15 +157,14 @@ def check_kernel(spec, *, examples: int = 3, trials: int | None = None, seed: in
     if spec.examples is None:
         raise VerifyError(f"kernel {spec.id}: it declares no examples(rng), so its shape space cannot be drawn")
     seed = _new_seed(seed)
-    source = getattr(spec.launch, "source", None)
-    from_source = isinstance(source, KernelSource)
-    refused, notes = _static_verdict(source if from_source else spec.launch, seed)
+    candidate = _kernel_candidate(spec)
+    refused, notes = _static_verdict(candidate, seed)
     if refused is not None:
         return refused
     params = spec.check_params(params or {})
     per_example = max(4, (DEFAULT_TRIALS if trials is None else trials) // examples)
     rng, device = random.Random(seed), _device(device)
-    runner = _runner(source if from_source else spec.launch, isolate=isolate, destination_passing=True,
+    runner = _runner(candidate, isolate=isolate, destination_passing=True,
                      timeout_s=timeout_s, device=device)
     try:
         for i in range(examples):

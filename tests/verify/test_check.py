@@ -219,6 +219,30 @@ def test_a_kernel_spec_is_a_destination_passing_candidate():
     assert check(_silu_spec(silu_launch_half_written), R.silu, [((3, 32), "f32")], trials=4, seed=0).kind == "unwritten"
 
 
+SILU_SOURCE = """
+import torch
+
+PARAMS = {"SCALE": (1.0, 2.0)}
+
+
+def silu(x, out, SCALE):
+    out.copy_(torch.nn.functional.silu(x) * SCALE)
+"""
+
+
+def test_a_kernel_spec_built_from_source_is_read_by_the_static_pass_and_runs_isolated_with_its_params():
+    # The same launch behind a try/except the static pass refuses: refused before running, so it was read.
+    fallback = "    try:\n        pass\n    except Exception:\n        pass\n"
+    sneaky = SILU_SOURCE.replace("    out.copy_(", fallback + "    out.copy_(")
+    refused = check(KernelSource(sneaky, "silu").to_spec("test.silu_try", op_pattern("silu")), R.silu,
+                    [((3, 32), "f32")], trials=2, seed=0)
+    assert refused.kind == "static" and "try/except" in refused.reason, refused
+    honest = check(KernelSource(SILU_SOURCE, "silu").to_spec("test.silu", op_pattern("silu")), R.silu,
+                   [((3, 32), "f32")], trials=2, seed=0)
+    assert honest.ok, honest
+    assert not any("could not read" in note for note in honest.notes), honest.notes
+
+
 def test_check_kernel_draws_the_shape_space_and_passes_outputs():
     verdict = check_kernel(_silu_spec(silu_launch), examples=2, trials=8, seed=0)
     assert verdict.ok, verdict
