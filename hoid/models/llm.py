@@ -89,11 +89,9 @@ def prefill_graph(lm, tokens: int, cache_len: int, *, batch: int = 1, name: str 
 
 
 def decode_step_graph(lm, cache_len: int, *, batch: int = 1, name: str | None = None) -> Graph:
-    """The graph of one decode step: one token per sequence at `position`, over a cache of `cache_len`."""
-    from ..ir.from_torch import from_torch
-
-    step = CausalLMStep(lm, cache_len, batch).eval()
-    return from_torch(step, _example_inputs(lm, batch, 1), name=name or "decode_step")
+    """The graph of one decode step: one token per sequence at `position`, over a cache of `cache_len`
+    (the prefill graph of a one-token prompt)."""
+    return prefill_graph(lm, 1, cache_len, batch=batch, name=name or "decode_step")
 
 
 def empty_cache(graph: Graph, device: str | torch.device | None = None) -> list[torch.Tensor]:
@@ -116,6 +114,7 @@ def generate(step: Graph, prompt: torch.Tensor, max_new_tokens: int, *, prefill:
     from ..ir.interpreter import run as interpret
 
     run = run or interpret
+    _check_fits(step, prompt, max_new_tokens, prefill)
     cache = empty_cache(step, prompt.device)
     position = torch.zeros((1,), dtype=torch.long, device=prompt.device)
     if prefill is not None:
@@ -134,3 +133,23 @@ def generate(step: Graph, prompt: torch.Tensor, max_new_tokens: int, *, prefill:
         logits, *cache = run(step, next_token, position, *cache)
         position = position + 1
     return torch.cat(tokens, dim=1)
+
+
+def _check_fits(step: Graph, prompt: torch.Tensor, max_new_tokens: int, prefill: Graph | None) -> None:
+    """Refuse up front what would fail deep inside a run: a generation longer than the cache, a prefill
+    graph built for another prompt length or cache."""
+    states = step.inputs_of_kind("state")
+    cache_len = states[0].type.shape[2] if states else None  # cache.0.k is [B, Hkv, L, D]
+    prompt_len = prompt.shape[1]
+    needed = prompt_len + max(max_new_tokens - 1, 0)  # the last new token is never run
+    if cache_len is not None and needed > cache_len:
+        raise ValueError(f"a prompt of {prompt_len} tokens and {max_new_tokens} new ones need {needed} cache "
+                         f"slots; the decode step's cache_len is {cache_len}")
+    if prefill is not None:
+        tokens = prefill.runtime_inputs[0].type.shape[1]  # input_ids [B, T]
+        if tokens != prompt_len:
+            raise ValueError(f"the prefill graph runs T={tokens} tokens but the prompt has {prompt_len}; "
+                             f"build it with prefill_graph(lm, {prompt_len}, cache_len)")
+        if [v.type for v in prefill.inputs_of_kind("state")] != [v.type for v in states]:
+            raise ValueError("the prefill graph's cache differs from the decode step's (build both with the "
+                             "same cache_len and batch)")

@@ -145,3 +145,12 @@ def test_a_full_size_decode_step_has_the_published_shapes():
     assert step.outputs[0].type == hoid.TensorType((1, 1, 128256), "bf16")
     assert [v.type.shape for v in step.inputs_of_kind("state")] == [(1, 8, 256, 64)] * 32
     assert abs(step.weight_bytes() / 2 - 1.236e9) < 0.01e9  # 1.24B parameters in bfloat16
+
+
+def test_generation_longer_than_the_cache_is_refused_up_front():
+    _, prefill, step = zoo("qwen3-1.7b-tiny")
+    ids = prompt()
+    with pytest.raises(ValueError, match=f"cache_len is {CACHE_LEN}"):
+        generate(step, ids, max_new_tokens=CACHE_LEN - PROMPT_LEN + 2)
+    with pytest.raises(ValueError, match=f"prefill graph runs T={PROMPT_LEN} tokens but the prompt has 4"):
+        generate(step, ids[:, :4], max_new_tokens=2, prefill=prefill)
