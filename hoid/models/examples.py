@@ -9,13 +9,14 @@ from __future__ import annotations
 import torch
 
 from ..ir import Graph, GraphBuilder
+from ..ir.dtypes import to_torch
 
 
 def mlp_block(tokens: int = 4, hidden: int = 64, intermediate: int = 128, dtype: str = "f32",
               seed: int = 0) -> Graph:
     """x + down(silu(gate(n)) * up(n)), n = rmsnorm(x) * w, with random weights bound to the graph."""
     gen = torch.Generator().manual_seed(seed)
-    tdtype = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dtype]
+    tdtype = to_torch(dtype)
 
     def rand(*shape, scale=0.05):
         return (torch.randn(*shape, generator=gen) * scale).to(tdtype)
