@@ -63,19 +63,9 @@ def test_kernel_is_not_extracted_when_dearer(space):
     assert len(dear.nodes) == len(space.graph.nodes)
 
 
-def test_region_of_another_type_is_not_matched():
-    # layer 0 in f32, layer 1 in bf16: the kernel is verified per input-type signature
-    graph = block(layers=1)
-    space = SearchSpace(graph)
-    assert space.add_kernel(_first_norm_region(graph), _spec("test.norm")).matches == 1
-    other = SearchSpace(block(layers=1, dtype="bf16"))
-    other.add_kernel(_first_norm_region(other.graph), _spec("test.norm"))
-    assert len(_kernels(other.extract(_cost(1e-9)).graph, "test.norm")) == 1
-
-
-def _fan_graph():
+def _fan_graph(dtype="f32"):
     b = hoid.GraphBuilder("fan")
-    x = b.input("x", (3, 4), "f32")
+    x = b.input("x", (3, 4), dtype)
     a = b.exp(x, name="a")
     n = b.neg(a, name="n")
     c = b.add(a, n, name="c")
@@ -92,6 +82,20 @@ def test_multi_output_region():
     (kernel,) = _kernels(out, "test.two")
     assert len(kernel.outputs) == 2
     assert max_difference(graph, out) == 0.0
+
+
+def test_region_of_another_type_is_not_matched():
+    # the same ops (no dtype in their attrs) in bf16 and in f32: a kernel is verified per input-type
+    # signature, so the bf16 region's kernel joins nothing in the f32 graph; the f32 region's joins it
+    from hoid.search.encode import KernelImpl
+    from hoid.search.inject import inject
+
+    space = SearchSpace(_fan_graph("f32"))
+    bf16 = Region.of(_fan_graph("bf16"), ["a", "n"]).body()
+    assert inject(space, KernelImpl("test.two", "v", {}, bf16)).matches == 0
+    assert _kernels(space.extract(_cost(1e-9)).graph, "test.two") == []
+    f32 = Region.of(space.graph, ["a", "n"]).body()
+    assert inject(space, KernelImpl("test.two", "v", {}, f32)).matches == 1
 
 
 def test_non_convex_region_is_refused():
