@@ -135,12 +135,33 @@ class _DeferredLaunch:
 
 
 def _materialize(source: KernelSource) -> str:
-    folder = Path(tempfile.gettempdir()) / "hoid_kernels"
-    folder.mkdir(exist_ok=True)
+    """The file holding exactly `source.text`, in a folder of this user's alone (others could otherwise
+    plant or change a kernel file that would then be imported unchecked)."""
+    folder = _kernel_folder()
     path = folder / f"kernel_{source.version}.py"
-    if not path.exists():  # write then rename: a concurrent loader never sees half a file
+    try:
+        reusable = path.read_text() == source.text
+    except (OSError, UnicodeDecodeError):
+        reusable = False
+    if not reusable:  # write then rename: a concurrent loader never sees half a file
         handle, tmp = tempfile.mkstemp(dir=folder, suffix=".py")
-        with os.fdopen(handle, "w") as f:
-            f.write(source.text)
-        os.replace(tmp, path)
+        try:
+            with os.fdopen(handle, "w") as f:
+                f.write(source.text)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
     return str(path)
+
+
+def _kernel_folder() -> Path:
+    uid = os.getuid() if hasattr(os, "getuid") else None
+    folder = Path(tempfile.gettempdir()) / (f"hoid_kernels_{uid}" if uid is not None else "hoid_kernels")
+    folder.mkdir(mode=0o700, exist_ok=True)
+    if uid is not None:
+        info = folder.lstat()
+        if not folder.is_dir() or folder.is_symlink() or info.st_uid != uid or info.st_mode & 0o077:
+            raise PermissionError(f"{folder} must be a directory of user {uid} alone (mode 0o700) to hold "
+                                  "kernel source; remove it and load again")
+    return folder

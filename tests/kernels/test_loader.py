@@ -1,7 +1,9 @@
 """Loading kernel source: checked without running, versioned, and turned into a spec that runs on demand."""
 
 import hashlib
+import os
 import sys
+import tempfile
 import textwrap
 
 import pytest
@@ -109,3 +111,21 @@ def test_a_failing_import_leaves_nothing_behind():
         with pytest.raises(AttributeError, match="no_such_attribute"):
             load_entry(src)
     assert f"hoid_kernel_{src.version}" not in sys.modules
+
+
+def test_a_tampered_kernel_file_is_rewritten_not_imported(tmp_path, monkeypatch):
+    """The materialized file may have been changed since (by anyone who can write there): what is
+    imported is still exactly the checked text, from a folder of this user's alone."""
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(tmp_path))
+    src = KernelSource(SILU.replace("declared", "tampered later"))
+    load_entry(src)
+    (path,) = tmp_path.glob(f"hoid_kernels*/kernel_{src.version}.py")
+    if hasattr(os, "getuid"):
+        assert path.parent.name == f"hoid_kernels_{os.getuid()}" and path.parent.stat().st_mode & 0o777 == 0o700
+    path.write_text("def launch(x, out, chunks=1):\n    out.fill_(0)\n")
+    monkeypatch.delitem(sys.modules, f"hoid_kernel_{src.version}")  # as a fresh process would import it
+    x = torch.randn(5) + 3
+    out = torch.empty_like(x)
+    load_entry(src)(x, out)
+    torch.testing.assert_close(out, torch.nn.functional.silu(x))
+    assert path.read_text() == src.text
