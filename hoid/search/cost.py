@@ -16,7 +16,6 @@ merged Q/K/V weight, a transposed weight): it is folded once when weights are bo
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
@@ -200,8 +199,3 @@ def node_costs(snapshot: Snapshot, kernels: Mapping[str, KernelImpl], cost: Cost
             costs[nid] += KERNEL_TIEBREAK if node.op == KERNEL else 0.0
     return costs
 
-
-def describe(call: OpCall) -> str:
-    """A one-line description, for reports: `rmsnorm(bf16[1,1,2048], bf16[2048]) eps=1e-06`."""
-    attrs = {k: v for k, v in call.attrs.items() if k != "body"}
-    return f"{call.name}({', '.join(map(str, call.inputs))}) {json.dumps(attrs, default=str)}"

@@ -51,10 +51,6 @@ class Encoding:
     _next_handle: int = 0
 
     # --- public --------------------------------------------------------------------------------
-    def handle(self, value_name: str) -> str:
-        """The handle term of a top-level value of the graph."""
-        return _handle(self.handles[value_name])
-
     def kernel_key(self, impl: KernelImpl) -> str:
         """The key under which a kernel implementation is known to the e-graph (one per identity)."""
         for key, known in self.kernels.items():

@@ -83,7 +83,6 @@ class Extraction:
     cost: float
     method: str  # "ilp", "greedy" or "greedy (ilp failed: ...)"
     banned: tuple[str, ...] = ()
-    notes: list[str] = field(default_factory=list)
 
 
 def total_cost(problem: Problem, choice: dict[str, str]) -> float:
@@ -142,7 +141,7 @@ def greedy(problem: Problem) -> dict[str, str]:
             if cls not in best or cost < best[cls][0] - 1e-15:
                 best[cls] = (cost, members)
                 picked[cls] = n
-                next_round.update((p, None) for p in parents.get(cls, ()) if problem.eclass[p] in problem.classes)
+                next_round.update((p, None) for p in parents.get(cls, ()))
         pending = list(next_round)
     missing = [r for r in problem.roots if r not in picked]
     if missing:

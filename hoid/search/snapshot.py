@@ -74,13 +74,6 @@ class Snapshot:
             if node.op == OUT:
                 self.outputs_of.setdefault(node.children[0], {})[node.attrs["index"]] = node.eclass
 
-    @classmethod
-    def from_json(cls, text: str) -> Snapshot:
-        return cls(json.loads(text))
-
-    def __len__(self) -> int:
-        return len(self.nodes)
-
     def enodes(self, cls: str) -> Iterator[ENode]:
         return (self.nodes[n] for n in self.classes.get(cls, ()))
 
