@@ -131,9 +131,14 @@ def check(candidate, reference: Callable | Graph, inputs: Sequence, *, trials: i
 
 def region_inputs(graph: Graph) -> list[Input]:
     """The inputs of a (region) graph as declarations: integer inputs that index get their bounds."""
-    bounds = index_bounds(graph)
-    return [Input(v.type.shape, v.type.dtype, low=0 if i in bounds else None, high=bounds.get(i), name=v.name,
-                  strides=v.type.strides) for i, v in enumerate(graph.runtime_inputs)]
+    return _declared([v.type for v in graph.runtime_inputs], [v.name for v in graph.runtime_inputs],
+                     index_bounds(graph))
+
+
+def _declared(types: Sequence[TensorType], names: Sequence[str], bounds: dict) -> list[Input]:
+    """Declarations of inputs of these types and names; those in `bounds` (position -> upper bound) index."""
+    return [Input(t.shape, t.dtype, low=0 if k in bounds else None, high=bounds.get(k), name=name,
+                  strides=t.strides) for k, (t, name) in enumerate(zip(types, names, strict=True))]
 
 
 def check_region(graph: Graph, region: Iterable[Node | str], candidate, **options) -> Verdict:
@@ -142,8 +147,7 @@ def check_region(graph: Graph, region: Iterable[Node | str], candidate, **option
     takes the values the region consumes, in order of first use, and gives the values it produces that
     are used outside it. `options` are `check`'s."""
     sub = extract_region(graph, region)
-    types = [v.type.contiguous() for v in sub.outputs]
-    return check(candidate, graph_reference(sub), region_inputs(sub), outputs=types, **options)
+    return check(candidate, sub, region_inputs(sub), **options)
 
 
 def check_kernel(spec, *, examples: int = 3, trials: int | None = None, seed: int | None = None,
@@ -156,6 +160,8 @@ def check_kernel(spec, *, examples: int = 3, trials: int | None = None, seed: in
     A spec built from kernel source (`KernelSource.to_spec`) is read by the static pass and runs isolated."""
     if spec.examples is None:
         raise VerifyError(f"kernel {spec.id}: it declares no examples(rng), so its shape space cannot be drawn")
+    if examples < 1:
+        raise VerifyError(f"kernel {spec.id}: examples must be at least 1, got {examples}")
     seed = _new_seed(seed)
     candidate = _kernel_candidate(spec)
     refused, notes = _static_verdict(candidate, seed)
@@ -166,6 +172,7 @@ def check_kernel(spec, *, examples: int = 3, trials: int | None = None, seed: in
     rng, device = random.Random(seed), _device(device)
     runner = _runner(candidate, isolate=isolate, destination_passing=True,
                      timeout_s=timeout_s, device=device)
+    passed_notes: list[str] = []
     try:
         for i in range(examples):
             types, attrs = spec.examples(rng)
@@ -182,18 +189,22 @@ def check_kernel(spec, *, examples: int = 3, trials: int | None = None, seed: in
             if not verdict.ok:
                 shown = ", ".join(str(t) for t in types)
                 return dataclasses.replace(verdict, reason=f"example {i + 1} ({shown}; {attrs}): {verdict.reason}",
-                                           notes=tuple(notes) + verdict.notes)
+                                           notes=_unique(notes + passed_notes + list(verdict.notes)))
+            passed_notes += verdict.notes
     finally:
         runner.close()
     return Verdict(True, f"kernel {spec.id} passed {examples} examples of its shape space, {per_example} trials "
-                   "each", trials=examples * per_example, seed=seed, notes=tuple(notes))
+                   "each", trials=examples * per_example, seed=seed, notes=_unique(notes + passed_notes))
+
+
+def _unique(notes: list[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(notes))  # each example's runner may note the same thing
 
 
 def _kernel_plan(spec, types, attrs: dict, params: dict, device: torch.device, key: int) -> Plan:
     graph = spec.pattern.graph(types, attrs)
     bounds = spec.index_bounds(types, attrs) if spec.index_bounds is not None else {}
-    inputs = [Input(t.shape, t.dtype, low=0 if k in bounds else None, high=bounds.get(k), name=name,
-                    strides=t.strides) for k, (t, name) in enumerate(zip(types, spec.pattern.operands, strict=True))]
+    inputs = _declared(types, spec.pattern.operands, bounds)
     outputs = [v.type.contiguous() for v in graph.outputs]
     return Plan(inputs, graph_reference(graph), device, destination_passing=True, deterministic=spec.deterministic,
                 output_types=_output_types(outputs), call_kwargs={**attrs, **params}, key=key)

@@ -2,6 +2,7 @@
 
 import concurrent.futures
 import functools
+import importlib
 import pathlib
 
 import pytest
@@ -248,6 +249,24 @@ def test_check_kernel_draws_the_shape_space_and_passes_outputs():
     assert verdict.ok, verdict
     bad = check_kernel(_silu_spec(silu_launch_half_written), examples=2, trials=8, seed=0)
     assert bad.kind == "unwritten" and bad.reason.startswith("example 1")
+
+
+def test_check_kernel_keeps_the_notes_of_passing_examples(monkeypatch):
+    module = importlib.import_module("hoid.verify.check")  # hoid.verify.check is the function
+    real = module.run_check
+
+    def noting(trial_runner, **kwargs):
+        trial_runner.notes.append(f"note of example {trial_runner.plan.key}")
+        return real(trial_runner, **kwargs)
+
+    monkeypatch.setattr(module, "run_check", noting)
+    verdict = check_kernel(_silu_spec(silu_launch), examples=2, trials=8, seed=0)
+    assert verdict.ok and {"note of example 0", "note of example 1"} <= set(verdict.notes), verdict
+
+
+def test_check_kernel_needs_an_example():
+    with pytest.raises(VerifyError, match="examples must be at least 1"):
+        check_kernel(_silu_spec(silu_launch), examples=0)
 
 
 # --- on a GPU -----------------------------------------------------------------------------------------
