@@ -87,13 +87,16 @@ def tune(spec, types: Sequence[TensorType], attrs: dict, *, device: Device | Non
         return measure_kernel(spec, types, attrs, params, device=device, cache=cache, refresh=True,
                               **timer_options)
 
-    first = measure(default)
-    measured = [(params, measure(params)) for params in todo]
-    last = measure(default)
-    for baseline in (first, last):
+    def check_baseline(baseline: KernelMeasurement) -> None:
         if baseline.suspect:
             raise RuntimeError(f"tuning {spec.id}: the default params' time is below the roofline floor "
                                f"({baseline.sanity.reason}); fix the measurement before tuning")
+
+    first = measure(default)
+    check_baseline(first)  # before timing every candidate against a baseline that cannot be used
+    measured = [(params, measure(params)) for params in todo]
+    last = measure(default)
+    check_baseline(last)
     trials = (_trial(default, first), *(_trial(p, m) for p, m in measured))
     params, median, reason = _choose(default, [first.timing, last.timing], measured)
     if cache is not None:

@@ -49,3 +49,21 @@ def test_candidates_are_every_combination_within_a_limit():
     assert candidates_of(spec) == [{"chunks": 1}, {"chunks": 1024}]
     with pytest.raises(ValueError, match="pass candidates= a subset"):
         candidates_of(spec, limit=1)
+
+
+def test_a_suspect_default_stops_tuning_before_the_candidates_are_timed(monkeypatch):
+    import sys
+    from types import SimpleNamespace
+
+    tune_module = sys.modules["hoid.measure.tune"]  # the module: hoid.measure.tune is the function
+
+    timed = []
+
+    def suspect_measure(spec, types, attrs, params, **_):
+        timed.append(params)
+        return SimpleNamespace(suspect=True, sanity=SimpleNamespace(reason="faster than DRAM allows"))
+
+    monkeypatch.setattr(tune_module, "measure_kernel", suspect_measure)
+    with pytest.raises(RuntimeError, match="below the roofline floor .faster than DRAM allows."):
+        tune(spec_with_default(1), TYPES, {}, device=calibrate_cpu(), **FAST)
+    assert timed == [{"chunks": 1}]  # the default alone: no candidate timed against a useless baseline
