@@ -25,7 +25,7 @@ from ..ir.interpreter import run, run_node
 from ..ir.registry import get_op
 from .cache import MeasureCache
 from .devices import Device
-from .inputs import random_tensor
+from .inputs import empty_outputs, random_tensor
 from .local import has_cuda, local_device, tensor_device, time_on
 from .roofline import node_time
 from .timing import format_seconds
@@ -148,7 +148,7 @@ def _launcher(node: Node):
 
     def call(*tensors):
         if not outs:
-            outs.extend(torch.empty(t.shape, dtype=t.torch_dtype, device=tensors[0].device) for t in types)
+            outs.extend(empty_outputs(types, device=tensors[0].device))
         spec.launch(*tensors, *outs, **keywords)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
