@@ -174,10 +174,7 @@ def op_call(snapshot: Snapshot, node: ENode, kernels: Mapping[str, KernelImpl]) 
     inputs = tuple(snapshot.types[c] for c in operands)
     outputs = tuple(snapshot.types[c] for c in results)
     if node.op == KERNEL:
-        impl = kernels[node.attrs["key"]]
-        attrs = {"body": impl.body, "kernel": impl.kernel, "version": impl.version, "params": impl.params,
-                 "attrs": impl.attrs}
-        return OpCall("kernel", inputs, outputs, attrs)
+        return OpCall("kernel", inputs, outputs, kernels[node.attrs["key"]].node_attrs())
     return OpCall(node.op, inputs, outputs, dict(node.attrs))
 
 

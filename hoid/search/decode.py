@@ -71,9 +71,7 @@ class _Decoder:
         operands = [self.values[c] for c in node.children]
         operands = [v for v in operands if v is not None]  # absent optionals are trailing
         if node.op == KERNEL:
-            impl = self.encoding.kernels[node.attrs["key"]]
-            op, attrs = "kernel", {"body": impl.body, "kernel": impl.kernel, "version": impl.version,
-                                   "attrs": dict(impl.attrs), "params": dict(impl.params)}
+            op, attrs = "kernel", self.encoding.kernels[node.attrs["key"]].node_attrs()
         else:
             op, attrs = node.op, dict(node.attrs)
         types, attrs = infer_node(op, [v.type for v in operands], attrs)

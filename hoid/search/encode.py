@@ -10,11 +10,11 @@ and the kernel's e-node is joined to the body's outputs, so extraction can keep 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 from ..errors import GraphError
 from ..ir import Graph, Node, TensorType
+from ..ir.graph import attr_key
 from ..ir.registry import get_op
 from . import language as L
 
@@ -34,9 +34,19 @@ class KernelImpl:
     body: Graph
     attrs: dict = field(default_factory=dict)
 
-    def identity(self) -> tuple:
-        return (self.kernel, self.version, json.dumps(self.params, sort_keys=True), self.body.structure_key(),
-                json.dumps(self.attrs, sort_keys=True, default=str))
+    @classmethod
+    def from_node(cls, attrs: dict) -> KernelImpl:
+        """From a `kernel` node's attrs (the inverse of `node_attrs`)."""
+        return cls(attrs["kernel"], attrs["version"], dict(attrs["params"]), attrs["body"], dict(attrs["attrs"]))
+
+    def node_attrs(self) -> dict:
+        """The attrs of a `kernel` node running this implementation."""
+        return {"body": self.body, "kernel": self.kernel, "version": self.version, "params": dict(self.params),
+                "attrs": dict(self.attrs)}
+
+    def identity(self):
+        """Equal for implementations that are the same kernel node (a body by its structure)."""
+        return attr_key(self.node_attrs())
 
 
 @dataclass
@@ -49,16 +59,18 @@ class Encoding:
     kernels: dict[str, KernelImpl] = field(default_factory=dict)
     commands: list[str] = field(default_factory=list)
     _next_handle: int = 0
+    _key_of: dict = field(default_factory=dict, repr=False)  # KernelImpl.identity() -> its key
+
 
     # --- public --------------------------------------------------------------------------------
     def kernel_key(self, impl: KernelImpl) -> str:
         """The key under which a kernel implementation is known to the e-graph (one per identity)."""
-        for key, known in self.kernels.items():
-            if known.identity() == impl.identity():
-                return key
-        key = f"{impl.kernel}#{len(self.kernels)}"
-        self.kernels[key] = impl
-        return key
+        identity = impl.identity()
+        if identity not in self._key_of:
+            key = f"{impl.kernel}#{len(self.kernels)}"
+            self.kernels[key] = impl
+            self._key_of[identity] = key
+        return self._key_of[identity]
 
     def chunks(self) -> list[str]:
         return ["\n".join(self.commands[i:i + CHUNK]) for i in range(0, len(self.commands), CHUNK)]
@@ -96,8 +108,7 @@ class Encoding:
         body: Graph = node.attrs["body"]
         inner = {v.name: env[u.name] for v, u in zip(body.inputs_of_kind("input"), node.inputs, strict=True)}
         self.encode_nodes(body.nodes, inner)
-        impl = KernelImpl(node.attrs["kernel"], node.attrs["version"], dict(node.attrs["params"]), body,
-                          dict(node.attrs["attrs"]))
+        impl = KernelImpl.from_node(node.attrs)
         kernel = f"(Kernel {L.string(self.kernel_key(impl))} {L.tensor_list(operands)})"
         for i, (outer, inner_value) in enumerate(zip(node.outputs, body.outputs, strict=True)):
             self.commands.append(f"(union {_handle(inner[inner_value.name])} (Out {kernel} {i}))")

@@ -64,3 +64,19 @@ def test_reserved_op_names_are_refused():
 def test_importing_hoid_search_does_not_import_egglog():
     code = "import hoid, hoid.search, sys; assert 'egglog' not in sys.modules, 'egglog imported eagerly'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_kernel_impls_round_trip_through_node_attrs_and_share_a_key():
+    from hoid.search.encode import KernelImpl
+
+    def body():
+        b = hoid.GraphBuilder("body")
+        return b.build(b.exp(b.input("x", (3,), "f32")))
+
+    impl = KernelImpl("k", "v1", {"block": 4}, body(), {"eps": 1e-6})
+    assert KernelImpl.from_node(impl.node_attrs()) == impl
+    enc = encode(body())
+    key = enc.kernel_key(impl)
+    assert enc.kernel_key(KernelImpl("k", "v1", {"block": 4}, body(), {"eps": 1e-6})) == key  # equal structure
+    assert enc.kernel_key(KernelImpl("k", "v1", {"block": 4}, body(), {"eps": 1e-5})) != key
+    assert len(enc.kernels) == 2
