@@ -82,10 +82,10 @@ class TrialRunner:
         self._reference_in_float64 = True
 
     # --- buffers and expected outputs ----------------------------------------------------------
-    def _signature(self, types: list[TensorType]) -> tuple[tuple, Failure | None]:
+    def _signature(self, types: list[TensorType], spec: TrialSpec) -> tuple[tuple, Failure | None]:
         key = (self.plan.key, tuple(types))
         if key not in self._buffers:
-            expected = self._output_types(types)
+            expected = self._output_types(types, spec)
             self._expected[key] = expected
             self._buffers[key] = (self.runner.allocate(types), self.runner.allocate(expected))
             failure = self.runner.prepare(key, *self._buffers[key], self.plan.call_kwargs)
@@ -93,16 +93,14 @@ class TrialRunner:
                 return key, failure
         return key, None
 
-    def _output_types(self, types: list[TensorType]) -> list[TensorType]:
+    def _output_types(self, types: list[TensorType], spec: TrialSpec) -> list[TensorType]:
         if self.plan.output_types is not None:
             return [t.contiguous() for t in self.plan.output_types(types)]
-        # Learn them from the reference in native precision, on throwaway inputs (never the trial's).
-        probe = [
-            torch.randn(t.shape).to(t.torch_dtype)
-            if t.torch_dtype.is_floating_point
-            else torch.zeros(t.shape, dtype=t.torch_dtype)
-            for t in types
-        ]
+        # Learn them from the reference in native precision, on throwaway inputs (never the trial's): drawn
+        # as declared (ranges, derived inputs), normal values, another seed.
+        probe_spec = TrialSpec(spec.sizes, tuple("-" if d == "-" else "normal" for d in spec.dists),
+                               spec.seed ^ 0x5EED)
+        probe = draw(self.plan.inputs, probe_spec)
         outs = self._call_reference([p.to(self.plan.device) for p in probe])
         expected = [TensorType(tuple(o.shape), o.dtype) for o in outs]
         scrub_(outs)
@@ -148,7 +146,7 @@ class TrialRunner:
 
     def run(self, spec: TrialSpec) -> Outcome:
         values = draw(self.plan.inputs, spec)
-        key, failure = self._signature([inp.type(spec.size_map) for inp in self.plan.inputs])
+        key, failure = self._signature([inp.type(spec.size_map) for inp in self.plan.inputs], spec)
         if failure is not None:
             return Outcome(failure, key, values)
         inputs, outputs = self._buffers[key]

@@ -158,6 +158,17 @@ def test_declaration_mistakes_raise_verify_error():
         check((H.RMSNORM_SOURCE, "rmsnorm"), R.rmsnorm, ROWS, isolate=False)
 
 
+def test_the_output_types_are_learnt_on_inputs_drawn_as_declared():
+    # Cholesky needs a positive-definite input: derived here, and the reference must only ever see such.
+    spd = Input((4, 4), "f32", derive=lambda earlier, sizes: earlier[0] @ earlier[0].T + 4 * torch.eye(4))
+    declared = [((4, 4), "f32"), spd]
+
+    def cholesky(x, a):
+        return torch.linalg.cholesky(a)
+
+    assert check(cholesky, cholesky, declared, trials=2, seed=0).ok
+
+
 def test_check_accepts_tensor_types_and_pairs():
     declared = [hoid.TensorType((6, 64), "f32"), ((64,), torch.float32)]
     assert check(H.rmsnorm, R.rmsnorm, declared, trials=2, seed=0).ok
