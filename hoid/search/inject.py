@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..errors import GraphError
-from ..ir import Graph, GraphBuilder, Node, Value
+from ..ir import Graph, Node, Value
 from ..ir.registry import get_op
 from . import language as L
 from .budget import Budget
@@ -26,32 +26,31 @@ from .rules import Rule, RuleSet
 @dataclass(frozen=True)
 class Region:
     """Some nodes of a graph: `inputs` are the values they use and do not compute (in first-use order),
-    `outputs` the values they compute that are used after them (or are graph outputs)."""
+    `outputs` the values they compute that are used after them (or are graph outputs; the last node's
+    when none is): those of `hoid.verify.region.extract_region`'s cut, which `body()` is."""
 
     graph: Graph
     nodes: tuple[Node, ...]
 
     @classmethod
     def of(cls, graph: Graph, values: Iterable[str]) -> Region:
-        """The region of the nodes that produce these value names, in graph order."""
-        wanted = set(values)
-        nodes = tuple(n for n in graph.nodes if any(v.name in wanted for v in n.outputs))
-        found = {v.name for n in nodes for v in n.outputs}
-        if wanted - found:
-            raise GraphError(f"no node of graph {graph.name!r} produces {sorted(wanted - found)}")
-        return cls(graph, nodes)
+        """The region of the nodes that produce these value names (`t12` or `%t12`), in graph order: the
+        cut `hoid.verify.region.extract_region` makes, which a kernel is verified against."""
+        from ..verify.region import extract_region
+        from ..verify.verdict import VerifyError
+
+        try:
+            return cls(graph, tuple(extract_region(graph, list(values)).nodes))
+        except VerifyError as e:
+            raise GraphError(str(e)) from e
 
     @property
     def inputs(self) -> list[Value]:
-        inside = {v.name for n in self.nodes for v in n.outputs}
-        return list(dict.fromkeys(v for n in self.nodes for v in n.inputs if v.name not in inside))
+        return [gi.value for gi in self.body().inputs]
 
     @property
     def outputs(self) -> list[Value]:
-        mine = {id(n) for n in self.nodes}
-        used_after = {v.name for n in self.graph.nodes if id(n) not in mine for v in n.inputs}
-        used_after |= {v.name for v in self.graph.outputs}
-        return [v for n in self.nodes for v in n.outputs if v.name in used_after]
+        return list(self.body().outputs)
 
     def check_convex(self) -> None:
         """Refuse a region that an outside node both reads from and feeds (it cannot be one kernel)."""
@@ -70,14 +69,11 @@ class Region:
                 tainted.update(v.name for v in node.outputs)
 
     def body(self) -> Graph:
-        """The region as a graph over its inputs (the reference a kernel node carries)."""
-        b = GraphBuilder("region")
-        env = {v.name: b.input(v.name, v.type.shape, v.type.dtype) for v in self.inputs}
-        for node in self.nodes:
-            outs = b.op(node.op, *[env[v.name] for v in node.inputs], **node.attrs)
-            for value, new in zip(node.outputs, outs if isinstance(outs, tuple) else (outs,), strict=True):
-                env[value.name] = new
-        return b.build(*[env[v.name] for v in self.outputs])
+        """The region as a graph over its inputs (the reference a kernel node carries): the same cut as
+        `hoid.verify.region.extract_region`, so a kernel is injected for the region it was verified on."""
+        from ..verify.region import extract_region
+
+        return extract_region(self.graph, self.nodes)
 
 
 def region_rule(body: Graph, key: str, name: str) -> Rule:

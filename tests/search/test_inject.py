@@ -126,3 +126,22 @@ def test_kernel_nodes_carry_their_pattern_attrs_through_extraction_and_reencodin
     assert [n.attrs["attrs"] for n in _kernels(extracted, "test.norm")] == [{"eps": 1e-06}] * 2
     again = SearchSpace(hoid.loads(hoid.dumps(extracted))).extract(_cost(1e-9)).graph
     assert [n.attrs["attrs"] for n in _kernels(again, "test.norm")] == [{"eps": 1e-06}] * 2
+
+
+def test_region_is_the_cut_verify_makes():
+    from hoid.verify.region import extract_region
+
+    graph = _fan_graph()
+    region = Region.of(graph, ["%a", "%n"])  # as verify names values
+    assert region.nodes == Region.of(graph, ["a", "n"]).nodes
+    reference = extract_region(graph, ["%a", "%n"])
+    assert region.body().structure_key() == reference.structure_key()
+    assert [v.name for v in region.inputs] == ["x"] and [v.name for v in region.outputs] == ["a", "n"]
+
+
+def test_region_of_a_value_nothing_uses_still_has_an_output():
+    b = hoid.GraphBuilder("dead")
+    x = b.input("x", (3,), "f32")
+    b.neg(x, name="unused")
+    graph = b.build(b.exp(x))
+    assert [v.name for v in Region.of(graph, ["unused"]).body().outputs] == ["unused"]
