@@ -79,3 +79,23 @@ def test_no_kernels_is_no_work():
             raise AssertionError("snapshotted for no kernels")
 
     assert apply_library(Untouchable(), []) == LibraryReport()
+
+
+def test_a_structural_match_that_fails_exactly_is_reported():
+    from hoid.ir import TensorType
+    from hoid.ir.registry import Attr
+    from hoid.kernels import Pattern
+
+    def build(b, ins, attrs):  # the attr lands transformed: it cannot be read off the match
+        x, r, w = ins
+        summed = b.add(x, r)
+        return summed, b.rmsnorm(summed, w, eps=attrs.get("eps", 1e-6) / 2)
+
+    def examples(rng):
+        t = TensorType((1, 2, 8), "f32")
+        return [t, t, TensorType((8,), "f32")], {"eps": 1e-6}
+
+    pattern = Pattern("halved_add_rmsnorm", ("x", "residual", "weight"), build, attrs=(Attr("eps", "float", 1e-6),))
+    spec = KernelSpec("test.halved", pattern, "torch", launch=lambda *a, **k: None, examples=examples)
+    report = apply_library(_add_rmsnorm_space(1e-5), [spec])
+    assert report.injected == {} and "structurally" in report.skipped["test.halved"]
