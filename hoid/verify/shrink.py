@@ -26,8 +26,9 @@ def shrink(
     fails: Callable[[TrialSpec], Failure | None],
     seed: int,
     budget: int = SHRINK_TRIALS,
-) -> TrialSpec:
-    """The smallest spec found for which `fails(spec)` is a failure (`failing` when none is smaller)."""
+) -> tuple[TrialSpec, Failure | None]:
+    """The smallest spec found for which `fails(spec)` is a failure, with that failure (so the caller need
+    not run it again); `(failing, None)` when no failing spec was found."""
     from hypothesis import HealthCheck, Phase, find, settings
     from hypothesis import strategies as st
     from hypothesis.errors import NoSuchExample
@@ -39,14 +40,14 @@ def shrink(
         *(st.sampled_from(("normal", d)) if d not in ("-", "normal") else st.just(d) for d in failing.dists)
     )
     space = st.builds(TrialSpec, sizes, dists, st.just(failing.seed))
-    seen: dict[TrialSpec, bool] = {}
+    seen: dict[TrialSpec, Failure | None] = {}
 
     def still_fails(spec: TrialSpec) -> bool:
         # Past the budget, new specs count as passing, so hypothesis settles on the smallest failure found;
         # specs already run answer as before (hypothesis replays its result and refuses flaky answers).
         if spec not in seen:
-            seen[spec] = len(seen) < budget and fails(spec) is not None
-        return seen[spec]
+            seen[spec] = fails(spec) if len(seen) < budget else None
+        return seen[spec] is not None
 
     config = settings(
         max_examples=budget,
@@ -57,6 +58,7 @@ def shrink(
         report_multiple_bugs=False,
     )
     try:
-        return find(space, still_fails, settings=config, random=random.Random(seed))
+        smallest = find(space, still_fails, settings=config, random=random.Random(seed))
     except NoSuchExample:
-        return failing
+        return failing, None
+    return smallest, seen[smallest]

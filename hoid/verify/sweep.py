@@ -93,9 +93,8 @@ def _reject(trial_runner: TrialRunner, failure: Failure, spec: TrialSpec, seed: 
     worst = failure.figures.get("worst")
     notes = list(trial_runner.notes)
     if shrinkable and failure.kind not in _NOT_SHRUNK:
-        smallest = shrink(spec, dims_of(inputs), lambda s: trial_runner.run(s).failure, seed)
-        shrunk = trial_runner.run(smallest).failure if smallest != spec else None
-        if shrunk is not None:
+        smallest, shrunk = shrink(spec, dims_of(inputs), lambda s: trial_runner.run(s).failure, seed)
+        if smallest != spec and shrunk is not None:
             spec, worst = smallest, shrunk.figures.get("worst", worst)
             if shrunk.kind == failure.kind:  # a diagnosis (cached, stateful) keeps its own words
                 failure = shrunk

@@ -13,6 +13,7 @@ import hoid
 from hoid.kernels import KernelSpec, op_pattern
 from hoid.kernels import get as get_kernel
 from hoid.verify import Dim, Input, KernelSource, VerifyError, check, check_kernel, check_region
+from hoid.verify.trials import TrialRunner
 
 from . import honest as H
 from . import references as R
@@ -139,6 +140,21 @@ def test_counterexample_is_shrunk_and_replays_from_the_seed():
     assert "seed=5" in verdict.reason and verdict.seed == 5
     again = check(wrong_from_row_five, R.rmsnorm, ROWS, trials=12, seed=5)
     assert again.counterexample == verdict.counterexample and again.reason == verdict.reason
+
+
+def test_the_shrunk_trial_is_not_run_again(monkeypatch):
+    runs = []
+    real = TrialRunner.run
+
+    def counted(self, spec):
+        runs.append(spec)
+        return real(self, spec)
+
+    monkeypatch.setattr(TrialRunner, "run", counted)
+    verdict = check(wrong_from_row_five, R.rmsnorm, ROWS, trials=12, seed=5)
+    assert verdict.counterexample.sizes == {"m": 5}
+    smallest = [s for s in runs if s.size_map == {"m": 5} and set(s.dists) == {"normal"}]
+    assert len(smallest) == 1, smallest
 
 
 def wrong_from_row_five(x, w):
