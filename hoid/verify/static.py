@@ -80,7 +80,7 @@ class Finding:
 class _Scanner(ast.NodeVisitor):
     def __init__(self):
         self.findings: list[Finding] = []
-        self.modules: set[str] = set()  # names bound to modules by import statements
+        self.modules: set[str] = set()  # names bound to modules (scan() adds every import's before visiting)
 
     def add(self, node: ast.AST, construct: str, why: str) -> None:
         self.findings.append(Finding(getattr(node, "lineno", 0), construct, why))
@@ -88,13 +88,11 @@ class _Scanner(ast.NodeVisitor):
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
             self._imported(node, alias.name)
-            self.modules.add((alias.asname or alias.name).split(".")[0])
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         self._imported(node, node.module or "")
         for alias in node.names:
             self._imported(node, f"{node.module}.{alias.name}")
-            self.modules.add(alias.asname or alias.name)
 
     def _imported(self, node: ast.AST, name: str) -> None:
         root = name.split(".")[0]
