@@ -69,13 +69,8 @@ def test_cheater_is_rejected_for_its_cheat(candidate, reference, inputs, options
     assert not verdict.ok
     assert verdict.kind == kind, verdict
     assert words in verdict.reason, verdict
-
-
-def test_value_range_trick_is_found_by_the_large_distribution():
-    verdict = check(C.silu_clamped, R.silu, ONE, trials=10, seed=7)
-    assert not verdict.ok
-    # The shrunk counterexample keeps the distribution that exposes the clamp.
-    assert any("large" in line or "outliers" in line for line in verdict.counterexample.inputs), verdict
+    if candidate is C.silu_clamped:  # the shrunk counterexample keeps the distribution that exposes the clamp
+        assert any("large" in line or "outliers" in line for line in verdict.counterexample.inputs), verdict
 
 
 @pytest.mark.parametrize("source, words", STATIC, ids=[words for _, words in STATIC])
