@@ -39,10 +39,6 @@ class Case:
     candidates: list[dict] | None = None
 
 
-def nbytes(*tensors: torch.Tensor) -> int:
-    return sum(t.numel() * t.element_size() for t in tensors)
-
-
 # --- torch eager references (what transformers does) ------------------------------------------------
 
 def rmsnorm(x, w, eps=1e-6):
@@ -92,9 +88,8 @@ def linear_swiglu(x, w):
 def build_cases(device: str = "cuda", dtype=torch.bfloat16, scale: int = 1) -> list[Case]:
     """Every case; sizes divided by `scale` (head dims and a few small sizes kept)."""
 
-    def t(*shape, kind="randn"):
-        shape = tuple(max(1, s) for s in shape)
-        return torch.randn(shape, device=device, dtype=dtype) if kind == "randn" else None
+    def t(*shape):
+        return torch.randn(tuple(max(1, s) for s in shape), device=device, dtype=dtype)
 
     cases: list[Case] = []
     for model, (H, I, HQ, HKV, D, V) in MODELS.items():

@@ -12,6 +12,7 @@ from ...ir import TensorType
 from ..spec import Constraint
 
 FLOATS = ("f32", "f16", "bf16")
+HEAD_DIMS = (16, 32, 64, 128, 256)  # attention/RoPE head dims: powers of 2, so each half is a Triton block
 
 
 def _positions(operands: Sequence[str], names: Sequence[str]) -> list[int]:
@@ -34,6 +35,13 @@ def contiguous(operands: Sequence[str], *names: str) -> Constraint:
     pos = _positions(operands, names)
     return Constraint(f"{', '.join(names)}: contiguous",
                       lambda types, attrs: all(types[i].is_contiguous for i in pos))
+
+
+def last_dim_contiguous(operands: Sequence[str], *names: str) -> Constraint:
+    """The named inputs have unit stride in their last dim (views over other dims are fine)."""
+    pos = _positions(operands, names)
+    return Constraint(f"{', '.join(names)}: last dim contiguous",
+                      lambda types, attrs: all(types[i].layout()[-1] == 1 for i in pos))
 
 
 def int_dtype(operands: Sequence[str], name: str) -> Constraint:

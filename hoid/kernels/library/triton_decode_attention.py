@@ -176,7 +176,7 @@ def _decode_shapes(t, attrs) -> bool:
     q, k, v = t[:3]
     return (q.rank == k.rank == v.rank == 4 and q.shape[2] == 1 and k.shape == v.shape
             and q.shape[0] == k.shape[0] and q.shape[3] == k.shape[3] and q.shape[1] % k.shape[1] == 0
-            and q.shape[3] in (16, 32, 64, 128, 256) and (attrs["enable_gqa"] or q.shape[1] == k.shape[1]))
+            and q.shape[3] in C.HEAD_DIMS and (attrs["enable_gqa"] or q.shape[1] == k.shape[1]))
 
 
 def _constraints(pattern) -> tuple:
@@ -186,7 +186,7 @@ def _constraints(pattern) -> tuple:
         C.contiguous(ops, "k", "v"),
         Constraint("q [B, Hq, 1, D], k and v [B, Hkv, S, D], Hq a multiple of Hkv, D a power of 2 in 16..256",
                    _decode_shapes),
-        Constraint("q: last dim contiguous", lambda t, attrs: t[0].layout()[-1] == 1),
+        C.last_dim_contiguous(ops, "q"),
         Constraint("not causal (one query token sees the whole mask)",
                    lambda t, attrs: not attrs["is_causal"]),
     )

@@ -186,7 +186,7 @@ ROPE = op_pattern("rope")
 
 # --- specs ---------------------------------------------------------------------------------------
 
-HEAD_DIMS = (16, 32, 64, 128, 256)  # the halves are power-of-2 blocks
+HEAD_DIMS = C.HEAD_DIMS
 
 
 def _rope_fits(t, attrs) -> bool:
@@ -197,12 +197,6 @@ def _rope_fits(t, attrs) -> bool:
 
 def _broadcast(*types: TensorType) -> tuple[int, ...]:
     return tuple(torch.broadcast_shapes(*(t.shape for t in types)))
-
-
-def _last_dim_contiguous(ops, *names) -> Constraint:
-    pos = [ops.index(n) for n in names]
-    return Constraint(f"{', '.join(names)}: last dim contiguous",
-                      lambda t, attrs: all(t[i].layout()[-1] == 1 for i in pos))
 
 
 def _prelude_fits(norm: bool):
@@ -279,7 +273,7 @@ def _prelude_spec(kernel_id: str, pattern: Pattern, launch, norm: bool, doc: str
 ROPE_SPEC = KernelSpec(
     id="triton.rope", pattern=ROPE, backend="triton", launch=launch_rope,
     constraints=(C.float_dtype(ROPE.operands, "x", "cos", "sin"),
-                 _last_dim_contiguous(ROPE.operands, "x", "cos", "sin"),
+                 C.last_dim_contiguous(ROPE.operands, "x", "cos", "sin"),
                  Constraint("x of rank 1 to 4, last dim a power of 2 in 16..256; cos and sin broadcast to x",
                             _rope_fits)),
     params=(Param("rows_per_program", ("auto", 1, 4, 16, 64), "auto"), Param("num_warps", (1, 2, 4), 4)),
