@@ -12,6 +12,7 @@ import hoid
 from hoid.ir.from_torch import flatten_outputs
 from hoid.ir.from_torch.aten_table import LOWERINGS, ROWS
 from hoid.ir.from_torch.emitter import NotLowerable
+from tests.oracle import rel_error
 
 
 class Fn(nn.Module):
@@ -112,6 +113,13 @@ def float_inputs():
     return torch.randn(2, 3, 4, generator=g), torch.randn(2, 3, 4, generator=g)
 
 
+def seeded(build, seed=0):
+    """Modules and inputs drawn from a fixed seed, so that every run tests the same numbers."""
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        return build()
+
+
 CASES = {
     "arithmetic": (Fn(arithmetic), float_inputs(), {"sub", "pow", "clamp", "where", "floor_divide", "gelu", "cast",
                                                                   "log1p", "expm1"}),
@@ -124,10 +132,11 @@ CASES = {
     "indexing": (Fn(indexing), float_inputs(), {"index", "index_select", "gather", "index_put", "scatter",
                                                 "embedding", "index_copy"}),
     "constants": (Fn(constants), float_inputs(), {"arange", "full"}),
-    "attention": (Fn(attention), (torch.randn(1, 4, 8, 16), torch.randn(1, 1, 8, 16)), {"sdpa"}),
-    "matmuls": (Fn(matmuls), (torch.randn(2, 3, 4), torch.randn(2, 3, 4)), {"matmul", "transpose", "add"}),
-    "convnet": (ConvNet().eval(), (torch.randn(1, 3, 8, 8),), {"conv", "group_norm", "max_pool", "avg_pool",
-                                                               "interpolate", "adaptive_avg_pool", "layer_norm"}),
+    "attention": (Fn(attention), seeded(lambda: (torch.randn(1, 4, 8, 16), torch.randn(1, 1, 8, 16))), {"sdpa"}),
+    "matmuls": (Fn(matmuls), seeded(lambda: (torch.randn(2, 3, 4), torch.randn(2, 3, 4))), {"matmul", "transpose",
+                                                                                          "add"}),
+    "convnet": (*seeded(lambda: (ConvNet().eval(), (torch.randn(1, 3, 8, 8),))),
+                {"conv", "group_norm", "max_pool", "avg_pool", "interpolate", "adaptive_avg_pool", "layer_norm"}),
 }
 
 
@@ -141,7 +150,10 @@ def test_lowerings_run_exactly(case):
     for i, (a, b) in enumerate(zip(got, want, strict=True)):
         assert a.shape == b.shape and a.dtype == b.dtype, f"output {i}"
         if b.is_floating_point():
-            assert torch.allclose(a, b, rtol=1e-6, atol=1e-6), f"output {i}"
+            # Exactly in the issue's sense: float32 kernels may order their sums differently from torch's
+            # (layer norm over near-constant rows amplifies that to ~1e-5 absolute), so relative L2 < 1e-5.
+            # Equal first: zeros and infinities have no relative error.
+            assert torch.equal(a, b) or rel_error(a, b) < 1e-5, f"output {i}: relative L2 error {rel_error(a, b):.2e}"
         else:
             assert torch.equal(a, b), f"output {i}"
 

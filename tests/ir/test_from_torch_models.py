@@ -11,12 +11,10 @@ import torch
 
 import hoid
 from hoid.ir.from_torch import flatten_outputs
+from tests.oracle import rel_error
 
 transformers = pytest.importorskip("transformers")  # a dev dependency (pyproject: [dev])
 
-
-def rel_error(got: torch.Tensor, want: torch.Tensor) -> float:
-    return ((got.double() - want.double()).norm() / want.double().norm()).item()
 
 
 def vit():

@@ -11,6 +11,7 @@ import torch
 
 import hoid
 from hoid.models import NAMES, build_model, decode_step_graph, empty_cache, generate, prefill_graph
+from tests.oracle import rel_error
 
 pytest.importorskip("transformers")  # a dev dependency (pyproject: [dev])
 
@@ -20,9 +21,6 @@ PROMPT_LEN, CACHE_LEN = 5, 32
 MODELS = ("qwen3-1.7b-tiny", "llama-3.1-8b-tiny")
 ALL_TINY = tuple(name for name in NAMES if name.endswith("-tiny"))
 
-
-def rel_error(got: torch.Tensor, want: torch.Tensor) -> float:
-    return ((got.double() - want.double()).norm() / want.double().norm()).item()
 
 
 @functools.cache
