@@ -130,34 +130,44 @@ def pointer_type(dtype) -> str:
 @dataclass(frozen=True)
 class BuiltKernel:
     """What a build for an arch produced: the PTX `.target` line's arch (`sm_90a`, `sm_100a`), the
-    shared memory it needs and its warps; enough to tell a real build from a silent fallback."""
+    shared memory it needs and its warps; enough to tell a real build from a silent fallback.
+    `async_loads` counts the loads Triton's software pipeliner made asynchronous (cp.async or TMA copies
+    into shared memory, issued stages ahead of their use): 0 means every load in a loop waits for
+    memory before the loop goes on."""
 
     kernel: str
     arch: str
     ptx_target: str
     shared_bytes: int
     num_warps: int
+    async_loads: int
 
 
 def compile_for(kernel: TritonKernel, arch: str, signature: dict[str, str], constexprs: dict[str, Any],
-                num_warps: int = 4, num_stages: int = 3) -> BuiltKernel:
+                num_warps: int = 4, num_stages: int = 3, divisible_by_16: Sequence[str] = ()) -> BuiltKernel:
     """Build `kernel` for `arch` ("sm_90" or "sm_100") without a GPU, down to a cubin.
 
     `signature` maps every runtime argument to its Triton type ("*bf16", "i32", "fp32"); `constexprs`
     gives every `tl.constexpr` argument its value. Raises on any compile failure: nothing may silently
     fail to build for an arch the library claims. Under the interpreter, the build runs in a helper
     process (see the module doc); `kernel` must then be a module-level name, for that process to import.
+
+    The build is the one a launch on torch tensors gets: Triton's launcher specializes a pointer that is
+    16-byte aligned (torch's allocations are) and an integer that is a multiple of 16 (name those, the
+    strides of a contiguous [.., 128] tensor, in `divisible_by_16`). Without that, loads cannot be
+    vectorized or made asynchronous, and the build would not be the code that runs.
     """
     require_triton(f"compiling Triton kernel {kernel.name}")
     if arch not in ARCHS:
         raise ValueError(f"unknown arch {arch!r}; Triton kernels build for {', '.join(ARCHS)}")
     if interpreting():
         return _CompileServer.get().build(kernel.fn.__module__, kernel.name, arch, signature, constexprs,
-                                          num_warps, num_stages)
-    return _build(kernel, arch, signature, constexprs, num_warps, num_stages)
+                                          num_warps, num_stages, list(divisible_by_16))
+    return _build(kernel, arch, signature, constexprs, num_warps, num_stages, divisible_by_16)
 
 
-def _build(kernel: TritonKernel, arch, signature, constexprs, num_warps, num_stages) -> BuiltKernel:
+def _build(kernel: TritonKernel, arch, signature, constexprs, num_warps, num_stages,
+           divisible_by_16=()) -> BuiltKernel:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
@@ -166,12 +176,20 @@ def _build(kernel: TritonKernel, arch, signature, constexprs, num_warps, num_sta
     missing = [n for n in jit.arg_names if n not in full]
     if missing:
         raise ValueError(f"compile_for({kernel.name}): no type or value for argument(s) {', '.join(missing)}")
-    src = ASTSource(fn=jit, signature=full, constexprs=constexprs)
+    unknown = [n for n in divisible_by_16 if not signature.get(n, "").startswith("i")]
+    if unknown:
+        raise ValueError(f"compile_for({kernel.name}): divisible_by_16 names non-integer argument(s) "
+                         f"{', '.join(unknown)}")
+    aligned = [n for n, t in signature.items() if t.startswith("*")] + list(divisible_by_16)
+    attrs = {(jit.arg_names.index(n),): [["tt.divisibility", 16]] for n in aligned}
+    src = ASTSource(fn=jit, signature=full, constexprs=constexprs, attrs=attrs)
     built = triton.compile(src, target=GPUTarget("cuda", ARCHS[arch], 32),
                            options={"num_warps": num_warps, "num_stages": num_stages})
     ptx_lines = built.asm["ptx"].splitlines()
     target = next((line.split()[1] for line in ptx_lines if line.startswith(".target")), "?")
-    return BuiltKernel(kernel.name, arch, target, built.metadata.shared, built.metadata.num_warps)
+    ttgir = built.asm["ttgir"]
+    async_loads = ttgir.count("ttg.async_copy_global_to_local") + ttgir.count("async_tma_copy_global_to_local")
+    return BuiltKernel(kernel.name, arch, target, built.metadata.shared, built.metadata.num_warps, async_loads)
 
 
 class _CompileServer:
@@ -193,8 +211,9 @@ class _CompileServer:
         self.proc = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True, env=env)
 
-    def build(self, module, name, arch, signature, constexprs, num_warps, num_stages) -> BuiltKernel:
-        request = [module, name, arch, signature, constexprs, num_warps, num_stages]
+    def build(self, module, name, arch, signature, constexprs, num_warps, num_stages,
+              divisible_by_16) -> BuiltKernel:
+        request = [module, name, arch, signature, constexprs, num_warps, num_stages, divisible_by_16]
         self.proc.stdin.write(json.dumps(request) + "\n")
         self.proc.stdin.flush()
         for line in self.proc.stdout:  # anything else the build prints is passed over
@@ -208,10 +227,10 @@ class _CompileServer:
 
 def _serve_builds() -> None:
     for line in sys.stdin:
-        module, name, arch, signature, constexprs, num_warps, num_stages = json.loads(line)
+        module, name, arch, signature, constexprs, num_warps, num_stages, divisible = json.loads(line)
         try:
             kernel = getattr(importlib.import_module(module), name)
-            answer = asdict(_build(kernel, arch, signature, constexprs, num_warps, num_stages))
+            answer = asdict(_build(kernel, arch, signature, constexprs, num_warps, num_stages, divisible))
         except Exception:  # the whole trace goes back to the caller, which raises it
             answer = {"error": traceback.format_exc()}
         print(_CompileServer._ANSWER + json.dumps(answer), flush=True)

@@ -67,20 +67,25 @@ def attend_split(q_ptr, k_ptr, v_ptr, mask_ptr, part_ptr, lse_ptr, S, n_splits, 
             mask_offs = b * s_mb + heads[:, None] * s_mh + n[None, :] * s_mn
             keep = tl.load(mask_ptr + mask_offs, mask=valid, other=0)
             valid = valid & (keep != 0)
-        if tl.max(tl.max(valid.to(tl.int32), axis=1), axis=0) > 0:  # skip tiles the mask leaves wholly out
-            kv_offs = n[:, None].to(tl.int64) * D + d[None, :]
-            k = tl.load(k_base + kv_offs, mask=n[:, None] < S, other=0.0)
-            scores = tl.dot(q, tl.trans(k), input_precision=PRECISION) * scale
-            scores = tl.where(valid, scores, -float("inf"))
-            m_new = tl.maximum(m_i, tl.max(scores, axis=1))
-            # Rows with nothing valid yet keep m = -inf; exp(-inf - -inf) would be NaN, so shift by 0 there.
-            shift = tl.where(m_new == -float("inf"), 0.0, m_new)
-            p = tl.exp(scores - shift[:, None])
-            alpha = tl.exp(m_i - shift)
-            v = tl.load(v_base + kv_offs, mask=n[:, None] < S, other=0.0)
-            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
-            l_i = l_i * alpha + tl.sum(p, axis=1)
-            m_i = m_new
+        # A tile the mask leaves wholly out loads no K or V: its loads are predicated off, not branched
+        # around. A branch would stop Triton's pipeliner from issuing the next tiles' loads ahead (sm_90
+        # build: 0 asynchronous loads with the branch, 2 per stage without), and every tile would then
+        # wait a full memory round trip. The arithmetic on a skipped tile's zeros is discarded by `valid`.
+        live = tl.max(tl.max(valid.to(tl.int32), axis=1), axis=0) > 0
+        kv_offs = n[:, None].to(tl.int64) * D + d[None, :]
+        kv_mask = (n[:, None] < S) & live
+        k = tl.load(k_base + kv_offs, mask=kv_mask, other=0.0)
+        scores = tl.dot(q, tl.trans(k), input_precision=PRECISION) * scale
+        scores = tl.where(valid, scores, -float("inf"))
+        m_new = tl.maximum(m_i, tl.max(scores, axis=1))
+        # Rows with nothing valid yet keep m = -inf; exp(-inf - -inf) would be NaN, so shift by 0 there.
+        shift = tl.where(m_new == -float("inf"), 0.0, m_new)
+        p = tl.exp(scores - shift[:, None])
+        alpha = tl.exp(m_i - shift)
+        v = tl.load(v_base + kv_offs, mask=kv_mask, other=0.0)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        m_i = m_new
     # Partial output normalized by its own sum, with its log-sum-exp (-inf where the split saw nothing).
     row = (b * HQ + heads) * n_splits + split
     out = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
@@ -153,7 +158,8 @@ def _compile(has_mask: bool):
                   "SPLIT_TILES": 8, "PRECISION": "tf32"}
         combine_sig = {"part_ptr": f32, "lse_ptr": f32, "out_ptr": bf16, "n_splits": "i32", "s_ob": "i32",
                        "s_oh": "i32"}
-        return [compile_for(attend_split, arch, sig, consts, num_warps=4, num_stages=2),
+        strides = ("s_qb", "s_qh", "s_kb", "s_kh")  # multiples of D = 128 in a contiguous cache
+        return [compile_for(attend_split, arch, sig, consts, num_warps=4, num_stages=2, divisible_by_16=strides),
                 compile_for(combine_splits, arch, combine_sig, {"HQ": 32, "D": 128, "SPLITS": 64})]
     return build
 

@@ -52,13 +52,16 @@ PARAMS = (
 @triton_kernel
 def gemv_tile(x_ptr, w_ptr, res_ptr, out_ptr, part_ptr, count_ptr, M, K, n_out, k_tiles,
               EPILOGUE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-              SPLIT_K: tl.constexpr, PRECISION: tl.constexpr):
+              SPLIT_K: tl.constexpr, PRECISION: tl.constexpr, STAGES: tl.constexpr):
     pid_n, pid_k = tl.program_id(0), tl.program_id(1)
     n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     m = tl.arange(0, BLOCK_M)
     acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
     acc_up = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)  # the up half's rows, with the swiglu epilogue
-    for t in range(k_tiles):  # a run-time bound: one build serves every K
+    # A run-time bound (one build serves every K), pipelined: at M = 1 nothing feeds a tl.dot, and Triton
+    # issues loads ahead only for loops that ask (sm_90 build: 0 asynchronous loads with a plain range).
+    # STAGES = 1 is the unpipelined loop, each tile waiting for its load.
+    for t in tl.range(k_tiles, num_stages=STAGES):
         k = (pid_k * k_tiles + t) * BLOCK_K + tl.arange(0, BLOCK_K)
         x = tl.load(x_ptr + m[:, None] * K + k[None, :], mask=(m[:, None] < M) & (k[None, :] < K), other=0.0)
         w_offs = n[:, None].to(tl.int64) * K + k[None, :]
@@ -164,7 +167,7 @@ def _launch(x, w, residual, out, epilogue: str, *, block_n="auto", block_k="auto
     res = residual if residual is not None else out
     gemv_tile[(tiles, split)](x, w, res, out, partials, counters, m, k, n_out, k_tiles,
                               EPILOGUE=EPILOGUES[epilogue], BLOCK_M=1 if m == 1 else 16, BLOCK_N=cfg["block_n"],
-                              BLOCK_K=cfg["block_k"], SPLIT_K=split, PRECISION=precision,
+                              BLOCK_K=cfg["block_k"], SPLIT_K=split, PRECISION=precision, STAGES=num_stages,
                               num_warps=cfg["num_warps"], num_stages=num_stages)
 
 
@@ -222,8 +225,10 @@ def _compile(epilogue: str, m: int, split_k: int, tile: tuple[int, int, int]):
                "count_ptr": pointer_type("i32"), "M": "i32", "K": "i32", "n_out": "i32", "k_tiles": "i32"}
         block_n, block_k, num_warps = tile
         consts = {"EPILOGUE": EPILOGUES[epilogue], "BLOCK_M": m, "BLOCK_N": block_n, "BLOCK_K": block_k,
-                  "SPLIT_K": split_k, "PRECISION": "tf32"}
-        return compile_for(gemv_tile, arch, sig, consts, num_warps=num_warps, num_stages=2)
+                  "SPLIT_K": split_k, "PRECISION": "tf32", "STAGES": 2}
+        # K and n_out are multiples of 16 in every model's projections: the launch specializes on that.
+        return compile_for(gemv_tile, arch, sig, consts, num_warps=num_warps, num_stages=2,
+                           divisible_by_16=("K", "n_out"))
     return build
 
 

@@ -276,7 +276,7 @@ ROPE_SPEC = KernelSpec(
                  C.last_dim_contiguous(ROPE.operands, "x", "cos", "sin"),
                  Constraint("x of rank 1 to 4, last dim a power of 2 in 16..256; cos and sin broadcast to x",
                             _rope_fits)),
-    params=(Param("rows_per_program", ("auto", 1, 4, 16, 64), "auto"), Param("num_warps", (1, 2, 4), 4)),
+    params=(Param("rows_per_program", ("auto", 1, 4, 16, 64), "auto"), Param("num_warps", (1, 2, 4, 8), 4)),
     deterministic=True, examples=_rope_examples, compile=_compile_rope,
     doc="rotary embedding on any strided x with broadcast cos/sin",
 )

@@ -66,3 +66,13 @@ def test_own_examples_pass(spec):
     # A fixed seed keeps CI reproducible (seeds 0-7 all pass); each trial still draws fresh values.
     verdict = check_kernel(spec, examples=1, trials=4, seed=1)
     assert verdict.ok, verdict.reason
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "sm_100"])
+@pytest.mark.parametrize("spec", [attention.SPEC, attention.NOMASK_SPEC])
+def test_k_and_v_loads_are_issued_ahead_for_the_gpu(spec, arch):
+    """The split walks its tiles in a loop; unless the pipeliner issues the next tiles' K and V loads ahead
+    (asynchronous copies into shared memory), each tile waits a whole memory round trip. A branch around
+    the loads (to skip masked-out tiles) once silently stopped that: K and V loads, 2 stages, 4 copies."""
+    attend, _combine = spec.compile(arch)
+    assert attend.async_loads >= 4, attend
