@@ -45,7 +45,7 @@ PARAMS = (
     Param("block_k", ("auto", 128, 256, 512, 1024), "auto"),
     Param("split_k", ("auto", 1, 2, 4, 8, 16), "auto"),
     Param("num_warps", ("auto", 2, 4, 8), "auto"),
-    Param("num_stages", (1, 2, 3, 4), 2),
+    Param("num_stages", ("auto", 1, 2, 3, 4), "auto"),
 )
 
 
@@ -58,9 +58,8 @@ def gemv_tile(x_ptr, w_ptr, res_ptr, out_ptr, part_ptr, count_ptr, M, K, n_out, 
     m = tl.arange(0, BLOCK_M)
     acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
     acc_up = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)  # the up half's rows, with the swiglu epilogue
-    # A run-time bound (one build serves every K), pipelined: at M = 1 nothing feeds a tl.dot, and Triton
-    # issues loads ahead only for loops that ask (sm_90 build: 0 asynchronous loads with a plain range).
-    # STAGES = 1 is the unpipelined loop, each tile waiting for its load.
+    # A run-time bound: one build serves every K. STAGES > 1 pipelines the loop (loads issued stages ahead,
+    # through shared memory); at M = 1 nothing feeds a tl.dot and Triton pipelines only because this asks.
     for t in tl.range(k_tiles, num_stages=STAGES):
         k = (pid_k * k_tiles + t) * BLOCK_K + tl.arange(0, BLOCK_K)
         x = tl.load(x_ptr + m[:, None] * K + k[None, :], mask=(m[:, None] < M) & (k[None, :] < K), other=0.0)
@@ -121,10 +120,15 @@ def _epilogue(acc, acc_up, res_ptr, out_ptr, offs, mask, EPILOGUE: tl.constexpr)
 
 # (block_n, block_k, num_warps) that "auto" picks: M = 1 with a wide weight, M = 1 with a tall one, M > 1.
 AUTO_TILES = {"m1_wide": (32, 256, 8), "m1_tall": (8, 512, 4), "small_m": (32, 256, 4)}
+# Pipeline stages of the K loop that "auto" picks, measured on the H200 (benchmarks/results/kernels_misses.json):
+# at M = 1 the pipelined loop lost everywhere (6144->2048 + residual: 9.7 us unpipelined, 22.4-24.3 us at
+# 2-4 stages; lm head 138.0 vs 139.7; gate/up 14.6 vs 15.2-16.6), the copies through shared memory costing
+# more than they hide; at M = 16, where the loop feeds tl.dot, 1 stage took 44.4 us and 2-3 stages 32.3-32.6.
+AUTO_STAGES = {"m1": 1, "small_m": 3}
 
 
 def choose(m: int, n_out: int, k: int, rows_per_out: int, device: torch.device, block_n="auto",
-           block_k="auto", split_k="auto", num_warps="auto") -> dict:
+           block_k="auto", split_k="auto", num_warps="auto", num_stages="auto") -> dict:
     """Tile sizes. "auto" follows what tuning measured on the H200 (benchmarks/results/kernels_measure.sqlite):
     at M = 1 a weight at least as wide as tall (K >= its rows: the o and down projections) ran fastest in
     32 x 256 tiles on 8 warps (10-24% faster than 8 x 512 at all five such shapes), a tall one (qkv, gate/up,
@@ -135,11 +139,13 @@ def choose(m: int, n_out: int, k: int, rows_per_out: int, device: torch.device, 
     block_n = tile[0] if block_n == "auto" else block_n
     block_k = tile[1] if block_k == "auto" else block_k
     num_warps = tile[2] if num_warps == "auto" else num_warps
+    num_stages = AUTO_STAGES["m1" if m == 1 else "small_m"] if num_stages == "auto" else num_stages
     if split_k == "auto":
         tiles, k_tiles, split_k = cdiv(n_out, block_n), cdiv(k, block_k), 1
         while tiles * split_k < 2 * num_sms(device) and split_k * 2 <= min(16, k_tiles):
             split_k *= 2
-    return {"block_n": block_n, "block_k": block_k, "split_k": split_k, "num_warps": num_warps}
+    return {"block_n": block_n, "block_k": block_k, "split_k": split_k, "num_warps": num_warps,
+            "num_stages": num_stages}
 
 
 @functools.cache
@@ -151,12 +157,12 @@ def _counters(device: torch.device, size: int) -> torch.Tensor:
 
 
 def _launch(x, w, residual, out, epilogue: str, *, block_n="auto", block_k="auto", split_k="auto",
-            num_warps="auto", num_stages=2) -> None:
+            num_warps="auto", num_stages="auto") -> None:
     k = x.shape[-1]
     m = x.numel() // max(k, 1)
     n_out = out.shape[-1]
     rows_per_out = 2 if epilogue == "swiglu" else 1
-    cfg = choose(m, n_out, k, rows_per_out, x.device, block_n, block_k, split_k, num_warps)
+    cfg = choose(m, n_out, k, rows_per_out, x.device, block_n, block_k, split_k, num_warps, num_stages)
     tiles, split = cdiv(n_out, cfg["block_n"]), cfg["split_k"]
     k_tiles = cdiv(cdiv(k, cfg["block_k"]), split)
     # With one split there is nothing to reduce: `out` stands in for the unused workspace and counters.
@@ -167,8 +173,8 @@ def _launch(x, w, residual, out, epilogue: str, *, block_n="auto", block_k="auto
     res = residual if residual is not None else out
     gemv_tile[(tiles, split)](x, w, res, out, partials, counters, m, k, n_out, k_tiles,
                               EPILOGUE=EPILOGUES[epilogue], BLOCK_M=1 if m == 1 else 16, BLOCK_N=cfg["block_n"],
-                              BLOCK_K=cfg["block_k"], SPLIT_K=split, PRECISION=precision, STAGES=num_stages,
-                              num_warps=cfg["num_warps"], num_stages=num_stages)
+                              BLOCK_K=cfg["block_k"], SPLIT_K=split, PRECISION=precision,
+                              STAGES=cfg["num_stages"], num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
 
 
 def launch_linear(x, w, out, **params) -> None:
@@ -218,24 +224,25 @@ def _constraints(pattern: Pattern, extra=()) -> tuple:
             C.shape_holds(f"x [..., K] with at most {MAX_M} rows, weight [N, K]", _weight_fits), *extra)
 
 
-def _compile(epilogue: str, m: int, split_k: int, tile: tuple[int, int, int]):
+def _compile(epilogue: str, m: int, split_k: int, tile: tuple[int, int, int], stages: int):
     def build(arch: str):
         ptr = pointer_type("bf16")
         sig = {"x_ptr": ptr, "w_ptr": ptr, "res_ptr": ptr, "out_ptr": ptr, "part_ptr": pointer_type("f32"),
                "count_ptr": pointer_type("i32"), "M": "i32", "K": "i32", "n_out": "i32", "k_tiles": "i32"}
         block_n, block_k, num_warps = tile
         consts = {"EPILOGUE": EPILOGUES[epilogue], "BLOCK_M": m, "BLOCK_N": block_n, "BLOCK_K": block_k,
-                  "SPLIT_K": split_k, "PRECISION": "tf32", "STAGES": 2}
+                  "SPLIT_K": split_k, "PRECISION": "tf32", "STAGES": stages}
         # K and n_out are multiples of 16 in every model's projections: the launch specializes on that.
-        return compile_for(gemv_tile, arch, sig, consts, num_warps=num_warps, num_stages=2,
+        return compile_for(gemv_tile, arch, sig, consts, num_warps=num_warps, num_stages=stages,
                            divisible_by_16=("K", "n_out"))
     return build
 
 
 def _all_builds(epilogue: str):
-    """Every tile "auto" can run, with and without split-K."""
-    shapes = [(1, AUTO_TILES["m1_wide"]), (1, AUTO_TILES["m1_tall"]), (16, AUTO_TILES["small_m"])]
-    return lambda arch: [_compile(epilogue, m, s, tile)(arch) for m, tile in shapes for s in (1, 4)]
+    """Every tile "auto" can run, with and without split-K, at the stages "auto" gives it."""
+    shapes = [(1, AUTO_TILES["m1_wide"], AUTO_STAGES["m1"]), (1, AUTO_TILES["m1_tall"], AUTO_STAGES["m1"]),
+              (16, AUTO_TILES["small_m"], AUTO_STAGES["small_m"])]
+    return lambda arch: [_compile(epilogue, m, s, tile, st)(arch) for m, tile, st in shapes for s in (1, 4)]
 
 
 def _examples(rows_per_out: int, with_residual: bool):
