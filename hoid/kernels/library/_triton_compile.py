@@ -18,6 +18,7 @@ import functools
 import importlib
 import json
 import os
+import re
 import subprocess
 import sys
 import traceback
@@ -133,7 +134,9 @@ class BuiltKernel:
     shared memory it needs and its warps; enough to tell a real build from a silent fallback.
     `async_loads` counts the loads Triton's software pipeliner made asynchronous (cp.async or TMA copies
     into shared memory, issued stages ahead of their use): 0 means every load in a loop waits for
-    memory before the loop goes on."""
+    memory before the loop goes on. `wide_loads` and `narrow_loads` count the PTX global loads that move
+    16 bytes per thread and those that move less (a bf16 tensor read 2 bytes at a time takes 8x the
+    instructions and rarely reaches the bandwidth)."""
 
     kernel: str
     arch: str
@@ -141,6 +144,8 @@ class BuiltKernel:
     shared_bytes: int
     num_warps: int
     async_loads: int
+    wide_loads: int
+    narrow_loads: int
 
 
 def compile_for(kernel: TritonKernel, arch: str, signature: dict[str, str], constexprs: dict[str, Any],
@@ -189,7 +194,10 @@ def _build(kernel: TritonKernel, arch, signature, constexprs, num_warps, num_sta
     target = next((line.split()[1] for line in ptx_lines if line.startswith(".target")), "?")
     ttgir = built.asm["ttgir"]
     async_loads = ttgir.count("ttg.async_copy_global_to_local") + ttgir.count("async_tma_copy_global_to_local")
-    return BuiltKernel(kernel.name, arch, target, built.metadata.shared, built.metadata.num_warps, async_loads)
+    loads = re.findall(r"\b(ld\.global[.\w]*|cp\.async\.cg\.shared\.global)\b", built.asm["ptx"])
+    wide = sum(1 for op in loads if op.startswith("cp.async.cg") or op.endswith((".v4.b32", ".v2.b64")))
+    return BuiltKernel(kernel.name, arch, target, built.metadata.shared, built.metadata.num_warps, async_loads,
+                       wide, len(loads) - wide)
 
 
 class _CompileServer:

@@ -42,7 +42,7 @@ def launch(weight: torch.Tensor, indices: torch.Tensor, out: torch.Tensor, *, bl
 def _compile(arch: str):
     table = pointer_type("bf16")
     sig = {"weight_ptr": table, "index_ptr": pointer_type("i64"), "out_ptr": table, "dim": "i32"}
-    return compile_for(embedding_rows, arch, sig, {"BLOCK": 1024}, num_warps=4)
+    return compile_for(embedding_rows, arch, sig, {"BLOCK": 1024}, num_warps=4, divisible_by_16=("dim",))
 
 
 def _examples(rng: random.Random):

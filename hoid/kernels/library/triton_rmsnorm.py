@@ -77,7 +77,7 @@ def compile_rows(arch: str, has_residual: bool):
     sig = {"x_ptr": ptr, "res_ptr": ptr, "w_ptr": ptr, "out_ptr": ptr, "sum_ptr": ptr,
            "n_rows": "i32", "n_cols": "i32", "eps": "fp32"}
     return compile_for(rmsnorm_rows, arch, sig, {"HAS_RESIDUAL": has_residual, "BLOCK_M": 1, "BLOCK_N": 4096},
-                       num_warps=8)
+                       num_warps=8, divisible_by_16=("n_cols",))
 
 
 def draw_rows(rng: random.Random) -> tuple[tuple[int, ...], str]:

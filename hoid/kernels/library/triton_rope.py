@@ -243,7 +243,8 @@ def _compile_rope(arch: str):
     ptr = pointer_type("bf16")
     sig = {"x_ptr": ptr, "cos_ptr": ptr, "sin_ptr": ptr, "out_ptr": ptr, "n_rows": "i32", "size1": "i32",
            "size2": "i32", **{f"s{a}{i}": "i32" for a in "xcs" for i in range(3)}}
-    return compile_for(rope_rows, arch, sig, {"HALF": 64, "BLOCK_R": 32})
+    strides = [f"s{a}{i}" for a in "xcs" for i in range(3)]  # multiples of the head dim, or 0 (broadcast)
+    return compile_for(rope_rows, arch, sig, {"HALF": 64, "BLOCK_R": 16}, divisible_by_16=strides)
 
 
 def _compile_prelude(norm: bool):
@@ -254,7 +255,8 @@ def _compile_prelude(norm: bool):
         sig.update({"pos_ptr": pointer_type("i64"), "T": "i32", "S": "i32", "eps": "fp32",
                     **{f"s_{a}{d}": "i32" for a in "qkvc" for d in "bt"}})
         consts = {"HQ": 32, "HKV": 8, "HALF": 64, "BLOCK_H": 32, "HAS_NORM": norm}
-        return compile_for(rope_heads_into_cache, arch, sig, consts)
+        strides = [name for name in sig if name.startswith("s_")]  # multiples of the head dim
+        return compile_for(rope_heads_into_cache, arch, sig, consts, divisible_by_16=strides)
     return build
 
 

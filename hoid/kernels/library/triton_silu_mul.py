@@ -58,7 +58,8 @@ def launch_swiglu_merged(gate_up: torch.Tensor, out: torch.Tensor, *, block="aut
 def _compile(arch: str):
     ptr = pointer_type("bf16")
     sig = {"gate_ptr": ptr, "up_ptr": ptr, "out_ptr": ptr, "n_cols": "i32", "in_row_stride": "i32"}
-    return compile_for(silu_mul_rows, arch, sig, {"BLOCK": 1024}, num_warps=4)
+    return compile_for(silu_mul_rows, arch, sig, {"BLOCK": 1024}, num_warps=4,
+                       divisible_by_16=("n_cols", "in_row_stride"))
 
 
 def _draw(rng: random.Random) -> tuple[tuple[int, ...], str]:

@@ -121,14 +121,15 @@ def _compile(arch: str):
     ptr, f32 = pointer_type("bf16"), pointer_type("f32")
     return [
         compile_for(softmax_rows, arch, {"x_ptr": ptr, "out_ptr": ptr, "n_cols": "i32"},
-                    {"BLOCK": 4096, "NUM_TILES": 1}, num_warps=4),
+                    {"BLOCK": 4096, "NUM_TILES": 1}, num_warps=4, divisible_by_16=("n_cols",)),
         compile_for(softmax_rows, arch, {"x_ptr": ptr, "out_ptr": ptr, "n_cols": "i32"},
-                    {"BLOCK": 16384, "NUM_TILES": 3}, num_warps=16),
+                    {"BLOCK": 16384, "NUM_TILES": 3}, num_warps=16, divisible_by_16=("n_cols",)),
         compile_for(softmax_chunk_stats, arch, {"x_ptr": ptr, "max_ptr": f32, "sum_ptr": f32, "n_cols": "i32",
-                                                "n_chunks": "i32"}, {"BLOCK": 4096}, num_warps=4),
+                                                "n_chunks": "i32"}, {"BLOCK": 4096}, num_warps=4,
+                    divisible_by_16=("n_cols",)),
         compile_for(softmax_chunk_write, arch, {"x_ptr": ptr, "out_ptr": ptr, "max_ptr": f32, "sum_ptr": f32,
                                                 "n_cols": "i32", "n_chunks": "i32"},
-                    {"BLOCK": 4096, "CHUNKS": 64}, num_warps=4),
+                    {"BLOCK": 4096, "CHUNKS": 64}, num_warps=4, divisible_by_16=("n_cols",)),
     ]
 
 
