@@ -35,12 +35,16 @@ from kernel_cases import Case, build_cases, gb_per_s  # noqa: E402
 BOUND = {torch.bfloat16: 1.6e-2, torch.float16: 2e-3, torch.float32: 1e-5}
 
 
+def copy_seconds(elements: int, device: str = "cuda", rotate: bool = True, graph: bool | None = True) -> float:
+    """Seconds for torch to copy `elements` bf16 values (2 bytes read and 2 written each)."""
+    src = torch.randn(elements, device=device, dtype=torch.bfloat16)
+    return time_cuda(lambda s, d: d.copy_(s), [src, torch.empty_like(src)], rotate=rotate, graph=graph,
+                     repeat=20).median
+
+
 def copy_bandwidth(device: str) -> float:
     """Bytes read plus written per second by a 2 GiB device-to-device copy."""
-    src = torch.randn(2**30, device=device, dtype=torch.bfloat16)
-    dst = torch.empty_like(src)
-    t = time_cuda(lambda s, d: d.copy_(s), [src, dst], rotate=False, repeat=20)
-    return 2 * src.numel() * 2 / t.median
+    return 2 * 2**30 * 2 / copy_seconds(2**30, device, rotate=False, graph=None)
 
 
 def outputs_for(spec, inputs: list[torch.Tensor], attrs: dict, aliased: dict[int, int]) -> list[torch.Tensor]:

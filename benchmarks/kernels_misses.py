@@ -34,7 +34,7 @@ from hoid.measure import time_cuda
 
 sys.path.insert(0, str(Path(__file__).parent))
 from kernel_cases import ATTENTION_CANDIDATES, EMBEDDING_CANDIDATES, build_cases  # noqa: E402
-from kernels import BOUND, copy_bandwidth, outputs_for, relative_error  # noqa: E402
+from kernels import BOUND, copy_bandwidth, copy_seconds, outputs_for, relative_error  # noqa: E402
 
 GEMV_STAGES = [{"num_stages": s} for s in (1, 2, 3, 4)]
 ROPE_CANDIDATES = [{"rows_per_program": r, "num_warps": w} for r, w in ((64, 8), (16, 4), (16, 2), (4, 1))]
@@ -50,13 +50,6 @@ WANTED = [
     ("triton.decode_attention", "Qwen3-1.7B", "attention", [], True),
     ("triton.softmax", "Llama-3.1-8B", "sampling softmax", [], True),
 ]
-
-
-def same_bytes_copy(moved: int) -> float:
-    """Seconds for torch to copy moved/2 bytes (so moved bytes read plus written), rotated like the rest."""
-    n = max(moved // 4, 1)  # bf16 elements: 2 bytes read and 2 written each
-    src = torch.randn(n, device="cuda", dtype=torch.bfloat16)
-    return time_cuda(lambda s, d: d.copy_(s), [src, torch.empty_like(src)], graph=True, repeat=20).median
 
 
 def measure(case, variants: list[dict], compile_torch: bool, bandwidth: float) -> dict:
@@ -77,7 +70,7 @@ def measure(case, variants: list[dict], compile_torch: bool, bandwidth: float) -
               f"{entry.get('seconds', float('nan')) * 1e6:8.2f} us  "
               f"{entry.get('bandwidth_fraction', float('nan')):5.0%}", flush=True)
     row["eager"] = time_cuda(lambda *a: case.eager(*a, **attrs), inputs, graph=True, repeat=20).median
-    row["copy_same_bytes"] = same_bytes_copy(case.moved)
+    row["copy_same_bytes"] = copy_seconds(max(case.moved // 4, 1))  # moved bytes, read plus written
     if compile_torch:
         compiled = torch.compile(case.eager, dynamic=False)
         row["compile"] = time_cuda(lambda *a: compiled(*a, **attrs), inputs, graph=True, repeat=20).median

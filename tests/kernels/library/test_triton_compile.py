@@ -69,3 +69,14 @@ def test_without_triton_the_library_registers_and_a_launch_names_the_package():
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("MissingTritonError") and "pip install 'triton" in done.stdout
+
+
+def test_declaring_a_pointer_divisible_is_refused_by_name():
+    from hoid.kernels.library import triton_rmsnorm
+    from hoid.kernels.library._triton_compile import compile_for
+
+    sig = {"x_ptr": "*bf16", "res_ptr": "*bf16", "w_ptr": "*bf16", "out_ptr": "*bf16", "sum_ptr": "*bf16",
+           "n_rows": "i32", "n_cols": "i32", "eps": "fp32"}
+    consts = {"HAS_RESIDUAL": False, "BLOCK_M": 1, "BLOCK_N": 64}
+    with pytest.raises((RuntimeError, ValueError), match="non-integer argument.*eps"):
+        compile_for(triton_rmsnorm.rmsnorm_rows, "sm_90", sig, consts, divisible_by_16=("n_cols", "eps"))
