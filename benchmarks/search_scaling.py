@@ -47,8 +47,8 @@ def _stage(fn):
 
 
 def measure(layers: int) -> dict:
+    from hoid.search.library import apply_library
     from hoid.search.rules import default_rulesets
-    from hoid.search.rules.library import apply_library
     from hoid.search.space import SearchSpace
 
     graph = decode_graph(layers)

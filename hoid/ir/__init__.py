@@ -1,11 +1,14 @@
 """The IR: types, values, nodes, graphs, the op registry, the builder and the reference interpreter."""
 
+from .analysis import weight_only_values
 from .builder import GraphBuilder
 from .dtypes import dtype_name
 from .graph import Graph, GraphInput, Node, Value
 from .interpreter import run
+from .ops.kernel import KernelImpl
+from .region import Region, extract_region
 from .registry import Attr, OpDef, all_ops, get_op, register_op
 from .types import TensorType
 
-__all__ = ["Attr", "Graph", "GraphBuilder", "GraphInput", "Node", "OpDef", "TensorType", "Value",
-           "all_ops", "dtype_name", "get_op", "register_op", "run"]
+__all__ = ["Attr", "Graph", "GraphBuilder", "GraphInput", "KernelImpl", "Node", "OpDef", "Region", "TensorType",
+           "Value", "all_ops", "dtype_name", "extract_region", "get_op", "register_op", "run", "weight_only_values"]

@@ -12,6 +12,7 @@ from ..ir import TensorType
 from .spec import KernelSpec
 
 _KERNELS: dict[str, KernelSpec] = {}
+_LIBRARY: dict[str, KernelSpec] = {}  # the built-in library as it registered itself (KernelSet.default)
 
 
 def register(spec: KernelSpec, *, replace: bool = False) -> KernelSpec:
@@ -20,6 +21,8 @@ def register(spec: KernelSpec, *, replace: bool = False) -> KernelSpec:
     if spec.id in _KERNELS and not replace:
         raise ValueError(f"kernel {spec.id!r} is already registered; pass replace=True to override it")
     _KERNELS[spec.id] = spec
+    if _loading:
+        _LIBRARY[spec.id] = spec
     return spec
 
 
@@ -35,6 +38,12 @@ def get(kernel_id: str) -> KernelSpec:
 def all_kernels() -> dict[str, KernelSpec]:
     _load_library()
     return dict(_KERNELS)
+
+
+def library_kernels() -> dict[str, KernelSpec]:
+    """The built-in library's kernels, whatever has been registered since."""
+    _load_library()
+    return dict(_LIBRARY)
 
 
 def kernels_for(pattern_name: str) -> list[KernelSpec]:

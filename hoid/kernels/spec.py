@@ -39,10 +39,32 @@ class Param:
     choices: tuple
     default: Any
 
+    def accepts(self, value) -> bool:
+        """A value among the choices (the tuning grid), or an int where the grid has ints: a spec's own
+        heuristic may resolve "auto" to a size between or below the grid's points (a block of 64 for a
+        row of 64)."""
+        if value in self.choices:
+            return True
+        return (isinstance(value, int) and not isinstance(value, bool) and value > 0
+                and any(isinstance(c, int) and not isinstance(c, bool) for c in self.choices))
+
     def __post_init__(self):
         if self.default not in self.choices:
             raise ValueError(f"param {self.name}: default {self.default!r} is not among its choices "
                              f"{self.choices}")
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a kernel's parameter heuristics know of the GPU it will run on: its arch and how many
+    multiprocessors it has (split-K and split attention cut their work to fill them)."""
+
+    arch: str
+    multiprocessors: int
+
+
+Target.H200 = Target("sm_90", 132)
+Target.B200 = Target("sm_100", 148)
 
 
 @dataclass(frozen=True)
@@ -51,7 +73,13 @@ class KernelSpec:
     examples(rng) -> (input types, attrs): a draw from the declared shape space, used by
     `hoid.verify.check_kernel`; index_bounds(types, attrs) -> {input position: exclusive bound} for integer
     inputs that index; compile(arch) builds it for a GPU arch without a GPU (Triton/CuTe) and raises on
-    failure; source: the text the version hash covers (defaults to launch's module source)."""
+    failure; source: the text the version hash covers (defaults to launch's module source).
+
+    resolve(types, attrs, params, target) -> params: every "auto" param replaced by the value the kernel's
+    own heuristic picks for these input types on `target` (`hoid.kernels.launch.resolve_params` calls it
+    where a kernel node is made, so a node holds what runs). aliases: (output index, input index) pairs:
+    that output is written into that input's buffer (the caller passes the input tensor itself as the
+    output's destination, so the kernel writes only what changes, e.g. the appended cache slot)."""
 
     id: str
     pattern: Pattern
@@ -65,6 +93,8 @@ class KernelSpec:
     compile: Callable[[str], Any] | None = None
     archs: tuple[str, ...] = ("sm_90", "sm_100")
     source: str | None = None
+    resolve: Callable[[Sequence[TensorType], dict, dict, Target], dict] | None = None
+    aliases: tuple[tuple[int, int], ...] = ()
     doc: str = ""
     version: str = field(init=False)
 
@@ -78,6 +108,10 @@ class KernelSpec:
         text = self.source if self.source is not None else _source_of(self.launch)
         object.__setattr__(self, "version", hashlib.sha256(text.encode()).hexdigest()[:12])
 
+    def alias_of(self, output: int) -> int | None:
+        """The input whose buffer output `output` is written into, or None."""
+        return dict(self.aliases).get(output)
+
     def default_params(self) -> dict:
         return {p.name: p.default for p in self.params}
 
@@ -87,7 +121,7 @@ class KernelSpec:
         for name, value in params.items():
             if name not in known:
                 raise ValueError(f"kernel {self.id}: unknown param {name!r}; its params are {sorted(known)}")
-            if value not in known[name].choices:
+            if not known[name].accepts(value):
                 raise ValueError(f"kernel {self.id}: param {name}={value!r} is not among "
                                  f"{known[name].choices}")
         return {**self.default_params(), **params}

@@ -20,10 +20,17 @@ class Device:
     launch_overhead: float  # s per kernel launched from the host
     graph_launch_overhead: float  # s per kernel replayed inside a CUDA graph
     l2_bytes: int
+    multiprocessors: int = 1  # what kernels' parameter heuristics fill (split-K, split attention)
     sources: dict[str, str] = field(default_factory=dict)
 
     def flops_for(self, dtype: str) -> float:
         return self.peak_flops.get(dtype) or self.peak_flops["f32"]
+
+    def target(self):
+        """What `hoid.kernels` resolves "auto" params for (`hoid.kernels.Target`)."""
+        from ..kernels.spec import Target
+
+        return Target(self.arch, self.multiprocessors)
 
     def with_measurements(self, **figures) -> Device:
         """A copy with measured figures replaced (`sources` records where each came from)."""
@@ -48,6 +55,7 @@ H200 = Device(
     launch_overhead=8.0e-6,
     graph_launch_overhead=0.85e-6,
     l2_bytes=60 * 2**20,
+    multiprocessors=132,
     sources={"copy_bandwidth": "measured here 2026-11", "read_bandwidth": "measured here 2026-11-30",
              "peak_flops.bf16": "measured here 2026-11", "peak_flops.f32": "datasheet",
              "launch_overhead": "measured here 2026-11-30", "graph_launch_overhead": "measured here 2026-11-30",
@@ -63,6 +71,7 @@ B200 = Device(
     launch_overhead=4.0e-6,
     graph_launch_overhead=1.2e-6,
     l2_bytes=126 * 2**20,
+    multiprocessors=148,
     sources={"*": "datasheet (dense), not measured"},
 )
 
@@ -75,6 +84,7 @@ CPU = Device(
     launch_overhead=5e-6,
     graph_launch_overhead=5e-6,
     l2_bytes=2 * 2**20,
+    multiprocessors=4,  # the interpreter's stand-in (library/_triton_compile.py:num_sms): grids need only be valid
     sources={"*": "default; calibrate_cpu() measures this machine"},
 )
 

@@ -13,6 +13,7 @@ import torch
 
 from ..ir import TensorType
 from ..ir.dtypes import FLOAT_DTYPES
+from ..kernels.launch import empty_outputs  # noqa: F401  (one allocation helper, the launcher's)
 
 
 def random_tensor(t: TensorType, *, device: str | torch.device = "cpu", high: int = 16,
@@ -41,8 +42,3 @@ def random_inputs(types: Sequence[TensorType], *, device: str | torch.device = "
     bounds = dict(index_bounds or {})
     return [random_tensor(t, device=device, high=bounds.get(i, 16), generator=generator)
             for i, t in enumerate(types)]
-
-
-def empty_outputs(types: Sequence[TensorType], *, device: str | torch.device = "cpu") -> list[torch.Tensor]:
-    """Destination tensors for a kernel's outputs (contiguous, as the kernel contract allocates them)."""
-    return [torch.empty(t.shape, dtype=t.torch_dtype, device=device) for t in types]

@@ -25,7 +25,7 @@ from ..ir.interpreter import run, run_node
 from ..ir.registry import get_op
 from .cache import MeasureCache
 from .devices import Device
-from .inputs import empty_outputs, random_tensor
+from .inputs import random_tensor
 from .local import has_cuda, local_device, tensor_device, time_on
 from .roofline import node_time
 from .timing import format_seconds
@@ -133,23 +133,17 @@ def _measure_nodes(graph: Graph, device: Device, inputs, weights, timer_options
 
 
 def _launcher(node: Node):
-    """Launch a kernel node's implementation as the runtime will: destination-passing into outputs allocated
-    once, on the first call, and reused; the node's attrs and params as keywords."""
-    from ..kernels import get
+    """Launch a kernel node's implementation as the runtime does (`hoid.kernels.launch.bind`): into
+    outputs allocated on the first call and reused."""
+    from ..kernels.launch import bind
 
-    spec = get(node.attrs["kernel"])
-    if spec.version != node.attrs["version"] and node.attrs["version"]:
-        raise ValueError(f"node {node.name}: kernel {spec.id} is at version {spec.version}, the node was made with "
-                         f"{node.attrs['version']}; re-run the search (or re-verify) before profiling")
-    keywords = {**node.attrs["attrs"], **spec.check_params(node.attrs["params"])}
-    types = [v.type for v in node.outputs]
-
+    call = bind(node)
     outs: list[torch.Tensor] = []
 
-    def call(*tensors):
+    def run_kernel(*tensors):
         if not outs:
-            outs.extend(empty_outputs(types, device=tensors[0].device))
-        spec.launch(*tensors, *outs, **keywords)
-        return outs[0] if len(outs) == 1 else tuple(outs)
+            outs.extend(call.allocate(tensors))
+        result = call(*tensors, out=outs)
+        return result[0] if len(result) == 1 else result
 
-    return call
+    return run_kernel

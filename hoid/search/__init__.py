@@ -18,11 +18,11 @@ import importlib
 _EXPORTS = {
     "rewrite": "rewriting",  # not rewrite.py: a submodule of that name would shadow the function
     "SearchSpace": "space", "Extracted": "space", "Finalist": "space",
-    "Budget": "budget", "SaturationReport": "budget",
+    "Limits": "limits", "SaturationReport": "limits", "StopReason": "limits",
     "AnalyticCost": "cost", "MeasuredCost": "cost", "OpCall": "cost",
     "Region": "inject", "InjectedKernel": "inject",
     "Rule": "rules", "RuleSet": "rules", "default_rulesets": "rules",
-    "apply_library": "rules.library", "LibraryReport": "rules.library",
+    "apply_library": "library", "LibraryReport": "library",
     "check_rule": "soundness", "RuleCheck": "soundness",
 }
 

@@ -1,6 +1,6 @@
 """Cost models for extraction: seconds per e-node at its real input and output types.
 
-A cost model is any callable `cost(call: OpCall) -> float`. Two ship here:
+A cost model is a `CostModel`: any callable `cost(call: OpCall) -> float` (seconds). Two ship here:
 
 - `AnalyticCost`: the roofline of `hoid.measure` (the device table's bandwidth and peak flops, plus a
   per-launch cost), each kernel's time divided by its measured efficiency where one is known. This is
@@ -18,13 +18,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from ..errors import GraphError
 from ..ir import TensorType
+from ..ir.analysis import folds
 from ..ir.graph import attr_key
+from ..ir.ops.kernel import KernelImpl
 from ..measure.devices import H200, Device
 from ..measure.roofline import op_time
-from .encode import KernelImpl
 from .snapshot import ABSENT, INPUT, KERNEL, OUT, ENode, Snapshot
 
 
@@ -48,7 +50,10 @@ class OpCall:
         return (self.op, self.inputs, attr_key(self.attrs))
 
 
-CostModel = Callable[[OpCall], float]
+class CostModel(Protocol):
+    """Prices one e-node: seconds for `call` on the device the model stands for."""
+
+    def __call__(self, call: OpCall) -> float: ...
 
 
 def measured_as(call: OpCall) -> tuple[str, str, dict] | None:
@@ -145,18 +150,17 @@ class MeasuredCost:
 # --- pricing a snapshot ------------------------------------------------------------------------------
 
 def weight_only_classes(snapshot: Snapshot, weights: set[str]) -> set[str]:
-    """Classes computable from weights alone (fixpoint: a weight input, or a node over such classes)."""
+    """Classes computable from weights alone: `hoid.ir.analysis.weight_only_values`'s rule (`folds`) over
+    e-classes, to a fixpoint (an e-graph has no topological order)."""
     done: set[str] = set()
     changed = True
     while changed:
         changed = False
         for node in snapshot.nodes.values():
-            if node.eclass in done:
+            if node.eclass in done or node.op == ABSENT:
                 continue
             operands = snapshot.operands(node)  # an absent optional operand does not make it per step
-            computed = node.op not in (INPUT, ABSENT) and operands
-            if (node.op == INPUT and node.attrs["name"] in weights) or (
-                    computed and all(c in done for c in operands)):
+            if (node.attrs["name"] in weights if node.op == INPUT else folds(c in done for c in operands)):
                 done.add(node.eclass)
                 changed = True
     return done

@@ -14,39 +14,13 @@ from dataclasses import dataclass, field
 
 from ..errors import GraphError
 from ..ir import Graph, Node, TensorType
-from ..ir.graph import attr_key
+from ..ir.ops.kernel import KernelImpl
 from ..ir.registry import get_op
 from . import language as L
 
 # Commands per egglog call. egglog's cost per command grows with the size of the program it is in
 # (measured at 8 layers: one program 35 s, chunks of 400 1.75 s, of 50 0.40 s, of 25 0.49 s).
 CHUNK = 50
-
-
-@dataclass(frozen=True)
-class KernelImpl:
-    """What a `Kernel` e-node stands for: the implementation and the region (body) it replaces. `attrs`
-    are the kernel pattern's attrs at this region (eps, dim...), which measurements are keyed by."""
-
-    kernel: str
-    version: str
-    params: dict
-    body: Graph
-    attrs: dict = field(default_factory=dict)
-
-    @classmethod
-    def from_node(cls, attrs: dict) -> KernelImpl:
-        """From a `kernel` node's attrs (the inverse of `node_attrs`)."""
-        return cls(attrs["kernel"], attrs["version"], dict(attrs["params"]), attrs["body"], dict(attrs["attrs"]))
-
-    def node_attrs(self) -> dict:
-        """The attrs of a `kernel` node running this implementation."""
-        return {"body": self.body, "kernel": self.kernel, "version": self.version, "params": dict(self.params),
-                "attrs": dict(self.attrs)}
-
-    def identity(self):
-        """Equal for implementations that are the same kernel node (a body by its structure)."""
-        return attr_key(self.node_attrs())
 
 
 @dataclass

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 import numpy as np
 
@@ -75,14 +76,30 @@ class Problem:
         return [n for n, _ in kept]
 
 
+class Method(StrEnum):
+    """How an extraction was found."""
+
+    ILP = "ilp"  # the ILP's proven optimum
+    ILP_TIME_LIMIT = "ilp (best found before its time limit, not proven optimal)"
+    GREEDY_CHEAPER = "greedy (cheaper than the ILP's best before its time limit)"
+    GREEDY_ILP_FAILED = "greedy (the ilp failed)"
+
+    @property
+    def fell_back(self) -> bool:
+        """Whether greedy answered because the ILP could not (still a correct graph, maybe not the cheapest)."""
+        return self is Method.GREEDY_ILP_FAILED
+
+
 @dataclass
 class Extraction:
-    """A choice of e-node per needed class, its total cost (seconds), and how it was found."""
+    """A choice of e-node per needed class, its total cost (seconds), how it was found, and, where the ILP
+    failed, why (`note`)."""
 
     choice: dict[str, str]
     cost: float
-    method: str  # "ilp", "greedy" or "greedy (ilp failed: ...)"
+    method: Method
     banned: tuple[str, ...] = ()
+    note: str = ""
 
 
 def total_cost(problem: Problem, choice: dict[str, str]) -> float:
@@ -251,16 +268,16 @@ def extract(problem: Problem, *, time_limit: float = 10.0) -> Extraction:
     problem = problem.reachable()
     try:
         choice, optimal = ilp(problem, time_limit=time_limit)
-        method = "ilp"
+        method, note = Method.ILP, ""
         if not optimal:  # the time limit ended the search: keep the better of its best and greedy's
             other = _greedy_choice(problem)
             if total_cost(problem, other) < total_cost(problem, choice):
-                choice, method = other, "greedy (cheaper than the ILP's best before its time limit)"
+                choice, method = other, Method.GREEDY_CHEAPER
             else:
-                method = "ilp (best found before its time limit, not proven optimal)"
+                method = Method.ILP_TIME_LIMIT
     except RuntimeError as e:
-        choice, method = _greedy_choice(problem), f"greedy (ilp failed: {e})"
-    return Extraction(problem.unfold(choice), total_cost(problem, choice), method)
+        choice, method, note = _greedy_choice(problem), Method.GREEDY_ILP_FAILED, str(e)
+    return Extraction(problem.unfold(choice), total_cost(problem, choice), method, note=note)
 
 
 def top_k(problem: Problem, k: int, *, time_limit: float = 10.0) -> list[Extraction]:

@@ -11,69 +11,16 @@ match: the same layer 28 times is verified and measured once and injected 28 tim
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..errors import GraphError
-from ..ir import Graph, Node, Value
+from ..ir import Graph
+from ..ir.ops.kernel import KernelImpl
+from ..ir.region import Region
 from ..ir.registry import get_op
 from . import language as L
-from .budget import Budget
-from .encode import KernelImpl
+from .limits import Limits
 from .rules import Rule, RuleSet
-
-
-@dataclass(frozen=True)
-class Region:
-    """Some nodes of a graph: `inputs` are the values they use and do not compute (in first-use order),
-    `outputs` the values they compute that are used after them (or are graph outputs; the last node's
-    when none is): those of `hoid.verify.region.extract_region`'s cut, which `body()` is."""
-
-    graph: Graph
-    nodes: tuple[Node, ...]
-
-    @classmethod
-    def of(cls, graph: Graph, values: Iterable[str]) -> Region:
-        """The region of the nodes that produce these value names (`t12` or `%t12`), in graph order: the
-        cut `hoid.verify.region.extract_region` makes, which a kernel is verified against."""
-        from ..verify.region import extract_region
-        from ..verify.verdict import VerifyError
-
-        try:
-            return cls(graph, tuple(extract_region(graph, list(values)).nodes))
-        except VerifyError as e:
-            raise GraphError(str(e)) from e
-
-    @property
-    def inputs(self) -> list[Value]:
-        return [gi.value for gi in self.body().inputs]
-
-    @property
-    def outputs(self) -> list[Value]:
-        return list(self.body().outputs)
-
-    def check_convex(self) -> None:
-        """Refuse a region that an outside node both reads from and feeds (it cannot be one kernel)."""
-        mine = {id(n) for n in self.nodes}
-        produced = {v.name for n in self.nodes for v in n.outputs}
-        tainted: set[str] = set()  # values computed outside the region from a region output
-        for node in self.graph.nodes:
-            reads = {v.name for v in node.inputs}
-            if id(node) in mine:
-                bad = reads & tainted
-                if bad:
-                    raise GraphError(f"region is not convex: %{sorted(bad)[0]} is computed outside the region "
-                                     f"from one of its outputs and read by {node.name} inside it; add the nodes in "
-                                     "between to the region, or split it")
-            elif reads & (produced | tainted):
-                tainted.update(v.name for v in node.outputs)
-
-    def body(self) -> Graph:
-        """The region as a graph over its inputs (the reference a kernel node carries): the same cut as
-        `hoid.verify.region.extract_region`, so a kernel is injected for the region it was verified on."""
-        from ..verify.region import extract_region
-
-        return extract_region(self.graph, self.nodes)
 
 
 def region_rule(body: Graph, key: str, name: str) -> Rule:
@@ -108,7 +55,7 @@ def inject(space, impl: KernelImpl) -> InjectedKernel:
     key = space.encoding.kernel_key(impl)
     rule = region_rule(impl.body, key, f"kernel-{key}")
     ruleset = RuleSet(f"kernel-{key.replace('#', '-')}", (rule,))
-    report = space.saturate([ruleset], Budget(iterations=1))
+    report = space.saturate([ruleset], Limits(iterations=1))
     return InjectedKernel(key, report.matches.get(rule.name, 0))
 
 

@@ -16,8 +16,8 @@ import torch
 
 from ..ir import Graph, run
 from ..measure.inputs import random_tensor
-from .budget import Budget
 from .cost import OpCall
+from .limits import Limits
 from .rules import Rule, RuleSet
 from .space import SearchSpace
 
@@ -59,7 +59,7 @@ def check_rule(ruleset: RuleSet, rule: Rule, *, trials: int = 3, seed: int = 0) 
         return RuleCheck(rule.name, False, f"rule {rule.name} has no example to check it on")
     graph = rule.example()
     space = SearchSpace(graph)
-    report = space.saturate([ruleset.only(rule.name, *rule.needs)], Budget(iterations=8))
+    report = space.saturate([ruleset.only(rule.name, *rule.needs)], Limits(iterations=8))
     if not report.matches.get(rule.name):
         return RuleCheck(rule.name, False, f"rule {rule.name} did not fire on its example")
     # the e-graph knows shapes and dtypes, not layouts: compare calls on contiguous types

@@ -11,13 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..ir import Graph
+from ..kernels.spec import Target
 from . import language
 from ._egglog import Engine
-from .budget import Budget, SaturationReport, saturate
 from .cost import AnalyticCost, CostModel, node_costs
 from .decode import decode
 from .encode import encode
-from .extract import Problem, top_k
+from .extract import Method, Problem, top_k
+from .limits import Limits, SaturationReport, saturate
 from .rules import RuleSet
 from .snapshot import OUT, Snapshot
 
@@ -28,7 +29,7 @@ class Finalist:
 
     graph: Graph
     cost: float
-    method: str
+    method: Method
     banned: tuple[str, ...] = ()
 
 
@@ -52,10 +53,12 @@ class Extracted:
 
 
 class SearchSpace:
-    """The e-graph of `graph`, with its encoding tables. Not thread-safe; one per graph."""
+    """The e-graph of `graph`, with its encoding tables. Not thread-safe; one per graph. `target`: the GPU
+    its kernel nodes are made for (their "auto" params are resolved for it; default the H200)."""
 
-    def __init__(self, graph: Graph):
+    def __init__(self, graph: Graph, *, target: Target | None = None):
         self.graph = graph.validate()
+        self.target = target or Target.H200
         self.engine = Engine()
         self.engine.run(language.declarations())
         self.encoding = encode(self.graph)
@@ -75,10 +78,10 @@ class SearchSpace:
         self.engine.run(program)
         self._declared[ruleset.name] = program
 
-    def saturate(self, rulesets: list[RuleSet], budget: Budget | None = None) -> SaturationReport:
+    def saturate(self, rulesets: list[RuleSet], limits: Limits | None = None) -> SaturationReport:
         for rs in rulesets:
             self.declare(rs)
-        report = saturate(self.engine, rulesets, budget)
+        report = saturate(self.engine, rulesets, limits)
         self.reports.append(report)
         return report
 

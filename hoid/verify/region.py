@@ -1,9 +1,7 @@
-"""A region of a graph as a graph of its own, and a graph as a reference a check can call.
+"""A graph as a reference a check can call, and the index bounds of its integer inputs.
 
-`extract_region(graph, region)` cuts the nodes of `region` out of `graph`: its inputs are the values the
-region consumes from outside (graph inputs of any kind, weights included, or values of other nodes), in
-order of first use; its outputs are the values it produces that are used outside it or are outputs of
-the graph. That is the reference semantics a kernel replacing the region must reproduce.
+Regions are cut by `hoid.ir.region.extract_region` (re-exported here): the one cut that verification,
+the search and the agent share.
 
 `graph_reference(graph)` runs a graph with the interpreter on tensors of other float dtypes than it
 declares, by rebuilding it for them: that is how the reference runs in float64.
@@ -11,54 +9,13 @@ declares, by rebuilding it for them: that is how the reference runs in float64.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 import torch
 
-from ..ir import Graph, GraphBuilder, GraphInput, Node, TensorType, get_op, run
+from ..ir import Graph, GraphBuilder, TensorType, get_op, run
+from ..ir.region import extract_region  # noqa: F401  (re-exported: hoid.verify.extract_region)
 from .verdict import VerifyError
-
-
-def _selected_nodes(graph: Graph, region: Iterable[Node | str]) -> list[Node]:
-    producers = graph.producers()
-    wanted: set[int] = set()
-    for item in region:
-        if isinstance(item, Node):
-            if not any(node is item for node in graph.nodes):
-                raise VerifyError(
-                    f"region: node {item.name} ({item.op}) is not a node of graph {graph.name!r}"
-                )
-            wanted.add(id(item))
-        elif isinstance(item, str):
-            name = item.lstrip("%")
-            if name not in producers:
-                raise VerifyError(
-                    f"region: no node of graph {graph.name!r} produces %{name} (graph inputs are not "
-                    "nodes: name the nodes that consume them)"
-                )
-            wanted.add(id(producers[name]))
-        else:
-            raise VerifyError(f"region: expected nodes or value names, got {type(item).__name__}")
-    if not wanted:
-        raise VerifyError("region: no nodes given")
-    return [node for node in graph.nodes if id(node) in wanted]
-
-
-def extract_region(graph: Graph, region: Iterable[Node | str]) -> Graph:
-    """The region (nodes, or names of values they produce) as a graph with plain inputs."""
-    nodes = _selected_nodes(graph, region)
-    produced = {v.name for node in nodes for v in node.outputs}
-    inputs, seen = [], set()
-    for node in nodes:
-        for v in node.inputs:
-            if v.name not in produced and v.name not in seen:
-                seen.add(v.name)
-                inputs.append(GraphInput(v, "input"))
-    inside = {id(node) for node in nodes}
-    used_outside = {v.name for node in graph.nodes if id(node) not in inside for v in node.inputs}
-    used_outside |= {v.name for v in graph.outputs}
-    outputs = [v for node in nodes for v in node.outputs if v.name in used_outside] or list(nodes[-1].outputs)
-    return Graph(f"{graph.name}.region", inputs, nodes, outputs).validate()
 
 
 def index_bounds(graph: Graph) -> dict[int, int]:

@@ -67,7 +67,7 @@ def test_importing_hoid_search_does_not_import_egglog():
 
 
 def test_kernel_impls_round_trip_through_node_attrs_and_share_a_key():
-    from hoid.search.encode import KernelImpl
+    from hoid.ir import KernelImpl
 
     def body():
         b = hoid.GraphBuilder("body")

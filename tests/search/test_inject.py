@@ -87,7 +87,7 @@ def test_multi_output_region():
 def test_region_of_another_type_is_not_matched():
     # the same ops (no dtype in their attrs) in bf16 and in f32: a kernel is verified per input-type
     # signature, so the bf16 region's kernel joins nothing in the f32 graph; the f32 region's joins it
-    from hoid.search.encode import KernelImpl
+    from hoid.ir import KernelImpl
     from hoid.search.inject import inject
 
     space = SearchSpace(_fan_graph("f32"))
@@ -129,7 +129,7 @@ def test_kernel_nodes_carry_their_pattern_attrs_through_extraction_and_reencodin
 
 
 def test_region_is_the_cut_verify_makes():
-    from hoid.verify.region import extract_region
+    from hoid.ir import extract_region
 
     graph = _fan_graph()
     region = Region.of(graph, ["%a", "%n"])  # as verify names values

@@ -1,8 +1,8 @@
 """The library hook: kernels join the e-classes their patterns match, where their constraints hold."""
 
 from hoid.kernels import Constraint, KernelSpec, op_pattern
+from hoid.search.library import LibraryReport, apply_library
 from hoid.search.rules import default_rulesets
-from hoid.search.rules.library import LibraryReport, apply_library
 from hoid.search.space import SearchSpace
 
 from .graphs import block
@@ -99,3 +99,53 @@ def test_a_structural_match_that_fails_exactly_is_reported():
     spec = KernelSpec("test.halved", pattern, "torch", launch=lambda *a, **k: None, examples=examples)
     report = apply_library(_add_rmsnorm_space(1e-5), [spec])
     assert report.injected == {} and "structurally" in report.skipped["test.halved"]
+
+
+def _rmsnorm_types(space):
+    """The (x, weight) types at the graph's rmsnorm e-nodes."""
+    from hoid.search.library import _signatures
+
+    spec = _spec("probe", op_pattern("rmsnorm", 2))
+    return [types for types, _ in _signatures(space.snapshot(), spec)]
+
+
+def test_an_accepted_kernel_is_injected_only_at_the_signature_it_was_verified_at():
+    from hoid.ir import TensorType
+    from hoid.kernels import KernelSet
+
+    space = SearchSpace(block(layers=2))
+    space.saturate(default_rulesets())
+    (x, w), = _rmsnorm_types(space)
+    spec = _spec("test.accepted_rmsnorm", op_pattern("rmsnorm", 2))
+    elsewhere = KernelSet.empty().accept(spec, [TensorType((7,) + x.shape[1:], x.dtype), w], {"eps": 1e-6})
+    report = apply_library(space, elsewhere)
+    assert report.injected == {} and "verified at other input types" in report.skipped["test.accepted_rmsnorm"]
+    here = KernelSet.empty().accept(spec, [x, w], {"eps": 1e-6})
+    assert apply_library(space, here).injected == {"test.accepted_rmsnorm": 2}
+
+
+def test_a_kernel_set_without_a_kernel_never_yields_it_whatever_the_registry_holds():
+    from hoid.kernels import KernelSet, register
+    from hoid.kernels.registry import _KERNELS
+
+    spec = _spec("test.registered_only", op_pattern("rmsnorm", 2))
+    register(spec)
+    try:
+        space = SearchSpace(block(layers=1))
+        space.saturate(default_rulesets())
+        assert "test.registered_only" not in apply_library(space, KernelSet.default()).injected
+        assert "test.registered_only" not in apply_library(space).injected  # the default set: the library alone
+        assert "test.registered_only" not in KernelSet.default()
+    finally:
+        del _KERNELS["test.registered_only"]
+
+
+def test_library_kernel_nodes_hold_concrete_params_resolved_for_the_target():
+    from hoid.kernels import KernelSet, get
+
+    spec = get("triton.rmsnorm")
+    space = SearchSpace(block(layers=1))
+    space.saturate(default_rulesets())
+    assert apply_library(space, KernelSet([spec])).injected == {spec.id: 1}
+    impls = [i for i in space.encoding.kernels.values() if i.kernel == spec.id]
+    assert impls and all(v != "auto" for i in impls for v in i.params.values())

@@ -12,7 +12,40 @@ to dig them out of the body.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
+from ..graph import Graph, attr_key
 from ..registry import Attr, InferError, OpDef, register_op
+
+
+@dataclass(frozen=True)
+class KernelImpl:
+    """The typed view of a `kernel` node: the implementation (id, version, params), the pattern's `attrs` at
+    this region (eps, dim...: what launches take and measurements are keyed by), and the `body` it replaces.
+
+    Every reader of a kernel node (the launcher, the search, the runtime, export) goes through this view, so
+    the node's attr names are known in this one module."""
+
+    kernel: str
+    version: str
+    params: dict
+    body: Graph
+    attrs: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_node(cls, node_or_attrs) -> KernelImpl:
+        """From a `kernel` node, or its attrs (the inverse of `node_attrs`)."""
+        attrs = node_or_attrs if isinstance(node_or_attrs, dict) else node_or_attrs.attrs
+        return cls(attrs["kernel"], attrs["version"], dict(attrs["params"]), attrs["body"], dict(attrs["attrs"]))
+
+    def node_attrs(self) -> dict:
+        """The attrs of a `kernel` node running this implementation."""
+        return {"body": self.body, "kernel": self.kernel, "version": self.version, "params": dict(self.params),
+                "attrs": dict(self.attrs)}
+
+    def identity(self):
+        """Equal for implementations that are the same kernel node (a body by its structure)."""
+        return attr_key(self.node_attrs())
 
 
 def _infer(types, attrs):

@@ -60,6 +60,7 @@ SPEC = KernelSpec(
     deterministic=True,
     examples=_examples,
     compile=lambda arch: compile_rows(arch, has_residual=True),
+    resolve=triton_rmsnorm.resolve_rows,
     source=source_of(sys.modules[__name__], triton_rmsnorm),
     doc="residual add + RMSNorm in one pass; the sum is written as the new residual",
 )

@@ -112,7 +112,7 @@ def combine_splits(part_ptr, lse_ptr, out_ptr, n_splits, s_ob, s_oh, HQ: tl.cons
     tl.store(out_ptr + b * s_ob + h * s_oh + d, out.to(out_ptr.dtype.element_ty))
 
 
-def plan_splits(batch_kv: int, S: int, block_n: int, device: torch.device, split_tokens="auto") -> int:
+def plan_splits(batch_kv: int, S: int, block_n: int, sms: int, split_tokens="auto") -> int:
     """Tiles per split. "auto" cuts the cache into about four programs per multiprocessor, none shorter than
     two tiles. Measured on the H200 (benchmarks/results/kernels_misses.json), a full 32k cache with 8 KV
     heads: 50.8 us at two programs per multiprocessor (1024 tokens each), 40.9 us at four (512), 43.5 us
@@ -120,7 +120,7 @@ def plan_splits(batch_kv: int, S: int, block_n: int, device: torch.device, split
     enough loads in flight. At 1000 of 4096 cached the two-tile floor keeps the split that ran 9.7 us."""
     tiles = cdiv(S, block_n)
     if split_tokens == "auto":
-        splits = max(1, min(cdiv(tiles, 2), cdiv(4 * num_sms(device), batch_kv)))
+        splits = max(1, min(cdiv(tiles, 2), cdiv(4 * sms, batch_kv)))
         return cdiv(tiles, splits)
     return max(1, split_tokens // block_n)
 
@@ -132,7 +132,7 @@ def launch(q, k, v, *mask_and_out, is_causal=False, scale=None, enable_gqa=False
     B, HQ, _, D = q.shape
     HKV, S = k.shape[1], k.shape[2]
     scale = 1.0 / math.sqrt(D) if scale is None else scale
-    split_tiles = plan_splits(B * HKV, S, block_n, q.device, split_tokens)
+    split_tiles = plan_splits(B * HKV, S, block_n, num_sms(q.device), split_tokens)
     n_splits = cdiv(cdiv(S, block_n), split_tiles)
     part = torch.empty((B * HQ * n_splits, D), dtype=torch.float32, device=q.device)
     lse = torch.empty((B * HQ * n_splits,), dtype=torch.float32, device=q.device)
@@ -202,6 +202,15 @@ def _constraints(pattern) -> tuple:
     )
 
 
+def _resolve(types, attrs, params, target) -> dict:
+    """split_tokens as `plan_splits` cuts the cache for `target` (a multiple of block_n, which the launch
+    turns back into the same tiles per split)."""
+    q, k = types[0], types[1]
+    tiles = plan_splits(q.shape[0] * k.shape[1], k.shape[2], params["block_n"], target.multiprocessors,
+                        params["split_tokens"])
+    return {**params, "split_tokens": tiles * params["block_n"]}
+
+
 _MASKED, _UNMASKED = op_pattern("sdpa"), op_pattern("sdpa", 3)
 
 SPEC = KernelSpec(
@@ -209,12 +218,12 @@ SPEC = KernelSpec(
     constraints=_constraints(_MASKED) + (
         Constraint("mask: bool, over keys only ([..., S] broadcast to [B, Hq, 1, S])",
                    lambda t, attrs: t[3].dtype == "bool" and t[3].shape[-1] == t[1].shape[2]),),
-    params=PARAMS, deterministic=True, examples=_examples(True), compile=_compile(True),
+    params=PARAMS, deterministic=True, examples=_examples(True), compile=_compile(True), resolve=_resolve,
     doc="one-token attention over a static KV cache, split along the cache; masked tiles skipped",
 )
 
 NOMASK_SPEC = KernelSpec(
     id="triton.decode_attention_nomask", pattern=_UNMASKED, backend="triton", launch=launch,
     constraints=_constraints(_UNMASKED), params=PARAMS, deterministic=True, examples=_examples(False),
-    compile=_compile(False), doc="one-token attention over a whole KV cache, split along the cache",
+    compile=_compile(False), resolve=_resolve, doc="one-token attention over a whole KV cache, split along the cache",
 )

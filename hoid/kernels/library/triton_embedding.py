@@ -34,9 +34,17 @@ def launch(weight: torch.Tensor, indices: torch.Tensor, out: torch.Tensor, *, bl
            num_warps=4) -> None:
     """out <- weight[indices] (destination-passing)."""
     dim = weight.shape[-1]
-    block = min(next_power_of_2(dim), 1024) if block == "auto" else block
+    block = _auto_block(dim) if block == "auto" else block
     embedding_rows[(indices.numel(), cdiv(dim, block))](weight, indices, out, dim, BLOCK=block,
                                                          num_warps=num_warps)
+
+
+def _auto_block(dim: int) -> int:
+    return min(next_power_of_2(dim), 1024)
+
+
+def _resolve(types, attrs, params, target) -> dict:
+    return {**params, "block": _auto_block(types[0].shape[-1])}
 
 
 def _compile(arch: str):
@@ -71,5 +79,6 @@ SPEC = KernelSpec(
     examples=_examples,
     index_bounds=lambda types, attrs: {1: types[0].shape[0]},
     compile=_compile,
+    resolve=_resolve,
     doc="embedding lookup: one program per (token, block of the row)",
 )

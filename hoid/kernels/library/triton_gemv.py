@@ -127,7 +127,7 @@ AUTO_TILES = {"m1_wide": (32, 256, 8), "m1_tall": (8, 512, 4), "small_m": (32, 2
 AUTO_STAGES = {"m1": 1, "small_m": 3}
 
 
-def choose(m: int, n_out: int, k: int, rows_per_out: int, device: torch.device, block_n="auto",
+def choose(m: int, n_out: int, k: int, rows_per_out: int, sms: int, block_n="auto",
            block_k="auto", split_k="auto", num_warps="auto", num_stages="auto") -> dict:
     """Tile sizes. "auto" follows what tuning measured on the H200 (benchmarks/results/kernels_measure.sqlite):
     at M = 1 a weight at least as wide as tall (K >= its rows: the o and down projections) ran fastest in
@@ -142,7 +142,7 @@ def choose(m: int, n_out: int, k: int, rows_per_out: int, device: torch.device, 
     num_stages = AUTO_STAGES["m1" if m == 1 else "small_m"] if num_stages == "auto" else num_stages
     if split_k == "auto":
         tiles, k_tiles, split_k = cdiv(n_out, block_n), cdiv(k, block_k), 1
-        while tiles * split_k < 2 * num_sms(device) and split_k * 2 <= min(16, k_tiles):
+        while tiles * split_k < 2 * sms and split_k * 2 <= min(16, k_tiles):
             split_k *= 2
     return {"block_n": block_n, "block_k": block_k, "split_k": split_k, "num_warps": num_warps,
             "num_stages": num_stages}
@@ -162,7 +162,7 @@ def _launch(x, w, residual, out, epilogue: str, *, block_n="auto", block_k="auto
     m = x.numel() // max(k, 1)
     n_out = out.shape[-1]
     rows_per_out = 2 if epilogue == "swiglu" else 1
-    cfg = choose(m, n_out, k, rows_per_out, x.device, block_n, block_k, split_k, num_warps, num_stages)
+    cfg = choose(m, n_out, k, rows_per_out, num_sms(x.device), block_n, block_k, split_k, num_warps, num_stages)
     tiles, split = cdiv(n_out, cfg["block_n"]), cfg["split_k"]
     k_tiles = cdiv(cdiv(k, cfg["block_k"]), split)
     # With one split there is nothing to reduce: `out` stands in for the unused workspace and counters.
@@ -255,11 +255,21 @@ def _examples(rows_per_out: int, with_residual: bool):
     return draw
 
 
+def _resolver(rows_per_out: int):
+    def resolve(types, attrs, params, target) -> dict:
+        x, w = types[0], types[1]
+        k = x.shape[-1]
+        return choose(x.numel // max(k, 1), w.shape[0] // rows_per_out, k, rows_per_out, target.multiprocessors,
+                      **params)
+    return resolve
+
+
 def _spec(kernel_id: str, pattern: Pattern, launch, epilogue: str, doc: str, extra=()) -> KernelSpec:
+    rows_per_out = 2 if epilogue == "swiglu" else 1
     return KernelSpec(id=kernel_id, pattern=pattern, backend="triton", launch=launch,
                       constraints=_constraints(pattern, extra), params=PARAMS, deterministic=True,
-                      examples=_examples(2 if epilogue == "swiglu" else 1, epilogue == "add"),
-                      compile=_all_builds(epilogue), doc=doc)
+                      examples=_examples(rows_per_out, epilogue == "add"),
+                      compile=_all_builds(epilogue), resolve=_resolver(rows_per_out), doc=doc)
 
 
 LINEAR_SPEC = _spec("triton.linear", LINEAR, launch_linear, "none",

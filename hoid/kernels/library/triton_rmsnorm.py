@@ -54,6 +54,12 @@ def launch_config(n_cols: int, rows_per_program, num_warps) -> tuple[int, int, i
     return block_m, block_n, warps
 
 
+def resolve_rows(types, attrs, params, target) -> dict:
+    """The "auto" params of `triton.rmsnorm` and `triton.add_rmsnorm`: `launch_config`'s at these types."""
+    block_m, _, warps = launch_config(types[0].shape[-1], params["rows_per_program"], params["num_warps"])
+    return {**params, "rows_per_program": block_m, "num_warps": warps}
+
+
 def launch_rows(x, residual, weight, out, summed, *, eps: float, rows_per_program="auto", num_warps="auto"):
     """Shared by `triton.rmsnorm` and `triton.add_rmsnorm`; residual and summed are None without one."""
     n_cols = x.shape[-1]
@@ -122,5 +128,6 @@ SPEC = KernelSpec(
     deterministic=True,
     examples=_examples,
     compile=lambda arch: compile_rows(arch, has_residual=False),
+    resolve=resolve_rows,
     doc="RMSNorm, one pass over x; rows held whole in registers",
 )

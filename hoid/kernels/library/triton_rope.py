@@ -108,6 +108,22 @@ def rope_heads_into_cache(q_ptr, k_ptr, v_ptr, qw_ptr, kw_ptr, cos_ptr, sin_ptr,
 
 # --- launches ------------------------------------------------------------------------------------
 
+def _auto_rows(half: int) -> int:
+    return max(1, min(64, 1024 // half))
+
+
+def _auto_heads(hq: int, hkv: int) -> int:
+    return next_power_of_2(max(hq, hkv))
+
+
+def _resolve_rope(types, attrs, params, target) -> dict:
+    return {**params, "rows_per_program": _auto_rows(types[0].shape[-1] // 2)}
+
+
+def _resolve_prelude(types, attrs, params, target) -> dict:
+    return {**params, "heads_per_program": _auto_heads(types[0].shape[2], types[1].shape[2])}
+
+
 def launch_rope(x, cos, sin, out, *, rows_per_program="auto", num_warps=4) -> None:
     """out <- x * cos + rotate_half(x) * sin, x of rank 1 to 4 with any strides (destination-passing)."""
     x4 = x.reshape((1,) * (4 - x.dim()) + tuple(x.shape)) if x.dim() < 4 else x
@@ -116,7 +132,7 @@ def launch_rope(x, cos, sin, out, *, rows_per_program="auto", num_warps=4) -> No
     half = x4.shape[3] // 2
     # 16 rows of head dim 128 per program: 37.3 us (87% of the bandwidth) on 1x32x8192x128 on the H200, where
     # 32 rows took 39.4 us and 64 rows 40.7 (benchmarks/results/kernels_misses.json).
-    block_r = max(1, min(64, 1024 // half)) if rows_per_program == "auto" else rows_per_program
+    block_r = _auto_rows(half) if rows_per_program == "auto" else rows_per_program
     rope_rows[(cdiv(n_rows, block_r),)](x4, c4, s4, out, n_rows, x4.shape[1], x4.shape[2], *x4.stride()[:3],
                                         *c4.stride()[:3], *s4.stride()[:3], HALF=half, BLOCK_R=block_r,
                                         num_warps=num_warps)
@@ -129,7 +145,7 @@ def _launch_fused(q, k, v, q_weight, k_weight, cos, sin, k_cache, v_cache, posit
             out.copy_(cache)  # functional semantics: the new cache is the old one plus T rows
     B, T, HQ, D = q.shape
     HKV, S = k.shape[2], k_cache.shape[2]
-    block_h = next_power_of_2(max(HQ, HKV)) if heads_per_program == "auto" else heads_per_program
+    block_h = _auto_heads(HQ, HKV) if heads_per_program == "auto" else heads_per_program
     grid = (B * T, cdiv(HQ, block_h) + cdiv(HKV, block_h))
     has_norm = q_weight is not None
     rope_heads_into_cache[grid](
@@ -271,7 +287,7 @@ def _prelude_spec(kernel_id: str, pattern: Pattern, launch, norm: bool, doc: str
                 Param("num_warps", (1, 2, 4), 4)),
         deterministic=True, examples=_prelude_examples(norm),
         index_bounds=lambda types, attrs: {len(types) - 1: types[len(types) - 3].shape[2]},
-        compile=_compile_prelude(norm), doc=doc)
+        compile=_compile_prelude(norm), resolve=_resolve_prelude, doc=doc)
 
 
 ROPE_SPEC = KernelSpec(
@@ -281,7 +297,7 @@ ROPE_SPEC = KernelSpec(
                  Constraint("x of rank 1 to 4, last dim a power of 2 in 16..256; cos and sin broadcast to x",
                             _rope_fits)),
     params=(Param("rows_per_program", ("auto", 1, 4, 16, 64), "auto"), Param("num_warps", (1, 2, 4, 8), 4)),
-    deterministic=True, examples=_rope_examples, compile=_compile_rope,
+    deterministic=True, examples=_rope_examples, compile=_compile_rope, resolve=_resolve_rope,
     doc="rotary embedding on any strided x with broadcast cos/sin",
 )
 QK_NORM_ROPE_CACHE_SPEC = _prelude_spec(

@@ -86,12 +86,12 @@ def softmax_chunk_write(x_ptr, out_ptr, max_ptr, sum_ptr, n_cols, n_chunks, BLOC
              mask=cols < n_cols)
 
 
-def choose(n_rows: int, n_cols: int, device: torch.device, block="auto", split="auto") -> tuple[str, int]:
+def choose(n_rows: int, n_cols: int, sms: int, block="auto", split="auto") -> tuple[str, int]:
     """(strategy, block): chunks when the rows alone would leave most multiprocessors idle on long rows. In
     chunks, the block grows (a power of 2) until a row has at most MAX_CHUNKS chunks, which the combining
     launch reads in one tile."""
     if split == "auto":
-        split = "chunks" if n_rows < num_sms(device) and n_cols > 8192 else "rows"
+        split = "chunks" if n_rows < sms and n_cols > 8192 else "rows"
     if block == "auto":
         block = 4096 if split == "chunks" else min(next_power_of_2(n_cols), 16384)
     if split == "chunks" and cdiv(n_cols, block) > MAX_CHUNKS:
@@ -99,13 +99,25 @@ def choose(n_rows: int, n_cols: int, device: torch.device, block="auto", split="
     return split, block
 
 
+def _warps(block: int) -> int:
+    return max(4, min(16, block // 1024))
+
+
+def _resolve(types, attrs, params, target) -> dict:
+    n_cols = types[0].shape[-1]
+    split, block = choose(types[0].numel // max(n_cols, 1), n_cols, target.multiprocessors, params["block"],
+                          params["split"])
+    warps = _warps(block) if params["num_warps"] == "auto" else params["num_warps"]
+    return {**params, "split": split, "block": block, "num_warps": warps}
+
+
 def launch(x: torch.Tensor, out: torch.Tensor, *, dim: int = -1, block="auto", split="auto",
            num_warps="auto") -> None:
     """out <- softmax(x, dim) with dim the last (destination-passing)."""
     n_cols = x.shape[-1]
     n_rows = x.numel() // max(n_cols, 1)
-    split, block = choose(n_rows, n_cols, x.device, block, split)
-    warps = max(4, min(16, block // 1024)) if num_warps == "auto" else num_warps
+    split, block = choose(n_rows, n_cols, num_sms(x.device), block, split)
+    warps = _warps(block) if num_warps == "auto" else num_warps
     if split == "rows":
         softmax_rows[(n_rows,)](x, out, n_cols, BLOCK=block, NUM_TILES=cdiv(n_cols, block), num_warps=warps)
         return
@@ -158,5 +170,6 @@ SPEC = KernelSpec(
     deterministic=True,
     examples=_examples,
     compile=_compile,
+    resolve=_resolve,
     doc="softmax over the last dim: a program per row, or chunks of a row for few long rows",
 )

@@ -9,7 +9,7 @@ is caught by the tests, not by a user.
 A rule whose meaning depends on rank or dtype guards on the `shape`/`dtype` facts: an unguarded rule
 puts a wrong e-node into a correct e-class, and one wrong e-node poisons every program that uses it.
 Rules marked `expansive` (they can fire without end, or grow the e-graph a lot) each get their own
-egglog ruleset, so the back-off scheduler of `hoid.search.budget` can pause them.
+egglog ruleset, so the back-off scheduler of `hoid.search.limits` can pause them.
 
 Add a rule set: build a `RuleSet` and pass it to `hoid.search.rewrite(..., rulesets=[...])` or
 `SearchSpace.saturate`.

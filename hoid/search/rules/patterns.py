@@ -5,7 +5,7 @@ same (rmsnorm, softmax, silu, gelu exact and tanh, rope, sdpa, layer_norm), so t
 those ops apply. Operand orders are spelled out (no commutativity: see algebra), and every rule guards
 on the dtypes and ranks its equivalence depends on. SiLU gating needs no rule of its own: once `silu`
 is recognized, `mul(silu(gate), up)` is the library's `silu_mul` pattern, and its merged form (after
-the layout rules) the `swiglu_merged` pattern, which `rules/library.py` maps to kernels.
+the layout rules) the `swiglu_merged` pattern, which the library phase (`hoid/search/library.py`) maps to kernels.
 """
 
 from __future__ import annotations

@@ -47,14 +47,13 @@ def test_a_per_head_mask_is_honoured():
     assert_matches(attention.SPEC, [q, k, v, mask], {"enable_gqa": True, "scale": None, "is_causal": False})
 
 
-def test_splits_fill_the_gpu(monkeypatch):
-    monkeypatch.setattr(attention, "num_sms", lambda device: 132)  # the H200's multiprocessors
-    cpu = torch.device("cpu")
+def test_splits_fill_the_gpu():
+    h200 = 132  # multiprocessors
     # 1 sequence x 8 KV heads over 32k tokens: about 4 programs per multiprocessor, 8 tiles of 64 each.
-    assert attention.plan_splits(8, 32768, 64, cpu) == 8
-    assert attention.plan_splits(8, 4096, 64, cpu) == 2  # no split shorter than two tiles
-    assert attention.plan_splits(8, 64, 64, cpu) == 1
-    assert attention.plan_splits(1, 1000, 64, cpu, split_tokens=256) == 4
+    assert attention.plan_splits(8, 32768, 64, h200) == 8
+    assert attention.plan_splits(8, 4096, 64, h200) == 2  # no split shorter than two tiles
+    assert attention.plan_splits(8, 64, 64, h200) == 1
+    assert attention.plan_splits(1, 1000, 64, h200, split_tokens=256) == 4
 
 
 def test_rejects_more_than_one_query_token():

@@ -1,22 +1,25 @@
-"""Saturation under budgets: iterations, e-nodes, seconds, and a back-off scheduler for expansive rules.
+"""Saturation under limits: iterations, e-nodes, seconds, and a back-off scheduler for expansive rules.
 
-Like egg's Runner: run every ruleset one iteration at a time until nothing changes or a budget is spent,
+(Limits, not a budget: `hoid.Budget` is the optimization loop's, in minutes, attempts and tokens.)
+
+Like egg's Runner: run every ruleset one iteration at a time until nothing changes or a limit is reached,
 and say which. Expansive rules run in their own egglog rulesets; when one matches more than its limit in
 an iteration it is banned for a few iterations, and each ban doubles both its limit and the ban's length
-(egg's BackoffScheduler), so a rule that explodes cannot starve the others of the budget.
+(egg's BackoffScheduler), so a rule that explodes cannot starve the others of the limits.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from ._egglog import Engine
 from .rules import RuleSet
 
 
 @dataclass(frozen=True)
-class Budget:
+class Limits:
     """Limits on one saturation. `match_limit` and `ban_length` configure the back-off of expansive rules."""
 
     iterations: int = 30
@@ -26,12 +29,21 @@ class Budget:
     ban_length: int = 2
 
 
+class StopReason(StrEnum):
+    """Why saturation stopped."""
+
+    SATURATED = "saturated"  # every rule ran and none changed anything: the e-graph holds all it can
+    ITERATIONS = "iteration limit"
+    ENODES = "e-node limit"
+    TIME = "time limit"
+
+
 @dataclass
 class SaturationReport:
-    """Why saturation stopped ("saturated", "iteration limit", "e-node limit", "time limit"), after how
-    many iterations and seconds, the e-graph's size, matches per rule, and bans per expansive rule."""
+    """Why saturation stopped (`StopReason`), after how many iterations and seconds, the e-graph's size,
+    matches per rule, and bans per expansive rule."""
 
-    stop_reason: str
+    stop_reason: StopReason
     iterations: int
     enodes: int
     seconds: float
@@ -46,8 +58,8 @@ class SaturationReport:
 class BackoffScheduler:
     """Which rulesets run in an iteration: every normal one, and each expansive one that is not banned."""
 
-    def __init__(self, budget: Budget):
-        self.budget = budget
+    def __init__(self, limits: Limits):
+        self.limits = limits
         self.banned_until: dict[str, int] = {}
         self.times_banned: dict[str, int] = {}
 
@@ -57,23 +69,23 @@ class BackoffScheduler:
     def observe(self, ruleset: str, matches: int, iteration: int) -> None:
         """Ban an expansive ruleset that matched more than its (growing) limit in this iteration."""
         times = self.times_banned.get(ruleset, 0)
-        if matches > self.budget.match_limit << times:
-            self.banned_until[ruleset] = iteration + 1 + (self.budget.ban_length << times)
+        if matches > self.limits.match_limit << times:
+            self.banned_until[ruleset] = iteration + 1 + (self.limits.ban_length << times)
             self.times_banned[ruleset] = times + 1
 
     def any_banned(self, iteration: int) -> bool:
         return any(until > iteration for until in self.banned_until.values())
 
 
-def saturate(engine: Engine, rulesets: list[RuleSet], budget: Budget | None = None) -> SaturationReport:
-    """Run `rulesets` (already declared in `engine`) to saturation or until a budget is spent."""
-    budget = budget or Budget()
-    scheduler = BackoffScheduler(budget)
+def saturate(engine: Engine, rulesets: list[RuleSet], limits: Limits | None = None) -> SaturationReport:
+    """Run `rulesets` (already declared in `engine`) to saturation or until a limit is reached."""
+    limits = limits or Limits()
+    scheduler = BackoffScheduler(limits)
     expansive = {rs.ruleset_of(r): r.name for rs in rulesets for r in rs.rules if r.expansive}
     names = [name for rs in rulesets for name in rs.rulesets()]
-    report = SaturationReport("iteration limit", 0, engine.size(), 0.0)
+    report = SaturationReport(StopReason.ITERATIONS, 0, engine.size(), 0.0)
     start = time.perf_counter()
-    for iteration in range(budget.iterations):
+    for iteration in range(limits.iterations):
         step = engine.step(scheduler.runnable(names, iteration))
         report.iterations = iteration + 1
         for rule, count in step.matches.items():
@@ -83,13 +95,13 @@ def saturate(engine: Engine, rulesets: list[RuleSet], budget: Budget | None = No
         report.enodes = engine.size()
         report.seconds = time.perf_counter() - start
         if not step.updated and not scheduler.any_banned(iteration):  # every rule ran, none changed anything
-            report.stop_reason = "saturated"
+            report.stop_reason = StopReason.SATURATED
             break
-        if report.enodes > budget.enodes:
-            report.stop_reason = "e-node limit"
+        if report.enodes > limits.enodes:
+            report.stop_reason = StopReason.ENODES
             break
-        if report.seconds > budget.seconds:
-            report.stop_reason = "time limit"
+        if report.seconds > limits.seconds:
+            report.stop_reason = StopReason.TIME
             break
     report.bans = {expansive[r]: n for r, n in scheduler.times_banned.items()}
     return report

@@ -1,11 +1,12 @@
-"""Library: map ops and recognized patterns to the library's kernels whose constraints hold.
+"""The library phase: inject the kernels of a `KernelSet` wherever the set allows them.
 
-This is the hook the kernel library fills: every registered `KernelSpec` (`hoid.kernels.all_kernels()`)
-names a `Pattern`. After the other rule sets have saturated, each pattern is matched against the e-graph
-in Python, which gives the input types and attrs at each match; where the kernel's constraints hold for
-them, the kernel is injected as a rule at that exact signature (`hoid.search.inject`), so it joins every
-match in one pass. Constraints are Python predicates, which egglog cannot evaluate: that is why the
-matching to find signatures happens here and not in a rule.
+An injection step (beside `inject.py`), not a rule set: every `KernelSpec` of the set names a `Pattern`.
+After the rule sets have saturated, each pattern is matched against the e-graph in Python, which gives
+the input types and attrs at each match; where the set allows the kernel there (a library kernel whose
+constraints hold, an accepted one at a signature it was verified at), it is injected as a rule at that
+exact signature (`hoid.search.inject`), so it joins every match in one pass, with its "auto" params
+resolved for the search's target (`hoid.kernels.resolve_params`). Constraints are Python predicates,
+which egglog cannot evaluate: that is why the matching to find signatures happens here and not in a rule.
 
 A single-op pattern matches every e-node of that op with as many operands; a fused pattern is matched
 structurally from each of its outputs (ops only, on an instance built from the kernel's examples), then
@@ -16,16 +17,22 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from ...errors import HoidError
-from ...ir import Graph, TensorType
-from ...ir.graph import attr_key
-from ...ir.registry import has_op
-from ..budget import Budget
-from ..encode import KernelImpl
-from ..inject import region_rule
-from ..snapshot import OUT, Snapshot
-from . import RuleSet
+from ..errors import HoidError
+from ..ir import Graph, TensorType
+from ..ir.graph import attr_key
+from ..ir.ops.kernel import KernelImpl
+from ..ir.registry import has_op
+from ..kernels.kernel_set import KernelSet
+from ..kernels.launch import resolve_params
+from .inject import region_rule
+from .limits import Limits
+from .rules import RuleSet
+from .snapshot import OUT, Snapshot
+
+if TYPE_CHECKING:
+    from .space import SearchSpace
 
 
 @dataclass
@@ -153,19 +160,25 @@ def _nodes_by_op(snapshot: Snapshot) -> dict[str, list]:
     return by_op
 
 
-def apply_library(space, kernels=None) -> LibraryReport:
-    """Inject every kernel of `kernels` (default: the whole library) wherever its constraints hold."""
+def as_kernel_set(kernels) -> KernelSet:
+    """`kernels` as a `KernelSet`: the set itself, None for the built-in library, or specs to use as a
+    library (injected wherever their constraints hold)."""
     if kernels is None:
-        from ...kernels import all_kernels
+        return KernelSet.default()
+    return kernels if isinstance(kernels, KernelSet) else KernelSet(kernels)
 
-        kernels = list(all_kernels().values())
+
+def apply_library(space: SearchSpace, kernels: KernelSet | None = None) -> LibraryReport:
+    """Inject every kernel of `kernels` (default: the built-in library) wherever the set allows it."""
+    kernels = as_kernel_set(kernels)
     report = LibraryReport()
-    if not kernels:
+    specs = kernels.specs()
+    if not specs:
         return report
     snapshot = space.snapshot()
     by_op = _nodes_by_op(snapshot)
     rules, kernel_of = [], {}
-    for spec in kernels:
+    for spec in specs:
         if not has_op(spec.pattern.name) and spec.examples is None:
             report.skipped[spec.id] = "a fused pattern without examples cannot be matched structurally"
             continue
@@ -174,17 +187,24 @@ def apply_library(space, kernels=None) -> LibraryReport:
         if missed and not signatures:
             report.skipped[spec.id] = missed[0]
         for types, attrs in signatures:
-            reason = spec.rejects(list(types), attrs)
+            reason = kernels.allows(spec, list(types), attrs)
             if reason is not None:
                 report.skipped.setdefault(spec.id, reason)
                 continue
             body = spec.pattern.graph(list(types), attrs)
-            impl = KernelImpl(spec.id, spec.version, spec.default_params(), body, dict(attrs))
+            params = resolve_params(spec, types, attrs, _accepted_params(kernels, spec, types, attrs), space.target)
+            impl = KernelImpl(spec.id, spec.version, params, body, dict(attrs))
             key = space.encoding.kernel_key(impl)
             rules.append(region_rule(body, key, f"library-{key}"))
             kernel_of[rules[-1].name] = spec.id
     # one pass of every signature's rule: each joins its kernel to every region it matches
-    saturation = space.saturate([RuleSet(f"library-{len(space.reports)}", tuple(rules))], Budget(iterations=1))
+    saturation = space.saturate([RuleSet(f"library-{len(space.reports)}", tuple(rules))], Limits(iterations=1))
     for name, spec_id in kernel_of.items():
         report.injected[spec_id] = report.injected.get(spec_id, 0) + saturation.matches.get(name, 0)
     return report
+
+
+def _accepted_params(kernels: KernelSet, spec, types, attrs) -> dict:
+    """The params an accepted kernel was tuned to at this signature (none for a library kernel)."""
+    key = (spec.id, tuple(types), attr_key(attrs))
+    return next((dict(a.params) for a in kernels.accepted if a.signature() == key), {})

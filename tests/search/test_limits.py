@@ -2,7 +2,7 @@
 
 import pytest
 
-from hoid.search.budget import BackoffScheduler, Budget
+from hoid.search.limits import BackoffScheduler, Limits
 from hoid.search.rules import Rule, RuleSet, default_rulesets
 from hoid.search.space import SearchSpace
 
@@ -29,31 +29,31 @@ def test_default_rules_saturate_and_report_size():
 
 
 def test_iteration_limit():
-    report = SearchSpace(block(layers=4)).saturate([ASSOCIATE], Budget(iterations=2))
+    report = SearchSpace(block(layers=4)).saturate([ASSOCIATE], Limits(iterations=2))
     assert report.stop_reason == "iteration limit" and report.iterations == 2
 
 
 def test_enode_limit():
     space = SearchSpace(block(layers=4))
     limit = space.size() + 20
-    report = space.saturate([ASSOCIATE], Budget(iterations=50, enodes=limit))
+    report = space.saturate([ASSOCIATE], Limits(iterations=50, enodes=limit))
     assert report.stop_reason == "e-node limit" and report.enodes > limit
 
 
 def test_time_limit():
-    report = SearchSpace(block(layers=4)).saturate([ASSOCIATE], Budget(iterations=10_000, seconds=0.0))
+    report = SearchSpace(block(layers=4)).saturate([ASSOCIATE], Limits(iterations=10_000, seconds=0.0))
     assert report.stop_reason == "time limit" and report.iterations == 1
 
 
 def test_expansive_rule_is_banned_and_backs_off():
-    report = SearchSpace(block(layers=2)).saturate([COMMUTE], Budget(iterations=12, match_limit=1, ban_length=1))
+    report = SearchSpace(block(layers=2)).saturate([COMMUTE], Limits(iterations=12, match_limit=1, ban_length=1))
     assert report.bans == {"add-commutes": 1}
     # saturation is declared only once the rule has run again after its ban, without changing anything
     assert report.stop_reason == "saturated" and report.iterations >= 3
 
 
 def test_backoff_doubles_limit_and_ban():
-    scheduler = BackoffScheduler(Budget(match_limit=10, ban_length=2))
+    scheduler = BackoffScheduler(Limits(match_limit=10, ban_length=2))
     scheduler.observe("r", 11, iteration=0)
     assert scheduler.runnable(["r"], 1) == [] and scheduler.runnable(["r"], 3) == ["r"]
     scheduler.observe("r", 15, iteration=3)  # under the doubled limit (20): not banned again

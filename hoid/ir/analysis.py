@@ -1,0 +1,31 @@
+"""Graph analyses that several packages need, each defined once here.
+
+`weight_only_values`: the values a graph computes from its weights alone (a merged Q/K/V weight, a
+transposed tied embedding). They are the same on every call, so the runtime computes them once when
+weights are bound, and the search prices them at zero. The search applies the same rule to e-classes
+(`hoid.search.cost.weight_only_classes`) through `folds`, so the two can never disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from .graph import Graph
+
+
+def folds(operands_weight_only: Iterable[bool]) -> bool:
+    """Whether a node whose operands are weight-only or not (in order) is itself weight-only: it reads at
+    least one operand, and only weight-only ones. A node with no operands (`arange`, `full`) is not: it is
+    cheap, and folding it would only move a constant from the graph into the bound weights."""
+    flags = list(operands_weight_only)
+    return bool(flags) and all(flags)
+
+
+def weight_only_values(graph: Graph) -> set[str]:
+    """Names of the values computed from weight inputs alone (weight inputs included); graphs are
+    topologically ordered, so one pass is the fixpoint."""
+    done = {v.name for v in graph.weight_inputs}
+    for node in graph.nodes:
+        if folds(v.name in done for v in node.inputs):
+            done.update(v.name for v in node.outputs)
+    return done

@@ -1,0 +1,141 @@
+"""The one launcher of a kernel node: `bind(node)` -> a `BoundKernel` that calls the implementation.
+
+    call = bind(node)                      # a `kernel` node, or a `hoid.ir.KernelImpl`
+    outs = call(*inputs)                   # outputs allocated once (`allocate`), then reused
+    call(*inputs, out=buffers)             # into buffers the caller planned (the runtime does)
+
+Binding looks the spec up, refuses a node made with another version of its source or for an arch it
+does not build for (`KernelUnavailable`, which says why: the runtime then runs the node's body), and
+merges the node's attrs and params into the launch's keywords. Params are used as the node holds them:
+"auto" is resolved when a node is created (`resolve_params`, from tuning or the spec's heuristic), never
+here, so what was measured is what runs. Outputs a spec declares as aliases of inputs (a cache append
+writes into the cache it is given) are those inputs' buffers, never allocations.
+
+Everything in hoid that launches a kernel (verification, measurement, profiling, the runtime, export)
+goes through this module: `KernelSpec.launch` is called here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from ..errors import HoidError
+from ..ir import TensorType
+from ..ir.ops.kernel import KernelImpl
+from .spec import KernelSpec, Target
+
+
+class KernelUnavailable(HoidError, RuntimeError):
+    """A kernel node cannot run its implementation here: unknown id, another version, unsupported arch."""
+
+
+def empty_outputs(types: Sequence[TensorType], *, device: str | torch.device = "cpu") -> list[torch.Tensor]:
+    """Destination tensors for a kernel's outputs (contiguous, as the kernel contract allocates them)."""
+    return [torch.empty(t.shape, dtype=t.torch_dtype, device=device) for t in types]
+
+
+def resolve_params(spec: KernelSpec, types: Sequence[TensorType], attrs: dict, params: dict | None = None,
+                   target: Target | None = None) -> dict:
+    """`params` completed with the spec's defaults, and every "auto" left replaced by the spec's own
+    heuristic for these input types on `target` (default: the H200). Called where a kernel node is made;
+    tuning, which measures, chooses values before this and passes them in."""
+    full = spec.check_params(params or {})
+    if spec.resolve is None or not any(v == "auto" for v in full.values()):
+        return full
+    chosen = spec.resolve(list(types), dict(attrs), dict(full), target or Target.H200)
+    resolved = spec.check_params({k: chosen[k] if full[k] == "auto" else v for k, v in full.items()})
+    left = sorted(k for k, v in resolved.items() if v == "auto")
+    if left:
+        raise ValueError(f"kernel {spec.id}: its resolve left {left} at \"auto\"")
+    return resolved
+
+
+@dataclass(frozen=True)
+class BoundKernel:
+    """A kernel ready to launch at one signature. `keywords`: the attrs and params it is launched with;
+    `outputs`: the output types; `aliases`: output index -> the input index whose buffer it is."""
+
+    spec: KernelSpec
+    inputs: tuple[TensorType, ...]
+    outputs: tuple[TensorType, ...]
+    keywords: dict
+    aliases: dict[int, int]
+
+    def allocate(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        """The destination buffers for a launch over `inputs`: an aliased output is its input's tensor,
+        every other output a new tensor on the inputs' device."""
+        device = inputs[0].device if inputs else "cpu"
+        return [inputs[self.aliases[i]] if i in self.aliases else empty_outputs([t], device=device)[0]
+                for i, t in enumerate(self.outputs)]
+
+    def launch(self, inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor]) -> None:
+        """Launch into `outputs` (the one call of `KernelSpec.launch` in hoid). Aliased outputs must be
+        their inputs' tensors: the kernel writes only what changes."""
+        for o, i in self.aliases.items():
+            if outputs[o] is not inputs[i]:
+                raise ValueError(f"kernel {self.spec.id}: output {o} aliases input {i}; pass that input's "
+                                 "tensor as its buffer")
+        self.spec.launch(*inputs, *outputs, **self.keywords)
+
+    def flat(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        """`inputs` then new buffers for the outputs that are not aliases: the argument list of
+        `launch_flat`, which a timer can copy and rotate as it likes (an alias follows its input)."""
+        return [*inputs, *(b for i, b in enumerate(self.allocate(inputs)) if i not in self.aliases)]
+
+    def launch_flat(self, *tensors: torch.Tensor) -> None:
+        """Launch over `flat`'s argument list."""
+        inputs, rest = tensors[:len(self.inputs)], iter(tensors[len(self.inputs):])
+        self.launch(inputs, [inputs[self.aliases[i]] if i in self.aliases else next(rest)
+                             for i in range(len(self.outputs))])
+
+    def __call__(self, *inputs: torch.Tensor, out: Sequence[torch.Tensor] | None = None) -> tuple[torch.Tensor, ...]:
+        """Launch over `inputs` into `out` (default: new buffers from `allocate`); returns the outputs."""
+        outputs = list(out) if out is not None else self.allocate(inputs)
+        self.launch(inputs, outputs)
+        return tuple(outputs)
+
+
+def bind_spec(spec: KernelSpec, types: Sequence[TensorType], attrs: dict, params: dict | None = None
+              ) -> BoundKernel:
+    """`spec` bound at input `types` with the pattern's `attrs` and `params` (completed with defaults);
+    refuses types or attrs its constraints reject."""
+    reason = spec.rejects(list(types), attrs)
+    if reason is not None:
+        raise ValueError(f"kernel {spec.id} does not apply to ({', '.join(map(str, types))}) {attrs}: {reason}")
+    full = spec.check_params(params or {})
+    outputs = spec.output_types(list(types), attrs)
+    return BoundKernel(spec, tuple(types), tuple(outputs), {**attrs, **full}, dict(spec.aliases))
+
+
+def bind(node, *, arch: str | None = None, kernels=None) -> BoundKernel:
+    """The implementation of a `kernel` node (or a `KernelImpl` with its input types, `(impl, types)`).
+
+    arch: the GPU arch it will run on ("sm_90"); a spec that does not build for it is unavailable.
+    kernels: where to look the id up (a mapping id -> spec, or `hoid.kernels.get` by default)."""
+    if isinstance(node, tuple):
+        impl, types = node
+    else:
+        impl, types = KernelImpl.from_node(node), [v.type for v in node.inputs]
+    spec = _lookup(impl.kernel, kernels)
+    if impl.version and spec.version != impl.version:
+        raise KernelUnavailable(f"kernel {spec.id} is at version {spec.version}; this node was made with "
+                                f"{impl.version} (its source changed since): re-run the search or re-verify it")
+    if arch is not None and arch != "cpu" and spec.backend != "torch" and arch not in spec.archs:
+        raise KernelUnavailable(f"kernel {spec.id} builds for {', '.join(spec.archs)}, not {arch}")
+    return bind_spec(spec, types, impl.attrs, impl.params)
+
+
+def _lookup(kernel_id: str, kernels) -> KernelSpec:
+    if kernels is not None:
+        if kernel_id not in kernels:
+            raise KernelUnavailable(f"kernel {kernel_id!r} is not in the kernel set given")
+        return kernels[kernel_id]
+    from .registry import get
+
+    try:
+        return get(kernel_id)
+    except KeyError as e:
+        raise KernelUnavailable(str(e.args[0])) from None

@@ -1,0 +1,128 @@
+"""The per-device store of accepted kernels: what the loop accepted on a GPU, for later runs and for the
+`torch.compile` backend, which reads it without importing the agent.
+
+    store = AcceptedStore()                          # HOID_KERNELS, else ~/.cache/hoid/kernels.sqlite
+    store.save("NVIDIA H200", accepted)              # an `Accepted` with measured evidence
+    found = store.load("NVIDIA H200")                # -> Loaded(current=[...], stale=[...])
+    kernels = KernelSet.default() ... found.kernel_set()
+
+Rows are keyed by device, kernel id, input types and attrs. Only measured acceptances are stored: one on
+modelled evidence is provisional and never persisted. A row whose kernel changed since (another version
+of the library's source, or of an agent's source) comes back under `stale`, to be checked again before
+reuse; an agent's kernel is stored with its source text, and rebuilt from it (`KernelSource.to_spec`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..ir import TensorType
+from .kernel_set import Accepted, KernelSet
+from .spec import KernelSpec
+
+SCHEMA = """
+create table if not exists accepted (
+    device text not null, kernel text not null, types text not null, attrs text not null,
+    version text not null, params text not null, source text, entry text,
+    primary key (device, kernel, types, attrs)
+)
+"""
+
+
+def default_store_path() -> Path:
+    return Path(os.environ.get("HOID_KERNELS") or Path.home() / ".cache" / "hoid" / "kernels.sqlite")
+
+
+def _types_text(types) -> str:
+    return json.dumps([[list(t.shape), t.dtype, list(t.strides) if t.strides else None] for t in types])
+
+
+def _types_of(text: str) -> tuple[TensorType, ...]:
+    return tuple(TensorType(shape, dtype, strides) for shape, dtype, strides in json.loads(text))
+
+
+def _json(value) -> str:
+    return json.dumps(value, sort_keys=True, default=repr)
+
+
+@dataclass
+class Loaded:
+    """`current`: rows whose kernel is at the stored version; `stale`: (row's kernel id, why) for rows whose
+    kernel changed or can no longer be found, to be checked again before reuse."""
+
+    current: list[Accepted] = field(default_factory=list)
+    stale: list[tuple[str, str]] = field(default_factory=list)
+
+    def kernel_set(self, base: KernelSet | None = None) -> KernelSet:
+        """`base` (default: the built-in library) with every current acceptance added."""
+        base = base if base is not None else KernelSet.default()
+        for a in self.current:
+            base = base.accept(a.spec, a.types, a.attrs, a.params)
+        return base
+
+
+class AcceptedStore:
+    """SQLite file of accepted kernels per device (see the module doc)."""
+
+    def __init__(self, path: str | os.PathLike | None = None):
+        self.path = Path(path) if path is not None else default_store_path()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(self.path)
+        self.db.execute(SCHEMA)
+        self.db.commit()
+
+    def save(self, device: str, accepted: Accepted) -> None:
+        """Record `accepted` for `device`; refuses provisional (modelled) evidence."""
+        if accepted.evidence != "measured":
+            raise ValueError(f"kernel {accepted.spec.id}: accepted on {accepted.evidence} evidence is provisional "
+                             "and is not stored for a device; measure it on the device first")
+        spec = accepted.spec
+        source = getattr(spec.launch, "source", None)  # a spec built from kernel source carries it
+        self.db.execute("insert or replace into accepted values (?, ?, ?, ?, ?, ?, ?, ?)",
+                        (device, spec.id, _types_text(accepted.types), _json(accepted.attrs), spec.version,
+                         _json(accepted.params), getattr(source, "text", None), getattr(source, "entry", None)))
+        self.db.commit()
+
+    def load(self, device: str, *, resolve: Callable[[str, str | None, str | None], KernelSpec | None] | None = None
+             ) -> Loaded:
+        """The acceptances stored for `device` (never another's). `resolve(kernel_id, source, entry)` finds
+        a row's spec (default: the registry, for kernels registered in this process)."""
+        resolve = resolve or _registered
+        found = Loaded()
+        rows = self.db.execute("select kernel, types, attrs, version, params, source, entry from accepted "
+                               "where device = ? order by kernel, types", (device,)).fetchall()
+        for kernel, types, attrs, version, params, source, entry in rows:
+            spec = resolve(kernel, source, entry)
+            if spec is None:
+                found.stale.append((kernel, "its kernel is not registered in this process"))
+            elif spec.version != version:
+                found.stale.append((kernel, f"accepted at version {version}, the kernel is now at {spec.version}"))
+            else:
+                found.current.append(Accepted(spec, _types_of(types), json.loads(attrs), json.loads(params)))
+        return found
+
+    def forget(self, device: str, kernel_id: str) -> int:
+        """Drop every row of `kernel_id` for `device`; returns how many."""
+        count = self.db.execute("delete from accepted where device = ? and kernel = ?", (device, kernel_id)).rowcount
+        self.db.commit()
+        return count
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> AcceptedStore:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _registered(kernel_id: str, source, entry) -> KernelSpec | None:
+    from .registry import all_kernels
+
+    return all_kernels().get(kernel_id)

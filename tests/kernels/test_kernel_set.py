@@ -1,0 +1,57 @@
+"""KernelSet and its store: the kernels a search may use, and the acceptances kept per device."""
+
+import pytest
+
+from hoid.ir import TensorType
+from hoid.kernels import AcceptedStore, KernelSet, KernelSpec, get, op_pattern
+from hoid.kernels.kernel_set import Accepted
+
+X, W = TensorType((2, 8), "f32"), TensorType((8,), "f32")
+
+
+def _spec(kernel_id="test.norm", source_tag=""):
+    def launch(x, w, out, *, eps):  # the tag changes the source, so the version
+        out.copy_(x)
+
+    return KernelSpec(kernel_id, op_pattern("rmsnorm", 2), "torch", launch=launch,
+                      source=f"def launch(): pass  # {kernel_id} {source_tag}")
+
+
+def test_the_default_set_is_the_built_in_library_alone():
+    default = KernelSet.default()
+    assert "triton.rmsnorm" in default and default["triton.rmsnorm"] is get("triton.rmsnorm")
+    assert default.allows(get("triton.rmsnorm"), [X, W], {"eps": 1e-6}) is None
+
+
+def test_an_accepted_kernel_is_allowed_only_at_its_signature():
+    spec = _spec()
+    kernels = KernelSet.empty().accept(spec, [X, W], {"eps": 1e-6})
+    assert kernels.allows(spec, [X, W], {"eps": 1e-6}) is None
+    assert "other input types" in kernels.allows(spec, [TensorType((3, 8), "f32"), W], {"eps": 1e-6})
+    assert "other input types" in kernels.allows(spec, [X, W], {"eps": 1e-5})
+    assert "not in this kernel set" in KernelSet.empty().allows(spec, [X, W], {"eps": 1e-6})
+
+
+def test_a_set_holds_one_version_of_a_kernel():
+    with pytest.raises(ValueError, match="one version"):
+        KernelSet.empty().accept(_spec(), [X, W]).accept(_spec(source_tag="v2"), [W, W])
+
+
+def test_the_store_keeps_acceptances_per_device(tmp_path):
+    spec = _spec()
+    with AcceptedStore(tmp_path / "k.sqlite") as store:
+        store.save("NVIDIA H200", Accepted(spec, (X, W), {"eps": 1e-6}, {"rows": 2}))
+        found = store.load("NVIDIA H200", resolve=lambda kernel_id, source, entry: spec)
+        assert [(a.spec.id, a.types, a.attrs, a.params) for a in found.current] == [
+            ("test.norm", (X, W), {"eps": 1e-6}, {"rows": 2})]
+        assert found.kernel_set(KernelSet.empty()).allows(spec, [X, W], {"eps": 1e-6}) is None
+        assert store.load("NVIDIA B200", resolve=lambda *a: spec).current == []
+
+
+def test_a_changed_kernel_comes_back_stale_and_modelled_evidence_is_never_stored(tmp_path):
+    with AcceptedStore(tmp_path / "k.sqlite") as store:
+        store.save("NVIDIA H200", Accepted(_spec(), (X, W), {"eps": 1e-6}))
+        found = store.load("NVIDIA H200", resolve=lambda *a: _spec(source_tag="edited"))
+        assert found.current == [] and "now at" in found.stale[0][1]
+        with pytest.raises(ValueError, match="provisional"):
+            store.save("NVIDIA H200", Accepted(_spec(), (X, W), evidence="modelled"))
