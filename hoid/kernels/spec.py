@@ -9,8 +9,6 @@ them first; the runtime plans their memory).
 
 from __future__ import annotations
 
-import hashlib
-import inspect
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -18,6 +16,7 @@ from typing import Any
 
 from ..ir import TensorType
 from .pattern import Pattern
+from .version import kernel_version
 
 BACKENDS = ("triton", "cute", "torch")
 Example = tuple[list[TensorType], dict]
@@ -73,7 +72,8 @@ class KernelSpec:
     examples(rng) -> (input types, attrs): a draw from the declared shape space, used by
     `hoid.verify.check_kernel`; index_bounds(types, attrs) -> {input position: exclusive bound} for integer
     inputs that index; compile(arch) builds it for a GPU arch without a GPU (Triton/CuTe) and raises on
-    failure; source: the text the version hash covers (defaults to launch's module source).
+    failure; source: the text the version hash covers (defaults to launch's module source; either way
+    the hash also covers the library helpers the launch's module imports: see `version.py`).
 
     resolve(types, attrs, params, target) -> params: every "auto" param replaced by the value the kernel's
     own heuristic picks for these input types on `target` (`hoid.kernels.launch.resolve_params` calls it
@@ -105,8 +105,7 @@ class KernelSpec:
         clash = {p.name for p in self.params} & {a.name for a in self.pattern.attrs}
         if clash:
             raise ValueError(f"kernel {self.id}: params {sorted(clash)} clash with the pattern's attrs")
-        text = self.source if self.source is not None else _source_of(self.launch)
-        object.__setattr__(self, "version", hashlib.sha256(text.encode()).hexdigest()[:12])
+        object.__setattr__(self, "version", kernel_version(self.launch, self.source))
 
     def alias_of(self, output: int) -> int | None:
         """The input whose buffer output `output` is written into, or None."""
@@ -142,22 +141,3 @@ class KernelSpec:
     def output_types(self, types: Sequence[TensorType], attrs: dict) -> tuple[TensorType, ...]:
         return self.pattern.output_types(types, attrs)
 
-
-def _source_of(fn: Callable) -> str:
-    """launch's module source; else its own source; else its bytecode and constants (a launch defined
-    where no source file exists, e.g. `python -c`): never its name alone, which two bodies may share."""
-    module = inspect.getmodule(fn)
-    for target in ([module] if module is not None else []) + [fn]:
-        try:
-            return inspect.getsource(target)
-        except (OSError, TypeError):
-            pass
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        return getattr(fn, "__qualname__", repr(fn))
-    return _code_text(code)
-
-
-def _code_text(code) -> str:
-    consts = [_code_text(c) if inspect.iscode(c) else repr(c) for c in code.co_consts]
-    return f"{code.co_code.hex()}|{code.co_names}|{consts}"

@@ -1,4 +1,5 @@
-"""The measurement cache: SQLite, keyed by device, kernel id and version, params, input types and attrs.
+"""The measurement cache: SQLite, keyed by device, kernel id and version, params, input types and attrs,
+and the Triton and torch versions installed when it was measured.
 
 Hours of search survive a restart, and a second model reuses what the first measured. The file is plain
 SQLite in WAL mode, safe for several processes writing at once (each write is one short transaction that
@@ -6,15 +7,27 @@ waits for the lock). To carry results to or from the GPU machine, `snapshot()` t
 file (consistent even while others write; or `close()` it, which checkpoints the WAL into its file), copy
 that file, and `merge()` it into the cache on the other side: the newer measurement of a key wins.
 
+A measurement never outlives what it measured: the kernel version covers its code and helpers
+(`hoid.kernels.version`), the key the compiler and runtime under it. A lookup that misses where a row
+exists under another of those versions is no plain miss: `explain_miss(key)` says what changed, and the
+callers that report misses (the search's measured costs, tuning) say it too.
+
+Files keep their schema version in `PRAGMA user_version`. A file of schema 0 (before the key held the
+Triton and torch versions) is migrated when opened, and taken as such by `merge()`: its rows get the
+versions "unknown", which no installation has, so they are kept (as a record) but never used.
+
 The path is `HOID_CACHE` if set, else `~/.cache/hoid/measure.sqlite`.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.metadata
 import json
 import os
 import sqlite3
 import statistics
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,21 +36,43 @@ from pathlib import Path
 from ..ir import TensorType
 from .timing import Timing
 
-_KEY = ("device", "kernel", "version", "params", "types", "attrs")
+_KEY = ("device", "kernel", "version", "params", "types", "attrs", "triton", "torch")
+_VERSIONS = ("version", "triton", "torch")  # what a row was measured under, beside what it measured
+_CHOICE_KEY = tuple(k for k in _KEY if k != "params")  # a tuned choice is per signature: params are its value
+SCHEMA_VERSION = 1
+UNKNOWN = "unknown"  # the Triton and torch versions of a row from schema 0, which did not record them
 _SCHEMA = ("""
 CREATE TABLE IF NOT EXISTS measurements (
-    device TEXT NOT NULL, kernel TEXT NOT NULL, version TEXT NOT NULL,
+    device TEXT NOT NULL, kernel TEXT NOT NULL, version TEXT NOT NULL, triton TEXT NOT NULL, torch TEXT NOT NULL,
     params TEXT NOT NULL, types TEXT NOT NULL, attrs TEXT NOT NULL,
     median REAL NOT NULL, spread REAL NOT NULL, runs INTEGER NOT NULL, method TEXT NOT NULL,
     floor REAL, measured_at REAL NOT NULL,
-    PRIMARY KEY (device, kernel, version, params, types, attrs))""", """
+    PRIMARY KEY (device, kernel, version, triton, torch, params, types, attrs))""", """
 CREATE TABLE IF NOT EXISTS choices (
-    device TEXT NOT NULL, kernel TEXT NOT NULL, version TEXT NOT NULL, params TEXT NOT NULL,
-    types TEXT NOT NULL, attrs TEXT NOT NULL, median REAL NOT NULL, tried INTEGER NOT NULL,
+    device TEXT NOT NULL, kernel TEXT NOT NULL, version TEXT NOT NULL, triton TEXT NOT NULL, torch TEXT NOT NULL,
+    params TEXT NOT NULL, types TEXT NOT NULL, attrs TEXT NOT NULL, median REAL NOT NULL, tried INTEGER NOT NULL,
     measured_at REAL NOT NULL,
-    PRIMARY KEY (device, kernel, version, types, attrs))""")
+    PRIMARY KEY (device, kernel, version, triton, torch, types, attrs))""")
+_TABLES = ("measurements", "choices")
 _MEASUREMENT_COLUMNS = _KEY + ("median", "spread", "runs", "method", "floor", "measured_at")
 _CHOICE_COLUMNS = _KEY + ("median", "tried", "measured_at")
+
+
+@functools.cache
+def installed_versions() -> tuple[str, str]:
+    """(Triton, torch) versions of this process: the imported module's, else the installed distribution's
+    (without importing it), else "none"."""
+    def version(module: str, distributions: tuple[str, ...]) -> str:
+        if module in sys.modules and getattr(sys.modules[module], "__version__", None):
+            return str(sys.modules[module].__version__)
+        for name in distributions:
+            try:
+                return importlib.metadata.version(name)
+            except importlib.metadata.PackageNotFoundError:
+                pass
+        return "none"
+
+    return version("triton", ("triton", "pytorch-triton", "pytorch-triton-rocm")), version("torch", ("torch",))
 
 
 def default_cache_path() -> Path:
@@ -59,12 +94,16 @@ class MeasureKey:
     params: str
     types: str
     attrs: str
+    triton: str
+    torch: str
 
     @classmethod
     def of(cls, device: str, kernel: str, version: str, params: dict, types: Sequence[TensorType],
-           attrs: dict | None = None) -> MeasureKey:
+           attrs: dict | None = None, *, triton: str | None = None, torch: str | None = None) -> MeasureKey:
+        """`triton`, `torch`: the versions measured under; default those installed here."""
+        installed = installed_versions()
         return cls(device, kernel, version, _canonical(params), ";".join(str(t) for t in types),
-                   _canonical(attrs or {}))
+                   _canonical(attrs or {}), triton or installed[0], torch or installed[1])
 
     def row(self) -> tuple:
         return tuple(getattr(self, k) for k in _KEY)
@@ -112,23 +151,43 @@ class MeasureCache:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA busy_timeout=60000")
             with self._write():
-                for statement in _SCHEMA:
-                    self._db.execute(statement)
+                self._migrate()
         except sqlite3.DatabaseError as e:
             self._db.close()
             raise ValueError(f"{self.path} is not a usable hoid measurement cache ({e}); "
                              "delete it or point HOID_CACHE elsewhere") from None
 
-    # --- transactions ------------------------------------------------------------------------------
+    # --- transactions and schema ---------------------------------------------------------------------
     def _write(self):
         return _Transaction(self._db)
+
+    def _migrate(self) -> None:
+        """Bring the file to `SCHEMA_VERSION` (inside the caller's write transaction)."""
+        found = self._db.execute("PRAGMA user_version").fetchone()[0]
+        if found > SCHEMA_VERSION:
+            raise sqlite3.DatabaseError(f"schema {found}, written by a newer hoid than this one "
+                                        f"(schema {SCHEMA_VERSION})")
+        old = {table: _columns(self._db, "main", table) for table in _TABLES}
+        for table in _TABLES:  # schema 0 lacks triton and torch, which SQLite cannot add to a primary key
+            if old[table] and "triton" not in old[table]:
+                self._db.execute(f"ALTER TABLE {table} RENAME TO {table}_schema0")
+        for statement in _SCHEMA:
+            self._db.execute(statement)
+        for table in _TABLES:
+            if old[table] and "triton" not in old[table]:
+                columns = _MEASUREMENT_COLUMNS if table == "measurements" else _CHOICE_COLUMNS
+                self._db.execute(f"INSERT INTO {table} ({','.join(columns)}) "
+                                 f"SELECT {_select(columns, old[table])} FROM {table}_schema0")
+                self._db.execute(f"DROP TABLE {table}_schema0")
+        self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
 
     # --- measurements --------------------------------------------------------------------------------
     def put(self, key: MeasureKey, timing: Timing, *, floor: float | None = None) -> None:
         """Store (or replace) the measurement of `key`; `floor` is the analytic time, for efficiency."""
         row = key.row() + (timing.median, timing.spread, timing.runs, timing.method, floor, time.time())
         with self._write():
-            self._db.execute(f"INSERT OR REPLACE INTO measurements VALUES ({','.join('?' * len(row))})", row)
+            self._db.execute(f"INSERT OR REPLACE INTO measurements ({','.join(_MEASUREMENT_COLUMNS)}) "
+                             f"VALUES ({','.join('?' * len(row))})", row)
 
     def get(self, key: MeasureKey) -> Entry | None:
         where = " AND ".join(f"{k}=?" for k in _KEY)
@@ -136,10 +195,30 @@ class MeasureCache:
                                key.row()).fetchone()
         return _entry(row) if row else None
 
-    def entries(self, *, device: str | None = None, kernel: str | None = None,
-                version: str | None = None) -> list[Entry]:
-        """Every measurement, optionally only those of one device, kernel, or kernel version."""
-        filters = {k: v for k, v in (("device", device), ("kernel", kernel), ("version", version)) if v}
+    def explain_miss(self, key: MeasureKey, *, choice: bool = False) -> str | None:
+        """Why `key` misses where the cache holds what it asks for under other versions: the newest such
+        row's kernel, Triton and torch versions against the key's. None on a hit, or where nothing of
+        the kind was ever measured (a plain miss). `choice`: explain a miss of `get_choice` instead."""
+        table, same = ("choices", _CHOICE_KEY) if choice else ("measurements", _KEY)
+        same = tuple(k for k in same if k not in _VERSIONS)
+        rows = self._db.execute(
+            f"SELECT {','.join(_VERSIONS)} FROM {table} WHERE {' AND '.join(f'{k}=?' for k in same)} "
+            "ORDER BY measured_at DESC", tuple(getattr(key, k) for k in same)).fetchall()
+        wanted = tuple(getattr(key, k) for k in _VERSIONS)
+        if not rows or wanted in rows:
+            return None
+        under = _differences(dict(zip(_VERSIONS, rows[0], strict=True)), key)
+        others = f" (and {len(rows) - 1} older rows under other versions)" if len(rows) > 1 else ""
+        return (f"{key.kernel} on {key.types} was {'tuned' if choice else 'measured'} under {under}{others}: "
+                "not used, as it may not hold for what runs now")
+
+    def entries(self, *, device: str | None = None, kernel: str | None = None, version: str | None = None,
+                triton: str | None = None, torch: str | None = None) -> list[Entry]:
+        """Every measurement, optionally only those of one device, kernel, kernel version, or Triton or
+        torch version."""
+        given = (("device", device), ("kernel", kernel), ("version", version), ("triton", triton),
+                 ("torch", torch))
+        filters = {k: v for k, v in given if v}
         where = (" WHERE " + " AND ".join(f"{k}=?" for k in filters)) if filters else ""
         rows = self._db.execute(f"SELECT {','.join(_MEASUREMENT_COLUMNS)} FROM measurements{where}",
                                 tuple(filters.values())).fetchall()
@@ -147,33 +226,36 @@ class MeasureCache:
 
     def efficiency(self, device: str, kernel: str, version: str | None = None) -> float | None:
         """The kernel's measured efficiency on `device` (analytic floor / measured time, median over the
-        measurements that recorded a floor), or None where none did."""
-        ratios = [e.efficiency for e in self.entries(device=device, kernel=kernel, version=version)]
+        measurements that recorded a floor), or None where none did; only measurements under the Triton
+        and torch installed here count."""
+        triton, torch = installed_versions()
+        ratios = [e.efficiency for e in self.entries(device=device, kernel=kernel, version=version,
+                                                     triton=triton, torch=torch)]
         ratios = [r for r in ratios if r is not None]
         return statistics.median(ratios) if ratios else None
 
     # --- tuned choices -------------------------------------------------------------------------------
     def put_choice(self, key: MeasureKey, params: dict, median: float, tried: int) -> None:
         """Record the tuned params for a kernel at a signature (`key.params` is ignored: it is the choice)."""
-        row = key.row()[:3] + (_canonical(params),) + key.row()[4:] + (median, tried, time.time())
+        row = tuple(_canonical(params) if k == "params" else getattr(key, k) for k in _KEY)
+        row += (median, tried, time.time())
         with self._write():
             self._db.execute(f"INSERT OR REPLACE INTO choices ({','.join(_CHOICE_COLUMNS)}) "
                              f"VALUES ({','.join('?' * len(row))})", row)
 
     def get_choice(self, key: MeasureKey) -> Choice | None:
         row = self._db.execute(
-            f"SELECT {','.join(_CHOICE_COLUMNS)} FROM choices "
-            "WHERE device=? AND kernel=? AND version=? AND types=? AND attrs=?",
-            (key.device, key.kernel, key.version, key.types, key.attrs)).fetchone()
+            f"SELECT {','.join(_CHOICE_COLUMNS)} FROM choices WHERE {' AND '.join(f'{k}=?' for k in _CHOICE_KEY)}",
+            tuple(getattr(key, k) for k in _CHOICE_KEY)).fetchone()
         if row is None:
             return None
-        found = MeasureKey(*row[:6])
-        return Choice(found, json.loads(found.params), row[6], row[7], row[8])
+        found = MeasureKey(*row[:len(_KEY)])
+        return Choice(found, json.loads(found.params), *row[len(_KEY):])
 
     # --- carrying between machines -----------------------------------------------------------------
     def merge(self, other_path: str | os.PathLike) -> int:
         """Take every measurement and choice of the cache file at `other_path`; where both hold a key, the
-        newer one wins. Returns the number of rows taken."""
+        newer one wins. Returns the number of rows taken. A file of schema 0 is read as migrated."""
         other = Path(other_path)
         if not other.is_file():
             raise FileNotFoundError(f"no cache file at {other} to merge")
@@ -185,14 +267,14 @@ class MeasureCache:
                 raise ValueError(f"{other} is not a hoid measurement cache (it has tables {sorted(tables)})")
             taken = 0
             with self._write():
-                choice_key = tuple(k for k in _KEY if k != "params")
                 for table, columns, key in (("measurements", _MEASUREMENT_COLUMNS, _KEY),
-                                            ("choices", _CHOICE_COLUMNS, choice_key)):
-                    cols = ",".join(columns)
+                                            ("choices", _CHOICE_COLUMNS, _CHOICE_KEY)):
+                    cols, found = ",".join(columns), _columns(self._db, "other", table)
                     updates = ",".join(f"{c}=excluded.{c}" for c in columns if c not in key)
                     before = self._db.total_changes
                     self._db.execute(
-                        f"INSERT INTO main.{table} ({cols}) SELECT {cols} FROM other.{table} WHERE true "
+                        f"INSERT INTO main.{table} ({cols}) SELECT {_select(columns, found)} FROM other.{table} "
+                        "WHERE true "
                         f"ON CONFLICT ({','.join(key)}) DO UPDATE SET {updates} "
                         f"WHERE excluded.measured_at > main.{table}.measured_at")
                     taken += self._db.total_changes - before
@@ -237,4 +319,25 @@ class _Transaction:
 
 
 def _entry(row) -> Entry:
-    return Entry(MeasureKey(*row[:6]), *row[6:])
+    return Entry(MeasureKey(*row[:len(_KEY)]), *row[len(_KEY):])
+
+
+def _columns(db: sqlite3.Connection, schema: str, table: str) -> set[str]:
+    return {r[1] for r in db.execute(f"PRAGMA {schema}.table_info({table})")}
+
+
+def _select(columns: Sequence[str], found: set[str]) -> str:
+    """`columns` of a table that has `found`: the Triton and torch versions a schema-0 table lacks are
+    UNKNOWN (any other column missing is an error SQLite reports)."""
+    return ",".join(c if c in found or c not in ("triton", "torch") else f"'{UNKNOWN}'" for c in columns)
+
+
+def _differences(found: dict, key: MeasureKey) -> str:
+    """'kernel version a (now b) and torch x (now y)': how the versions of a row differ from the key's."""
+    names = {"version": "kernel version", "triton": "triton", "torch": "torch"}
+    parts = [f"{names[k]} {found[k]} (now {getattr(key, k)})" for k in _VERSIONS
+             if found[k] not in (UNKNOWN, getattr(key, k))]
+    unknown = [names[k] for k in _VERSIONS if found[k] == UNKNOWN]
+    if unknown:
+        parts.append(f"unknown {' and '.join(unknown)} versions (a row from before the cache recorded them)")
+    return " and ".join(parts)

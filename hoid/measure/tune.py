@@ -79,6 +79,8 @@ def tune(spec, types: Sequence[TensorType], attrs: dict, *, device: Device | Non
     if cache is not None and not refresh and (choice := cache.get_choice(key)) is not None:
         why = f"cached choice among {choice.tried} candidates"
         return TuneResult(spec.id, choice.params, choice.median, True, why)
+    # a choice tuned under another kernel, Triton or torch version is tuned again; the reason says so
+    stale = cache.explain_miss(key, choice=True) if cache is not None and not refresh else None
     default = spec.default_params()
     tried = candidates if candidates is not None else candidates_of(spec, limit)
     todo = [p for p in (spec.check_params(c) for c in tried) if p != default]
@@ -99,6 +101,7 @@ def tune(spec, types: Sequence[TensorType], attrs: dict, *, device: Device | Non
     check_baseline(last)
     trials = (_trial(default, first), *(_trial(p, m) for p, m in measured))
     params, median, reason = _choose(default, [first.timing, last.timing], measured)
+    reason += f" (tuned again: {stale})" if stale else ""
     if cache is not None:
         cache.put_choice(key, params, median, tried=len(trials))
     return TuneResult(spec.id, params, median, False, reason, trials)

@@ -107,11 +107,13 @@ class AnalyticCost:
 class MeasuredCost:
     """Seconds from measurements: `lookup(call) -> seconds | None`. Calls with no measurement are priced
     by `fallback` and recorded in `unmeasured` (keys), so a caller can see what was estimated; with no
-    fallback they raise KeyError naming the call."""
+    fallback they raise KeyError naming the call. `stale`: for the keys whose measurement exists under
+    other kernel, Triton or torch versions (and so was not used), the cache's words for it."""
 
     def __init__(self, lookup: Callable[[OpCall], float | None], *, fallback: CostModel | None = None):
         self.lookup, self.fallback = lookup, fallback
         self.unmeasured: set[tuple] = set()
+        self.stale: dict[tuple, str] = {}
 
     @classmethod
     def from_table(cls, table: Mapping[tuple, float], **kw) -> MeasuredCost:
@@ -130,10 +132,14 @@ class MeasuredCost:
             if measured is None:
                 return None
             attrs = call.attrs["attrs"] if call.op == "kernel" else call.attrs
-            entry = cache.get(MeasureKey.of(device, *measured, call.inputs, attrs))
+            key = MeasureKey.of(device, *measured, call.inputs, attrs)
+            entry = cache.get(key)
+            if entry is None and (why := cache.explain_miss(key)):
+                cost.stale[call.key()] = why
             return entry.median if entry else None
 
-        return cls(lookup, **kw)
+        cost = cls(lookup, **kw)
+        return cost
 
     def __call__(self, call: OpCall) -> float:
         seconds = self.lookup(call)
@@ -141,8 +147,9 @@ class MeasuredCost:
             return float(seconds)
         if self.fallback is None:
             types = ", ".join(map(str, call.inputs))
-            raise KeyError(f"no measurement for {call.name} on {types}; measure it or give MeasuredCost a "
-                           "fallback model")
+            stale = f" ({self.stale[call.key()]})" if call.key() in self.stale else ""
+            raise KeyError(f"no measurement for {call.name} on {types}{stale}; measure it or give MeasuredCost "
+                           "a fallback model")
         self.unmeasured.add(call.key())
         return self.fallback(call)
 

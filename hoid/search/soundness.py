@@ -4,8 +4,10 @@
 
 The rule (with the rules it `needs`) saturates its example graph; extraction then avoids every call the
 original graph makes (same op, attrs and input types cost 1000x more), so the extracted graph uses what
-the rule derived; both graphs run through the interpreter on random inputs and must agree within the
-dtype's tolerance. A wrong rule fails here with the error it causes, before it reaches a user's model.
+the rule derived; both graphs run through the interpreter on random inputs and must agree as
+`hoid.verify` judges a kernel against its reference: its tolerance per dtype (`tolerance_for`, governed
+by the least precise input) and its comparison (`compare_output`), so "the same within rounding" means
+one thing across hoid. A wrong rule fails here with the error it causes, before it reaches a user's model.
 """
 
 from __future__ import annotations
@@ -16,16 +18,19 @@ import torch
 
 from ..ir import Graph, run
 from ..measure.inputs import random_tensor
+from ..verify.compare import compare_output
+from ..verify.tolerance import EXACT, tolerance_for
+from ..verify.verdict import Failure
 from .cost import OpCall
 from .limits import Limits
 from .rules import Rule, RuleSet
 from .space import SearchSpace
 
-TOLERANCE = {"f64": 1e-9, "f32": 1e-4, "f16": 1e-2, "bf16": 2e-2}
-
 
 @dataclass
 class RuleCheck:
+    """max_error: the relative L2 error of the output that failed (verify's figure); 0 when sound."""
+
     rule: str
     ok: bool
     message: str
@@ -33,23 +38,27 @@ class RuleCheck:
     max_error: float = 0.0
 
 
-def max_difference(a: Graph, b: Graph, *, trials: int = 3, seed: int = 0) -> float:
-    """The largest error of b's outputs against a's over random inputs, relative to a's magnitude."""
+def compare_graphs(a: Graph, b: Graph, *, exact: bool = False, trials: int = 3, seed: int = 0) -> Failure | None:
+    """None when b computes what a does on random inputs, within `hoid.verify`'s tolerance for each output
+    (a's outputs standing as the reference), or bit for bit with `exact`; else the first failure, in
+    verify's words. Raises ValueError when the graphs have different numbers of outputs."""
     generator = torch.Generator().manual_seed(seed)
-    worst = 0.0
+    input_dtypes = [v.type.dtype for v in a.runtime_inputs + a.weight_inputs]
     for _ in range(trials):
         # integers in [0, 2): valid indices for the small examples' index operands
         inputs = [random_tensor(v.type, high=2, generator=generator) for v in a.runtime_inputs]
         weights = {v.name: random_tensor(v.type, high=2, generator=generator) for v in a.weight_inputs}
-        for x, y in zip(run(a, *inputs, weights=weights), run(b, *inputs, weights=weights), strict=True):
-            x, y = x.double(), y.double()
-            if x.shape != y.shape:
-                return float("inf")
-            scale = 1.0 + x.abs().max().item() if x.numel() else 1.0
-            both_nan = torch.isnan(x) & torch.isnan(y)
-            diff = torch.where(both_nan, 0.0, (x - y).abs())
-            worst = max(worst, (diff.max().item() if diff.numel() else 0.0) / scale)
-    return worst
+        pairs = zip(a.outputs, run(a, *inputs, weights=weights), run(b, *inputs, weights=weights), strict=True)
+        for k, (value, x, y) in enumerate(pairs):
+            if x.shape != y.shape or x.dtype != y.dtype:
+                return Failure("output_type", f"output {k} is {y.dtype}{list(y.shape)} where the original "
+                                              f"graph's is {x.dtype}{list(x.shape)}")
+            tolerance = EXACT if exact else tolerance_for(value.type.dtype, inputs=input_dtypes)
+            failure = compare_output(k, y, x, tolerance)
+            if failure is not None:  # in this comparison the reference is the graph before the rewrite
+                return Failure(failure.kind, failure.message.replace("the reference", "the original graph"),
+                               failure.figures)
+    return None
 
 
 def check_rule(ruleset: RuleSet, rule: Rule, *, trials: int = 3, seed: int = 0) -> RuleCheck:
@@ -68,9 +77,9 @@ def check_rule(ruleset: RuleSet, rule: Rule, *, trials: int = 3, seed: int = 0) 
     rewritten = space.extract(avoid_original).graph
     if rewritten == graph:
         return RuleCheck(rule.name, False, f"rule {rule.name} fired but the extracted graph did not change")
-    error = max_difference(graph, rewritten, trials=trials, seed=seed)
-    tolerance = max(TOLERANCE.get(v.type.dtype, 0.0) for v in graph.outputs)
-    if not error <= tolerance:
-        return RuleCheck(rule.name, False, f"rule {rule.name} is unsound: error {error:.3g} > {tolerance:g} "
-                         "on its example", rewritten, error)
-    return RuleCheck(rule.name, True, "sound on its example", rewritten, error)
+    failure = compare_graphs(graph, rewritten, trials=trials, seed=seed)
+    if failure is not None:
+        error = failure.figures.get("rel_l2", float("inf"))
+        return RuleCheck(rule.name, False, f"rule {rule.name} is unsound on its example: {failure.message}",
+                         rewritten, error)
+    return RuleCheck(rule.name, True, "sound on its example", rewritten)

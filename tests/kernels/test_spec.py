@@ -1,4 +1,11 @@
-"""KernelSpec's version: a hash of what the launch runs, so that caches keyed on it never go stale."""
+"""KernelSpec's version: a hash of what the launch runs (its helpers included), so that caches keyed on it
+never go stale."""
+
+import dataclasses
+import hashlib
+import importlib
+
+import pytest
 
 from hoid.kernels import KernelSpec, op_pattern
 
@@ -21,3 +28,75 @@ def test_launches_without_source_get_versions_from_their_code_not_their_name():
     assert relu == _version(_launch_without_a_file("out.copy_(x.clamp_min(0))"))
     nested = "out.copy_((lambda t: t.clamp_min({}))(x))"
     assert _version(_launch_without_a_file(nested.format(0))) != _version(_launch_without_a_file(nested.format(1)))
+
+
+# --- helpers: the version covers the modules of the kernel's package that its launch imports --------------
+
+def _package(tmp_path, monkeypatch, name: str):
+    """A package `name` with a kernel module, helpers it imports (one at module level, one through that
+    helper, one inside the launch) and a module it does not import."""
+    root = tmp_path / name
+    root.mkdir()
+    files = {
+        "__init__.py": "",
+        "kern.py": "from ._helper import scale\n\ndef launch(x, out):\n    from ._lazy import bias\n"
+                   "    out.copy_(x * scale() + bias())\n",
+        "_helper.py": "from ._deep import two\n\ndef scale():\n    return two()\n",
+        "_deep.py": "def two():\n    return 2.0\n",
+        "_lazy.py": "def bias():\n    return 0.0\n",
+        "_unused.py": "X = 1\n",
+    }
+    for file, text in files.items():
+        (root / file).write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module(f"{name}.kern")
+    return root, module.launch
+
+
+@pytest.mark.parametrize("helper", ["_helper.py", "_deep.py", "_lazy.py"])
+def test_editing_a_helper_the_launch_imports_changes_the_version(tmp_path, monkeypatch, helper):
+    root, launch = _package(tmp_path, monkeypatch, f"hoid_test_pkg_{helper.strip('_.py')}")
+    before = _version(launch)
+    assert _version(launch) == before  # stable while nothing changes
+    (root / helper).write_text((root / helper).read_text() + "# edited\n")
+    assert _version(launch) != before
+
+
+def test_modules_the_launch_does_not_import_leave_the_version_alone(tmp_path, monkeypatch):
+    root, launch = _package(tmp_path, monkeypatch, "hoid_test_pkg_unused")
+    before = _version(launch)
+    (root / "_unused.py").write_text("X = 2\n")
+    (root / "__init__.py").write_text("# the package's list of kernels grew\n")
+    assert _version(launch) == before
+
+
+def test_library_kernels_cover_their_shared_helpers(monkeypatch):
+    from hoid.kernels import get, version
+
+    ids = ("triton.rmsnorm", "triton.add_rmsnorm", "torch.rmsnorm", "torch.matmul")
+    before = {i: _respec(get(i)).version for i in ids}
+    assert before == {i: get(i).version for i in ids}  # a rebuilt spec has the registered version
+    real = version.module_source
+
+    def edited(target):
+        return lambda name: real(name) + "\n# edited" if name == f"{version.LIBRARY}.{target}" else real(name)
+
+    monkeypatch.setattr(version, "module_source", edited("_triton_compile"))
+    after = {i: _respec(get(i)).version for i in ids}
+    # add_rmsnorm reaches _triton_compile through triton_rmsnorm; the torch kernels do not import it
+    assert [i for i in ids if after[i] != before[i]] == ["triton.rmsnorm", "triton.add_rmsnorm"]
+    # torch.rmsnorm's launch lives in _torch_vendor, though its explicit source is its own module's
+    monkeypatch.setattr(version, "module_source", edited("_torch_vendor"))
+    after = {i: _respec(get(i)).version for i in ids}
+    assert [i for i in ids if after[i] != before[i]] == ["triton.add_rmsnorm", "torch.rmsnorm", "torch.matmul"]
+
+
+def _respec(spec):
+    return dataclasses.replace(spec)  # __post_init__ hashes again
+
+
+def test_explicit_source_outside_the_library_hashes_that_source_alone():
+    text = "def launch(x, out):\n    out.copy_(x)\n"
+    spec = KernelSpec(id="user.copy", pattern=op_pattern("relu"), backend="torch",
+                      launch=_launch_without_a_file("pass"), source=text)
+    assert spec.version == hashlib.sha256(text.encode()).hexdigest()[:12]

@@ -1,4 +1,5 @@
-"""The measurement cache: keys, reload, concurrent writers (processes), merge, efficiency, choices."""
+"""The measurement cache: keys, reload, concurrent writers (processes), merge, efficiency, choices, the
+Triton and torch versions in the key, explained misses, and the migration of schema-0 files."""
 
 import multiprocessing
 import sqlite3
@@ -7,15 +8,15 @@ import time
 import pytest
 
 from hoid.ir import TensorType
-from hoid.measure.cache import MeasureCache, MeasureKey, default_cache_path
+from hoid.measure.cache import MeasureCache, MeasureKey, default_cache_path, installed_versions
 from hoid.measure.timing import Timing
 
 TYPES = [TensorType((4, 64), "bf16"), TensorType((64,), "bf16")]
 
 
-def key(kernel="torch.rmsnorm", params=None, device="NVIDIA H200", version="abc123", attrs=None):
+def key(kernel="torch.rmsnorm", params=None, device="NVIDIA H200", version="abc123", attrs=None, **versions):
     attrs = attrs if attrs is not None else {"eps": 1e-6}
-    return MeasureKey.of(device, kernel, version, params or {}, TYPES, attrs)
+    return MeasureKey.of(device, kernel, version, params or {}, TYPES, attrs, **versions)
 
 
 def test_put_get_and_reload_from_disk(tmp_path):
@@ -32,8 +33,9 @@ def test_put_get_and_reload_from_disk(tmp_path):
 def test_key_is_canonical_and_distinguishes_every_part():
     assert key(params={"a": 1, "b": 2}) == key(params={"b": 2, "a": 1})
     variants = {key(), key(device="cpu"), key(kernel="triton.rmsnorm"), key(version="def"),
-                key(params={"BLOCK": 64}), key(attrs={"eps": 1e-5})}
-    assert len(variants) == 6
+                key(params={"BLOCK": 64}), key(attrs={"eps": 1e-5}), key(triton="0.0.1"), key(torch="0.0.1")}
+    assert len(variants) == 8
+    assert (key().triton, key().torch) == installed_versions()
     assert key().types == "bf16[4,64];bf16[64]"
 
 
@@ -142,3 +144,106 @@ def test_efficiency_is_the_median_over_measurements_with_a_floor(tmp_path):
         cache.put(key(params={"i": 3}), Timing.of(9.0))  # no floor: no efficiency figure
         assert cache.efficiency("NVIDIA H200", "torch.rmsnorm") == pytest.approx(0.5)
         assert cache.efficiency("cpu", "torch.rmsnorm") is None
+
+
+# --- versions: a measurement under another kernel, Triton or torch version is not used, and says so ---
+
+@pytest.mark.parametrize("other, said", [({"triton": "3.0.0"}, "triton 3.0.0 (now"),
+                                         ({"torch": "2.0.0+cu118"}, "torch 2.0.0+cu118 (now"),
+                                         ({"version": "old0001"}, "kernel version old0001 (now abc123)")])
+def test_a_measurement_under_other_versions_is_not_used_and_the_miss_says_why(tmp_path, other, said):
+    with MeasureCache(tmp_path / "m.sqlite") as cache:
+        cache.put(key(**other), Timing.of(1e-6))
+        assert cache.get(key(**other)).median == 1e-6  # there, under the versions it was measured with
+        assert cache.get(key()) is None
+        why = cache.explain_miss(key())
+        assert said in why and "torch.rmsnorm on bf16[4,64];bf16[64] was measured under" in why
+        assert cache.explain_miss(key(**other)) is None  # a hit needs no explaining
+        assert cache.explain_miss(key(params={"BLOCK": 64})) is None  # never measured: a plain miss
+
+
+def test_the_explanation_names_the_newest_row_and_counts_the_others(tmp_path):
+    with MeasureCache(tmp_path / "m.sqlite") as cache:
+        cache.put(key(torch="2.0.0"), Timing.of(1.0))
+        time.sleep(0.01)
+        cache.put(key(torch="2.1.0"), Timing.of(1.0))
+        why = cache.explain_miss(key(torch="2.2.0"))
+        assert "torch 2.1.0 (now 2.2.0)" in why and "1 older rows" in why
+
+
+def test_a_choice_tuned_under_another_torch_is_not_used_and_the_miss_says_why(tmp_path):
+    with MeasureCache(tmp_path / "m.sqlite") as cache:
+        cache.put_choice(key(torch="2.0.0"), {"BLOCK": 128}, 1e-6, tried=3)
+        assert cache.get_choice(key()) is None
+        assert "was tuned under torch 2.0.0" in cache.explain_miss(key(), choice=True)
+        assert cache.explain_miss(key()) is None  # no measurement of it at all
+
+
+def test_efficiency_counts_only_measurements_under_the_installed_versions(tmp_path):
+    with MeasureCache(tmp_path / "m.sqlite") as cache:
+        cache.put(key(params={"i": 0}, torch="2.0.0"), Timing.of(10.0), floor=1.0)
+        assert cache.efficiency("NVIDIA H200", "torch.rmsnorm") is None
+        cache.put(key(params={"i": 1}), Timing.of(2.0), floor=1.0)
+        assert cache.efficiency("NVIDIA H200", "torch.rmsnorm") == pytest.approx(0.5)
+
+
+_SCHEMA0 = ("""CREATE TABLE measurements (
+    device TEXT NOT NULL, kernel TEXT NOT NULL, version TEXT NOT NULL,
+    params TEXT NOT NULL, types TEXT NOT NULL, attrs TEXT NOT NULL,
+    median REAL NOT NULL, spread REAL NOT NULL, runs INTEGER NOT NULL, method TEXT NOT NULL,
+    floor REAL, measured_at REAL NOT NULL,
+    PRIMARY KEY (device, kernel, version, params, types, attrs))""", """CREATE TABLE choices (
+    device TEXT NOT NULL, kernel TEXT NOT NULL, version TEXT NOT NULL, params TEXT NOT NULL,
+    types TEXT NOT NULL, attrs TEXT NOT NULL, median REAL NOT NULL, tried INTEGER NOT NULL,
+    measured_at REAL NOT NULL,
+    PRIMARY KEY (device, kernel, version, types, attrs))""")
+
+
+def _schema0_file(path):
+    """A cache file as hoid wrote it before the key held Triton and torch versions."""
+    k = key()
+    db = sqlite3.connect(path)
+    for statement in _SCHEMA0:
+        db.execute(statement)
+    db.execute("INSERT INTO measurements VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+               (k.device, k.kernel, k.version, k.params, k.types, k.attrs, 2e-6, 1e-7, 20, "cuda-graph", 1e-6, 1.0))
+    db.execute("INSERT INTO choices VALUES (?,?,?,?,?,?,?,?,?)",
+               (k.device, k.kernel, k.version, '{"BLOCK":64}', k.types, k.attrs, 2e-6, 4, 1.0))
+    db.commit()
+    db.close()
+    return path
+
+
+def test_a_schema0_file_is_migrated_its_rows_kept_but_never_used(tmp_path):
+    path = _schema0_file(tmp_path / "old.sqlite")
+    with MeasureCache(path) as cache:
+        (entry,) = cache.entries()
+        assert (entry.key.triton, entry.key.torch, entry.median) == ("unknown", "unknown", 2e-6)
+        assert cache.get(key()) is None and cache.get_choice(key()) is None
+        assert "unknown triton and torch versions" in cache.explain_miss(key())
+        assert "unknown triton and torch versions" in cache.explain_miss(key(), choice=True)
+        assert cache.efficiency("NVIDIA H200", "torch.rmsnorm") is None
+        cache.put(key(), Timing.of(3e-6))  # the current versions' row lives beside the old one
+    with MeasureCache(path) as cache:  # opened again: migrated already, nothing lost
+        assert cache.get(key()).median == 3e-6 and len(cache.entries()) == 2
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 1
+    assert not [n for (n,) in db.execute("SELECT name FROM sqlite_master") if "schema0" in n]
+    db.close()
+
+
+def test_merge_reads_a_schema0_file_as_migrated(tmp_path):
+    old = _schema0_file(tmp_path / "old.sqlite")
+    with MeasureCache(tmp_path / "new.sqlite") as cache:
+        assert cache.merge(old) == 2
+        assert [e.key.torch for e in cache.entries()] == ["unknown"]
+        assert cache.get(key()) is None and "unknown" in cache.explain_miss(key())
+
+
+def test_a_file_of_a_newer_schema_is_refused(tmp_path):
+    path = tmp_path / "future.sqlite"
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA user_version=99")
+    db.close()
+    with pytest.raises(ValueError, match="newer hoid"):
+        MeasureCache(path)

@@ -5,7 +5,7 @@ import torch
 
 from hoid.ir import TensorType
 from hoid.kernels import KernelSpec, Param, op_pattern
-from hoid.measure.cache import MeasureCache
+from hoid.measure.cache import MeasureCache, MeasureKey
 from hoid.measure.cpu import calibrate_cpu
 from hoid.measure.tune import candidates_of, tune
 
@@ -36,6 +36,17 @@ def test_tune_picks_the_faster_params_beyond_noise_and_caches_the_choice(tmp_pat
         again = tune(spec, TYPES, {}, device=calibrate_cpu(), cache=cache)
         assert again.cached and again.params == {"chunks": 1} and again.trials == ()
         assert len(cache.entries(kernel=spec.id)) == 2  # every candidate's measurement is kept
+
+
+def test_a_choice_tuned_under_another_torch_is_tuned_again_and_the_reason_says_so(tmp_path):
+    spec = spec_with_default(1)
+    with MeasureCache(tmp_path / "m.sqlite") as cache:
+        device = calibrate_cpu()
+        stale = MeasureKey.of(device.name, spec.id, spec.version, {}, TYPES, {}, torch="1.0.0")
+        cache.put_choice(stale, {"chunks": 1024}, 1e-9, tried=2)
+        result = tune(spec, TYPES, {}, device=device, cache=cache, **FAST)
+        assert not result.cached and result.params == {"chunks": 1}
+        assert "tuned again" in result.reason and "torch 1.0.0" in result.reason
 
 
 def test_tune_keeps_defaults_that_nothing_beats():

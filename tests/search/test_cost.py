@@ -50,6 +50,22 @@ def test_measured_cost_from_cache_finds_plain_ops_where_measure_kernel_puts_them
         assert measured(MATMUL) == pytest.approx(3e-4)
 
 
+def test_measured_cost_from_cache_does_not_use_a_measurement_under_another_torch_and_says_so(tmp_path):
+    from hoid.kernels import get
+    from hoid.measure.cache import MeasureCache, MeasureKey
+    from hoid.measure.timing import Timing
+
+    spec = get("torch.matmul")
+    with MeasureCache(tmp_path / "cache.sqlite") as cache:
+        cache.put(MeasureKey.of(H200.name, spec.id, spec.version, spec.check_params({}), MATMUL.inputs,
+                                MATMUL.attrs, torch="1.0.0"), Timing.of(3e-4, runs=3))
+        with pytest.raises(KeyError, match=r"was measured under torch 1\.0\.0 \(now"):
+            MeasuredCost.from_cache(cache, H200.name)(MATMUL)
+        estimated = MeasuredCost.from_cache(cache, H200.name, fallback=AnalyticCost())
+        assert estimated(MATMUL) == AnalyticCost()(MATMUL) and MATMUL.key() in estimated.unmeasured
+        assert "torch 1.0.0" in estimated.stale[MATMUL.key()]
+
+
 def test_measured_cost_records_what_it_estimated():
     measured = MeasuredCost.from_table({MATMUL.key(): 7e-3}, fallback=AnalyticCost())
     assert measured(MATMUL) == 7e-3 and not measured.unmeasured

@@ -43,12 +43,38 @@ def test_harness_reports_a_rule_that_does_not_fire():
     assert not check.ok and "did not fire" in check.message
 
 
-def test_max_difference_refuses_graphs_with_different_outputs():
+def _scaled(dtype: str, factor: float | None):
+    """exp(x) of a (64, 64) input of `dtype`, times `factor` (None: not multiplied)."""
     import hoid
-    from hoid.search.soundness import max_difference
+
+    b = hoid.GraphBuilder("g")
+    y = b.exp(b.input("x", (64, 64), dtype))
+    return b.build(b.mul(y, factor) if factor is not None else y)
+
+
+def test_graphs_agree_within_verify_tolerance_of_their_dtype():
+    from hoid.search.soundness import compare_graphs
+
+    # a relative error of 1e-4 everywhere: float32 arithmetic never errs so (verify's bound is 1e-5 in
+    # relative L2), bfloat16's rounding is larger than it; the old table of soundness.py let it pass for f32
+    failure = compare_graphs(_scaled("f32", None), _scaled("f32", 1 + 1e-4))
+    assert failure is not None and failure.kind == "mismatch" and "relative L2 error" in failure.message
+    assert compare_graphs(_scaled("bf16", None), _scaled("bf16", 1 + 1e-4)) is None
+    assert compare_graphs(_scaled("f32", None), _scaled("f32", 1 + 1e-7)) is None  # rounding, not error
+    assert compare_graphs(_scaled("f32", None), _scaled("f32", 1 + 1e-7), exact=True) is not None
+
+
+def test_compare_graphs_refuses_graphs_with_different_outputs():
+    import hoid
+    from hoid.search.soundness import compare_graphs
 
     b = hoid.GraphBuilder("g")
     x = b.input("x", (3,), "f32")
     one, two = b.build(b.exp(x)), b.build(b.exp(x), b.neg(x))
     with pytest.raises(ValueError):
-        max_difference(two, one)
+        compare_graphs(two, one)
+    b = hoid.GraphBuilder("g")
+    x = b.input("x", (4, 3), "f32")
+    summed = b.build(b.sum(x, dim=[-1], keepdim=True))
+    flat = b.build(b.sum(x, dim=[-1], keepdim=False))
+    assert compare_graphs(summed, flat).kind == "output_type"
