@@ -2,10 +2,10 @@
 
 from .builder import GraphBuilder
 from .dtypes import dtype_name
-from .graph import Graph, GraphInput, Node, Value
+from .graph import Graph, GraphInput, Node, Value, expect_graph
 from .interpreter import run
 from .registry import Attr, OpDef, all_ops, get_op, register_op
 from .types import TensorType
 
 __all__ = ["Attr", "Graph", "GraphBuilder", "GraphInput", "Node", "OpDef", "TensorType", "Value",
-           "all_ops", "dtype_name", "get_op", "register_op", "run"]
+           "all_ops", "dtype_name", "expect_graph", "get_op", "register_op", "run"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import warnings
 
-from ..ir import Graph
+from ..ir import Graph, expect_graph
 from .budget import Budget
 from .cost import CostModel
 from .rules import RuleSet, default_rulesets
@@ -25,6 +25,7 @@ def rewrite(graph: Graph, *, cost: CostModel | None = None, budget: Budget | Non
     every registered kernel; pass [] for none). For the e-graph, the reports and the finalists, use
     `SearchSpace` directly.
     """
+    graph = expect_graph(graph, "hoid.search.rewrite")
     space = SearchSpace(graph)
     space.saturate(rulesets if rulesets is not None else default_rulesets(), budget)
     apply_library(space, kernels)
