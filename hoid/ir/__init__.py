@@ -9,3 +9,8 @@ from .types import TensorType
 
 __all__ = ["Attr", "Graph", "GraphBuilder", "GraphInput", "Node", "OpDef", "TensorType", "Value",
            "all_ops", "dtype_name", "expect_graph", "get_op", "register_op", "run"]
+
+# Last: the importer builds on everything above. A user's lowering for an ATen op hoid lacks.
+from .from_torch.aten_table import register_lowering  # noqa: E402
+
+__all__ += ["register_lowering"]
