@@ -120,9 +120,8 @@ def _one_line(error: BaseException, args: argparse.Namespace) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .models.examples import EXAMPLES
-
     from . import __version__
+    from .models.examples import EXAMPLES
 
     parser = argparse.ArgumentParser(prog="hoid", description="An e-graph optimizer for PyTorch models.")
     parser.add_argument("--version", action="version", version=f"hoid {__version__} (torch {torch.__version__})")
