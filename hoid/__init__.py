@@ -3,7 +3,7 @@
 Importing hoid must not import egglog, openai or CuTe DSL: they load lazily where used.
 """
 
-from .errors import ExportError, GraphError, HoidError, InputError, ParseError, UnsupportedOpError
+from .errors import ExportError, GraphError, HoidError, InputError, NotAGraphError, ParseError, UnsupportedOpError
 from .ir import Graph, GraphBuilder, Node, TensorType, Value, register_op, run
 from .ir.from_torch import from_torch
 from .ir.io import load, save
@@ -12,7 +12,7 @@ from .ir.text import dumps, loads
 __version__ = "0.1.0"
 
 __all__ = ["ExportError", "Graph", "GraphBuilder", "GraphError", "HoidError", "InputError", "Node",
-           "ParseError", "TensorType", "UnsupportedOpError", "Value", "register_op", "run"]
+           "NotAGraphError", "ParseError", "TensorType", "UnsupportedOpError", "Value", "register_op", "run"]
 __all__ += ["dumps", "load", "loads", "save"]  # the .hoid document (hoid/ir/text.py, hoid/ir/io.py)
 __all__ += ["from_torch"]  # import a PyTorch module (hoid/ir/from_torch/)
 

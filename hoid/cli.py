@@ -2,6 +2,11 @@
 
     hoid example [NAME]       build a built-in example, print its document, run it, optimize it
     hoid validate FILE.hoid   parse and validate a document; errors say line, column and what was expected
+    hoid --version            hoid's version, and torch's
+
+Every error a command meets is reported as one line (what, where, the fix) with a non-zero exit:
+2 for the user's mistake (a missing, unreadable or malformed file), 1 for a bug in hoid; `--debug`
+shows the traceback as well.
 
 Later issues add the optimization loop's commands (profile, propose, check, measure, keep) so that any
 coding agent can drive the loop through files.
@@ -15,7 +20,7 @@ import time
 
 import torch
 
-from .errors import HoidError
+from .errors import HoidError, ParseError
 
 
 def _example(args: argparse.Namespace) -> int:
@@ -54,34 +59,100 @@ def _example(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from . import load
+    from pathlib import Path
 
-    graph = load(args.file)
-    graph.validate()
+    from . import load
+    from .ir.text_parse import parse_document
+
+    path = Path(args.file)
+    document = parse_document(_read_document(path))
+    graph = document.graph.validate()
+    weights = ""
+    if document.weights_file is not None:
+        if (path.parent / document.weights_file).is_file():
+            graph = load(path)  # binds the weights and checks them against the graph's weight inputs
+            weights = f"; weights checked against {document.weights_file}"
+        else:
+            weights = (f"; the structure only: its weights file {document.weights_file} is not beside it, so "
+                       "the weights were not checked")
     counts = ", ".join(f"{op} x{n}" for op, n in sorted(graph.op_counts().items()))
     print(f"{args.file}: graph {graph.name!r} is valid: {len(graph.inputs)} inputs, {len(graph.nodes)} nodes "
-          f"({counts}), {len(graph.outputs)} outputs")
+          f"({counts}), {len(graph.outputs)} outputs{weights}")
     return 0
 
 
+class _UsageError(Exception):
+    """A mistake in what the command was given (a path that is no document): one line, exit 2."""
+
+
+def _read_document(path) -> str:
+    """The text of the document at `path`, or a `_UsageError` saying why it is not one and what to give."""
+    if not path.exists():
+        raise _UsageError(f"{path}: no such file; give the path of a .hoid document")
+    if path.is_dir():
+        raise _UsageError(f"{path} is a directory; give the path of a .hoid document (a file), e.g. one in it")
+    data = path.read_bytes()
+    try:
+        text, bad = data.decode("utf-8"), data.find(b"\0")  # UTF-8 may hold NUL bytes; no text file does
+    except UnicodeDecodeError as e:
+        text, bad = None, e.start
+    if bad >= 0:
+        line = data[:bad].count(b"\n") + 1
+        raise _UsageError(f"{path}: not a text file (byte {bad}, line {line}, is not text); a .hoid document "
+                          "is text: give the .hoid file, not its .safetensors weights or another binary")
+    return text
+
+
+def _one_line(error: BaseException, args: argparse.Namespace) -> str:
+    """The error as one line: where (the file and position), what, and the fix the message carries."""
+    if isinstance(error, ParseError):
+        first, *rest = str(error).split("\n")
+        what = first.split(": ", 1)[1] if ": " in first else first
+        where = f"{getattr(args, 'file', '')}, line {error.line}, column {error.column}".lstrip(", ")
+        expected = f"; expected {error.expected}" if error.expected else ""
+        return f"ParseError: {where}: {what}{expected}"
+    text = " ".join(str(error).split())
+    if isinstance(error, HoidError):
+        return f"{type(error).__name__}: {text}"
+    if isinstance(error, OSError):  # unreadable files and the like: the system's words name the path
+        return f"{error.strerror or type(error).__name__}: {error.filename or text}"
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
+    from . import __version__
     from .models.examples import EXAMPLES
 
     parser = argparse.ArgumentParser(prog="hoid", description="An e-graph optimizer for PyTorch models.")
+    parser.add_argument("--version", action="version", version=f"hoid {__version__} (torch {torch.__version__})")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error")
+    # --debug after the command too; SUPPRESS keeps a subcommand from resetting one given before it.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show the traceback")
     sub = parser.add_subparsers(dest="command", required=True)
-    ex = sub.add_parser("example", help="build a built-in example, print its document, run and optimize it")
+    ex = sub.add_parser("example", parents=[common],
+                        help="build a built-in example, print its document, run and optimize it")
     ex.add_argument("name", nargs="?", default="mlp_block", choices=sorted(EXAMPLES))
     ex.add_argument("--no-optimize", action="store_true", help="stop after running the reference interpreter")
     ex.set_defaults(func=_example)
-    va = sub.add_parser("validate", help="parse and validate a .hoid document")
+    va = sub.add_parser("validate", parents=[common], help="parse and validate a .hoid document (and its weights "
+                        "if the weights file is beside it)")
     va.add_argument("file")
     va.set_defaults(func=_validate)
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except HoidError as e:  # a user's mistake: the message is the whole story, no traceback
-        print(f"hoid: {type(e).__name__}: {e}", file=sys.stderr)
+    except (HoidError, _UsageError, OSError) as e:  # a user's mistake: the message is the whole story
+        if args.debug:
+            raise
+        print(f"hoid: {_one_line(e, args)}", file=sys.stderr)
         return 2
+    except Exception as e:  # a bug in hoid: still one line, and how to see and report it
+        if args.debug:
+            raise
+        print(f"hoid: internal error: {type(e).__name__}: {_one_line(e, args)} (run again with --debug for the "
+              "traceback, and please report it)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -31,5 +31,9 @@ class ExportError(HoidError, RuntimeError):
     """`torch.export` could not trace a module; carries torch's reason and a hint."""
 
 
+class NotAGraphError(HoidError, TypeError):
+    """A function that takes a `hoid.Graph` was given something else (an `nn.Module`, a path...)."""
+
+
 class InputError(HoidError, TypeError):
     """Tensors given to a graph do not match its declared inputs."""

@@ -3,7 +3,7 @@
 from .analysis import weight_only_values
 from .builder import GraphBuilder
 from .dtypes import dtype_name
-from .graph import Graph, GraphInput, Node, Value
+from .graph import Graph, GraphInput, Node, Value, expect_graph
 from .interpreter import run
 from .ops.kernel import KernelImpl
 from .region import Region, extract_region
@@ -11,4 +11,10 @@ from .registry import Attr, OpDef, all_ops, get_op, register_op
 from .types import TensorType
 
 __all__ = ["Attr", "Graph", "GraphBuilder", "GraphInput", "KernelImpl", "Node", "OpDef", "Region", "TensorType",
-           "Value", "all_ops", "dtype_name", "extract_region", "get_op", "register_op", "run", "weight_only_values"]
+           "Value", "all_ops", "dtype_name", "expect_graph", "extract_region", "get_op", "register_op", "run",
+           "weight_only_values"]
+
+# Last: the importer builds on everything above. A user's lowering for an ATen op hoid lacks.
+from .from_torch.aten_table import register_lowering  # noqa: E402
+
+__all__ += ["register_lowering"]

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import torch
 
-from ..errors import GraphError
+from ..errors import GraphError, NotAGraphError
 from .types import TensorType
 
 InputKind = Literal["input", "weight", "state"]
@@ -243,3 +243,22 @@ class Graph:
 
     def weight_bytes(self) -> int:
         return sum(v.type.nbytes for v in self.weight_inputs)
+
+
+def expect_graph(obj, where: str) -> Graph:
+    """`obj` if it is a `Graph`; else `hoid.NotAGraphError` saying what `where` (the public function
+    refusing it, e.g. "hoid.run") was given and how to get a graph from it. Every public entry point
+    that takes a graph calls this first, so that a model passed as it is fails with the fix, not with
+    an AttributeError from deep inside."""
+    if isinstance(obj, Graph):
+        return obj
+    given = f"{type(obj).__module__}.{type(obj).__qualname__}"
+    if isinstance(obj, torch.nn.Module):
+        fix = ("import the module first: graph = hoid.from_torch(model, args), with args example inputs "
+               "of the shapes and dtypes to run, then pass the graph")
+    elif isinstance(obj, (str, bytes)) or hasattr(obj, "__fspath__"):
+        fix = "to read a .hoid document, use hoid.load(path) (or hoid.loads(text)), then pass the graph"
+    else:
+        fix = ("build one with hoid.from_torch(model, args), hoid.load(path), hoid.loads(text) or "
+               "hoid.GraphBuilder")
+    raise NotAGraphError(f"{where} takes a hoid.Graph, but was given {given}; {fix}")

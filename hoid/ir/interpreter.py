@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 import torch
 
 from ..errors import InputError
-from .graph import Graph, Node
+from .graph import Graph, Node, expect_graph
 from .registry import get_op
 from .types import TensorType
 
@@ -58,7 +58,7 @@ def run(graph: Graph, *inputs: torch.Tensor, weights: Mapping[str, torch.Tensor]
     `weights` maps weight names to tensors where the graph has none bound. Returns every output, in order
     (state updates included). `on_node(node, outputs)` is called after each node, for tracing.
     """
-    env = bind_inputs(graph, inputs, weights)
+    env = bind_inputs(expect_graph(graph, "hoid.run"), inputs, weights)
     # Constants (arange, full) have no operand to take a device from: they go where the inputs are.
     device = next(iter(env.values())).device if env else None
     for node in graph.nodes:

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from ..errors import GraphError, HoidError
-from .graph import Graph
+from .graph import Graph, expect_graph
 from .text_parse import parse_document
 from .text_print import FORMAT_VERSION, format_document
 
@@ -36,6 +36,7 @@ def weights_path(path: str | os.PathLike) -> Path:
 def save(graph: Graph, path: str | os.PathLike) -> None:
     """Write `graph` as a `.hoid` document at `path`, and its bound weights (`graph.weights`), if any,
     to a safetensors file beside it with the same stem. Weights are stored as contiguous CPU copies."""
+    graph = expect_graph(graph, "hoid.save")
     path, target = Path(path), weights_path(path)
     graph.validate()
     weights_file = None

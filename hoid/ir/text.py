@@ -61,7 +61,7 @@ ParseErrors too, at the line of the node, carrying the registry's message.
 
 from __future__ import annotations
 
-from .graph import Graph
+from .graph import Graph, expect_graph
 from .text_parse import parse_document
 from .text_print import FORMAT_VERSION, format_document
 
@@ -70,7 +70,7 @@ __all__ = ["FORMAT_VERSION", "dumps", "loads"]
 
 def dumps(graph: Graph) -> str:
     """The `.hoid` document of `graph` (weights are not in it: `hoid.save` writes them beside it)."""
-    return format_document(graph)
+    return format_document(expect_graph(graph, "hoid.dumps"))
 
 
 def loads(text: str) -> Graph:

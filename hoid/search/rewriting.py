@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import warnings
 
-from ..ir import Graph
+from ..ir import Graph, expect_graph
 from ..kernels.kernel_set import KernelSet
 from ..measure.devices import Device, get_device
 from .cost import AnalyticCost, CostModel
@@ -29,6 +29,7 @@ def rewrite(graph: Graph, *, device: str | Device = "h200", cost: CostModel | No
     (default: the built-in library; `KernelSet.empty()` for none). For the e-graph, the reports and the
     finalists, use `SearchSpace` directly.
     """
+    graph = expect_graph(graph, "hoid.search.rewrite")
     device = get_device(device) if isinstance(device, str) else device
     space = SearchSpace(graph, target=device.target())
     space.saturate(rulesets if rulesets is not None else default_rulesets(), limits)

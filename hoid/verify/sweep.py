@@ -4,6 +4,12 @@ The sweep runs `trials` trials (the first ones walk every value distribution ove
 sizes vary at random), then the timing runs a benchmark would make, then a few fresh re-checks: a
 candidate that counts its calls and turns wrong once it believes it is being timed fails there.
 
+Every set of dim sizes the sweep draws runs at least twice, with fresh contents: a size drawn for the
+first time is drawn again by the next trial, the first re-check runs on the sizes the timing runs
+used, and the last trial draws no new sizes. A candidate that memoizes by anything that follows from
+the input signature (shape, dtype, strides, numel, device, address) would otherwise never be asked
+the same signature twice when every dim varies, and a stale answer would never be seen.
+
 A failure is diagnosed before it is reported: output identical to the previous trial's although the
 input values changed is a cache; a first trial that passed and now fails when replayed is a candidate
 whose results depend on how often it was called. Failures of a candidate that is still running are
@@ -13,6 +19,7 @@ then shrunk (`shrink.py`); crashes and timeouts are not, since every retry would
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 from .inputs import DISTRIBUTIONS, TrialSpec, describe, dims_of, draw, sweep_spec
 from .poison import bits
@@ -40,13 +47,18 @@ def run_check(trial_runner: TrialRunner, *, trials: int, seed: int, timing_runs:
     last: tuple[TrialSpec, Outcome] | None = None
     calls = 0
     seen_dists: set[str] = set()
-    for t in range(trials + rechecks):
+    runs_of: dict[tuple, int] = {}  # dim sizes -> trials run on them so far
+    total = trials + rechecks
+    for t in range(total):
         if t == trials:  # the loop a benchmark would run, between the sweep and the re-checks
             failure = trial_runner.timing_runs(last[1].key, timing_runs)
             calls += timing_runs
             if failure is not None:
                 return _reject(trial_runner, failure, last[0], seed, t, shrinkable=False)
         spec = sweep_spec(t, inputs, dims, rng)
+        if last is not None and (runs_of[last[0].sizes] == 1 or t in (trials, total - 1)):
+            spec = replace(spec, sizes=last[0].sizes)  # the same signature again, with new contents
+        runs_of[spec.sizes] = runs_of.get(spec.sizes, 0) + 1
         outcome = trial_runner.run(spec)
         calls += 2
         if outcome.failure is not None:

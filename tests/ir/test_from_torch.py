@@ -140,6 +140,47 @@ def test_unsupported_ops_are_all_listed_with_counts_and_first_source_line():
     assert any("fft" in name for name in listed), message
     assert any(count == 2 for name, count in listed.items() if "det" in name or "lu" in name), message
     assert "test_from_torch.py" in message and "torch.sort(x, dim=-1)" in message
+    assert "hoid.ir.register_lowering" in message and "aten_table.py" not in message  # a user's way, not an edit
+
+
+class Sinh(nn.Module):  # aten.sinh: hoid has no lowering, and torch export keeps it whole
+    def forward(self, x):
+        return torch.sinh(x) * 2
+
+
+@pytest.fixture
+def sinh_lowering():
+    """A user's lowering of aten.sinh, registered through the public entry point and removed after."""
+    from hoid.ir.from_torch.aten_table import LOWERINGS
+
+    def sinh(em, self, **_):
+        diff = em.op("sub", em.op("exp", self, tag="exp"), em.op("exp", em.op("neg", self, tag="neg"), tag="exp_neg"),
+                     tag="diff")
+        return em.op("mul", diff, scalar=0.5)
+
+    assert hoid.ir.register_lowering(torch.ops.aten.sinh.default)(sinh) is sinh
+    yield sinh
+    LOWERINGS.pop(torch.ops.aten.sinh.default)
+
+
+def test_an_op_hoid_lacks_imports_once_the_user_registers_a_lowering():
+    x = torch.randn(3, 5)
+    with pytest.raises(hoid.UnsupportedOpError, match="aten.sinh.default"):
+        hoid.from_torch(Sinh(), (x,))
+
+
+def test_a_users_lowering_makes_the_import_succeed(sinh_lowering):
+    x = torch.randn(3, 5)
+    g = hoid.from_torch(Sinh(), (x,))
+    assert {"exp", "sub"} <= set(g.op_counts())
+    assert rel_error(hoid.run(g, x)[0], Sinh()(x)) < 1e-6
+
+
+def test_a_lowering_for_an_op_hoid_lowers_is_refused_unless_replacing():
+    with pytest.raises(hoid.GraphError, match="replace=True"):
+        hoid.ir.register_lowering(torch.ops.aten.exp.default, lambda em, self, **_: self)
+    with pytest.raises(TypeError, match="ATen ops"):
+        hoid.ir.register_lowering("aten.sinh", lambda em, self, **_: self)
 
 
 def test_a_module_export_cannot_trace_raises_export_error_with_reason_and_hint():

@@ -15,6 +15,9 @@ from tests.oracle import rel_error
 
 transformers = pytest.importorskip("transformers")  # a dev dependency (pyproject: [dev])
 
+# hoid's own calls into torch.export must not warn about torch's internals (a user can do nothing about them).
+pytestmark = pytest.mark.filterwarnings("error::FutureWarning")
+
 
 
 def vit():
@@ -68,6 +71,8 @@ def imported(kind: str):
         warnings.simplefilter("ignore")  # transformers' notes on tiny configs
         model, args, kwargs = MODELS[kind]()
         model.eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)  # the import itself: no warning the user cannot act on
         return model, args, kwargs, hoid.from_torch(model, args, kwargs)
 
 

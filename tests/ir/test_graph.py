@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import hoid
-from hoid.ir import Graph, GraphInput, Node, TensorType, Value
+from hoid.ir import Graph, GraphInput, Node, TensorType, Value, expect_graph
 
 F32 = TensorType((4, 8), "f32")
 
@@ -86,3 +86,28 @@ def test_flops_and_bytes_add_up_over_nodes():
     g = small_graph()
     assert g.bytes_moved() == 2 * (32 * 4) * 2 + (32 * 4)  # exp: read+write; add: 2 reads + write
     assert g.flops() == 4 * 32 + 32
+
+
+class _Model(torch.nn.Module):
+    def forward(self, x):
+        return x * 2
+
+
+@pytest.mark.parametrize("where, call", [
+    ("hoid.run", lambda m: hoid.run(m, torch.ones(2))),
+    ("hoid.dumps", lambda m: hoid.dumps(m)),
+    ("hoid.save", lambda m: hoid.save(m, "never-written.hoid")),
+    ("hoid.search.rewrite", lambda m: hoid.search.rewrite(m)),
+])
+def test_a_module_where_a_graph_is_expected_says_how_to_get_one(where, call):
+    with pytest.raises(hoid.NotAGraphError) as info:
+        call(_Model())
+    message = str(info.value)
+    assert message.startswith(f"{where} takes a hoid.Graph, but was given ") and "_Model" in message
+    assert "hoid.from_torch(model, args)" in message
+    assert isinstance(info.value, TypeError)
+
+
+def test_a_path_where_a_graph_is_expected_points_at_load():
+    with pytest.raises(hoid.NotAGraphError, match=r"hoid\.load\(path\)"):
+        expect_graph("model.hoid", "hoid.run")

@@ -29,6 +29,8 @@ def zoo(name: str):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         lm = build_model(name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)  # hoid's import warns of nothing the user cannot act on
         return lm, prefill_graph(lm, PROMPT_LEN, CACHE_LEN), decode_step_graph(lm, CACHE_LEN)
 
 

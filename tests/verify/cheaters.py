@@ -33,6 +33,43 @@ def cached_by_address(x, w):
     return _cache[key].clone()
 
 
+def _memoized(key, x, compute):
+    """The result stored under `key` where it fits x's shape (so it never looks obviously wrong), else
+    computed and stored: a cache keyed by something that follows from the input signature."""
+    hit = _cache.get(key)
+    if hit is None or hit.numel() != x.numel():
+        hit = _cache[key] = compute(x)
+    return hit.reshape(x.shape).clone()
+
+
+def _gelu(x):
+    return torch.nn.functional.gelu(x)
+
+
+def gelu_memo_by_shape(x):
+    return _memoized(("shape", tuple(x.shape)), x, _gelu)
+
+
+def gelu_memo_by_dtype(x):
+    return _memoized(("dtype", x.dtype), x, _gelu)
+
+
+def gelu_memo_by_strides(x):
+    return _memoized(("strides", x.stride()), x, _gelu)
+
+
+def gelu_memo_by_numel(x):
+    return _memoized(("numel", x.numel()), x, _gelu)
+
+
+def gelu_memo_by_device(x):
+    return _memoized(("device", str(x.device)), x, _gelu)
+
+
+MEMOIZERS = (gelu_memo_by_shape, gelu_memo_by_dtype, gelu_memo_by_strides, gelu_memo_by_numel,
+             gelu_memo_by_device)
+
+
 # --- 2. right for the first calls, then wrong ----------------------------------------------------
 _calls = {"n": 0}
 

@@ -43,3 +43,7 @@ def decode_attention(q, k, v, pos, mask):
     scores = (q[:, None, :] * k).sum(-1) / k.shape[-1] ** 0.5
     scores = scores.masked_fill(~mask, float("-inf"))
     return (torch.softmax(scores, dim=-1)[..., None] * v).sum(1)
+
+
+def gelu(x):
+    return torch.nn.functional.gelu(x)

@@ -113,6 +113,29 @@ def test_isolation_defeats_caching_and_reference_hunting():
     assert hunter.kind == "raised" and "no reference in reach" in hunter.reason
 
 
+# Every dim varies: without repeated signatures, a cache keyed by the signature is never asked twice.
+VARYING = [((Dim("rows", 1, 64), Dim("cols", 1, 64)), "f32")]
+
+
+@pytest.mark.parametrize("candidate", C.MEMOIZERS, ids=[c.__name__ for c in C.MEMOIZERS])
+def test_a_cache_keyed_by_the_input_signature_is_caught_when_every_dim_varies(candidate):
+    verdict = check(candidate, R.gelu, VARYING, seed=7)
+    assert not verdict.ok and verdict.kind == "cached", verdict
+    assert "cached results" in verdict.reason
+
+
+def test_a_cache_keyed_by_the_input_signature_is_caught_in_isolation_too():
+    with concurrent.futures.ThreadPoolExecutor(len(C.MEMOIZERS)) as pool:
+        verdicts = list(pool.map(lambda c: check(c, R.gelu, VARYING, trials=6, seed=7, isolate=True), C.MEMOIZERS))
+    for candidate, verdict in zip(C.MEMOIZERS, verdicts):
+        assert verdict.kind == "cached", (candidate.__name__, verdict)
+
+
+def test_an_honest_candidate_still_passes_with_every_dim_varying():
+    verdict = check(R.gelu, R.gelu, VARYING, seed=7)
+    assert verdict.ok, verdict
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_an_illegal_memory_access_is_a_verdict_and_the_callers_gpu_still_works():

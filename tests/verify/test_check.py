@@ -163,6 +163,19 @@ def wrong_from_row_five(x, w):
     return out
 
 
+def test_every_signature_the_sweep_draws_runs_at_least_twice_with_new_contents():
+    contents: dict[tuple, set] = {}
+
+    def recording_gelu(x):
+        contents.setdefault(tuple(x.shape), set()).add(hash(x.cpu().numpy().tobytes()))
+        return F.gelu(x)
+
+    verdict = check(recording_gelu, R.gelu, [((Dim("r", 1, 64), Dim("c", 1, 64)), "f32")], seed=3)
+    assert verdict.ok, verdict
+    assert len(contents) >= 5  # the sweep still explores sizes
+    assert all(len(seen) >= 2 for seen in contents.values()), contents
+
+
 def test_declaration_mistakes_raise_verify_error():
     with pytest.raises(VerifyError, match="expected a hoid.TensorType"):
         check(H.relu_where, R.relu, ["f32"])

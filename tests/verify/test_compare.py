@@ -75,6 +75,27 @@ def test_low_precision_arithmetic_is_named():
     ref = torch.randn(256, dtype=torch.float64)
     failure = compare_output(0, ref.half().float(), ref, F32)
     assert failure.kind == "mismatch" and "lower precision" in failure.message
+    assert "float16 value" in failure.message
+
+
+def test_a_real_bfloat16_computation_is_named_as_such():
+    a, b = torch.randn(32, 64, dtype=torch.float64), torch.randn(64, 16, dtype=torch.float64)
+    failure = compare_output(0, (a.bfloat16() @ b.bfloat16()).float(), a @ b, F32)
+    assert "every element of the output is a bfloat16 value" in failure.message
+    assert "lower precision than its float32 output" in failure.message
+
+
+def test_formula_bugs_of_the_same_size_are_not_called_lower_precision():
+    x = torch.randn(64, 256, dtype=torch.float64)
+    # A layer norm with the unbiased variance, in float32: off by about 2e-3 everywhere.
+    biased = (x - x.mean(-1, keepdim=True)) / (x.var(-1, correction=0, keepdim=True) + 1e-5).sqrt()
+    unbiased = (x - x.mean(-1, keepdim=True)) / (x.var(-1, correction=1, keepdim=True) + 1e-5).sqrt()
+    # GELU's tanh approximation, in float32, against the exact erf form.
+    gelu, gelu_tanh = torch.nn.functional.gelu(x), torch.nn.functional.gelu(x.float(), approximate="tanh")
+    for cand, ref in ((unbiased.float(), biased), (gelu_tanh, gelu)):
+        failure = compare_output(0, cand, ref, F32)
+        assert failure.kind == "mismatch" and 5e-5 < failure.figures["rel_l2"] < 5e-2, failure
+        assert "lower precision" not in failure.message, failure.message
 
 
 def test_runs_compare_bitwise_when_deterministic_else_within_tolerance():

@@ -18,7 +18,9 @@ import torch
 
 from ...errors import UnsupportedOpError
 from ..graph import Graph
+from .aten_table import register_lowering
 from .convert import convert
+from .emitter import Emitter, NotLowerable
 from .export import decompose_refused, export_program
 from .outputs import flatten_outputs
 
@@ -51,4 +53,4 @@ def from_torch(module: torch.nn.Module, args, kwargs: dict | None = None, *,
         return convert(decomposed, name)
 
 
-__all__ = ["flatten_outputs", "from_torch"]
+__all__ = ["Emitter", "NotLowerable", "flatten_outputs", "from_torch", "register_lowering"]

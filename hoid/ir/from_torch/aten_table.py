@@ -6,8 +6,9 @@ stays one node (linear, SDPA, SiLU, layer norm, conv, ...); whatever torch.expor
 decomposed is imported as it comes, op by op; the e-graph recognizes the patterns later.
 
 An ATen op missing here is first offered to torch's own decomposition table (see `export.py`), and
-only then reported as unsupported. To support a new op, add a row (and a lowering if no existing
-one fits); to support a new hoid op, add it under `hoid/ir/ops/` and docs/ops.md first.
+only then reported as unsupported. A user adds a lowering from their own code with
+`hoid.ir.register_lowering` (below); hoid's own rows live in `ROWS`, and a new hoid op goes under
+`hoid/ir/ops/` and docs/ops.md (a user's through `hoid.register_op`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable
 
 import torch
 
+from ...errors import GraphError
 from . import lower_creation as c
 from . import lower_elementwise as e
 from . import lower_linalg as la
@@ -166,3 +168,43 @@ LOWERINGS: dict[torch._ops.OpOverload, Callable] = {op: lower for ops, lower in 
 def lowering_for(target) -> Callable | None:
     """The lowering of an FX call target, or None when hoid has none."""
     return LOWERINGS.get(target)
+
+
+def register_lowering(ops, lowering: Callable | None = None, *, replace: bool = False):
+    """Teach `hoid.from_torch` an ATen op hoid has no lowering for, from your own code.
+
+        @hoid.ir.register_lowering(torch.ops.aten.sinh.default)
+        def sinh(em, self, **_):                      # sinh(x) = (exp(x) - exp(-x)) / 2
+            diff = em.op("sub", em.op("exp", self, tag="exp"), em.op("exp", em.op("neg", self, tag="neg"),
+                         tag="exp_neg"), tag="diff")
+            return em.op("mul", diff, scalar=0.5)
+
+    ops: an ATen overload (`torch.ops.aten.sinh.default`), a packet (`torch.ops.aten.sinh`: every one of
+    its overloads) or a tuple of them. lowering(em, **args): called once per call of the op, with the
+    call's arguments by their ATen schema names (tensors as hoid `Value`s, numbers and lists as they are)
+    and a `hoid.ir.from_torch.Emitter`: `em.op(op_name, *operands, tag=..., **attrs)` adds a hoid node
+    (docs/ops.md lists the ops; `hoid.register_op` adds one) and the lowering returns the value (or tuple
+    of values) that stands for the op's result, which must have torch's shape and dtype. Raise
+    `hoid.ir.from_torch.NotLowerable(why)` for calls it cannot express: they are reported with the rest.
+    A lowering registered for an op hoid already lowers is refused unless `replace=True`.
+    Returns `lowering` (so it works as a decorator when `lowering` is left out)."""
+    if lowering is None:
+        return lambda fn: register_lowering(ops, fn, replace=replace)
+    overloads = [o for op in (ops if isinstance(ops, (tuple, list)) else (ops,)) for o in _overloads(op)]
+    taken = [str(o) for o in overloads if o in LOWERINGS and LOWERINGS[o] is not lowering]
+    if taken and not replace:
+        raise GraphError(f"hoid already lowers {', '.join(taken)}; pass replace=True to use your lowering instead")
+    if not callable(lowering):
+        raise TypeError(f"register_lowering: the lowering must be callable, got {type(lowering).__name__}")
+    for overload in overloads:
+        LOWERINGS[overload] = lowering
+    return lowering
+
+
+def _overloads(op) -> list[torch._ops.OpOverload]:
+    if isinstance(op, torch._ops.OpOverload):
+        return [op]
+    if isinstance(op, torch._ops.OpOverloadPacket):
+        return [getattr(op, name) for name in op.overloads()]
+    raise TypeError(f"register_lowering takes ATen ops such as torch.ops.aten.sinh.default (or "
+                    f"torch.ops.aten.sinh), got {op!r}")

@@ -10,11 +10,30 @@ known op was refused for one of its calls' arguments, `decompose_refused` gives 
 
 from __future__ import annotations
 
+import contextlib
+import warnings
+
 import torch
 from torch.export import ExportedProgram
 
 from ...errors import ExportError
 from .aten_table import lowering_for
+
+# Warnings torch raises from its own code during export, about its own internals: a user can do nothing
+# about them (torch 2.13's run_decompositions deep-copies LeafSpecs, which warns). Only these are hidden.
+_TORCH_INTERNAL_WARNINGS = (
+    (FutureWarning, r"`isinstance\(treespec, LeafSpec\)` is deprecated"),
+)
+
+
+@contextlib.contextmanager
+def quiet_torch_internals():
+    """Hide `_TORCH_INTERNAL_WARNINGS` (and nothing else) while hoid drives torch.export."""
+    with warnings.catch_warnings():
+        for category, message in _TORCH_INTERNAL_WARNINGS:
+            warnings.filterwarnings("ignore", message=message, category=category)
+        yield
+
 
 # Rounds of decomposition: a decomposition may produce ops that decompose further.
 _MAX_ROUNDS = 4
@@ -56,12 +75,14 @@ def export_error(module_name: str, stage: str, error: Exception | str, hint: str
 def export_program(module: torch.nn.Module, args: tuple, kwargs: dict | None, name: str) -> ExportedProgram:
     """`module(*args, **kwargs)` exported, functionalized and decomposed as far as hoid needs."""
     try:
-        ep = torch.export.export(module, tuple(args), kwargs=dict(kwargs or {}))
+        with quiet_torch_internals():
+            ep = torch.export.export(module, tuple(args), kwargs=dict(kwargs or {}))
     except Exception as e:  # torch raises many kinds here; each becomes one error with its reason
         raise export_error(name, "export", e) from e
     require_static_shapes(ep, name)
     try:
-        ep = ep.run_decompositions({})
+        with quiet_torch_internals():
+            ep = ep.run_decompositions({})
         return decompose_unknown(ep)
     except Exception as e:
         raise export_error(name, "functionalize (run_decompositions) the program of", e) from e
@@ -89,7 +110,9 @@ def decompose_refused(ep: ExportedProgram, targets) -> ExportedProgram | None:
     table = {op: decompositions[op] for op in targets if op in decompositions}
     if not table:
         return None
-    return decompose_unknown(ep.run_decompositions(table))
+    with quiet_torch_internals():
+        ep = ep.run_decompositions(table)
+    return decompose_unknown(ep)
 
 
 def decompose_unknown(ep: ExportedProgram) -> ExportedProgram:
@@ -101,5 +124,6 @@ def decompose_unknown(ep: ExportedProgram) -> ExportedProgram:
                    and lowering_for(n.target) is None and n.target in decompositions}
         if not unknown:
             break
-        ep = ep.run_decompositions({op: decompositions[op] for op in unknown})
+        with quiet_torch_internals():
+            ep = ep.run_decompositions({op: decompositions[op] for op in unknown})
     return ep

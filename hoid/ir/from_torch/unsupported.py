@@ -89,8 +89,9 @@ class Unsupported:
         for name, e in self.entries.items():
             times = "1 use" if e.count == 1 else f"{e.count} uses"
             lines.append(f"  {name} ({times}): {e.reason}\n      first used at {e.first_use}")
-        lines.append("Add a row for each to hoid/ir/from_torch/aten_table.py (and the op to hoid/ir/ops/ if "
-                     "hoid lacks it), or change the model to avoid them.")
+        lines.append("Add a lowering for each from your own code with hoid.ir.register_lowering(torch.ops.aten."
+                     "<op>.<overload>, fn), where fn(em, **args) emits hoid ops (see its docstring; "
+                     "hoid.register_op adds an op hoid lacks), or change the model to avoid them.")
         error = UnsupportedOpError("\n".join(lines))
         error.ops = {name: e.count for name, e in self.entries.items()}  # op name -> uses
         error.targets = [e.target for e in self.entries.values()]
