@@ -25,7 +25,7 @@ import torch
 from ..errors import HoidError
 from ..ir import TensorType
 from ..ir.ops.kernel import KernelImpl
-from .spec import KernelSpec, Target
+from .spec import KernelSpec, Target, output_buffers
 
 
 class KernelUnavailable(HoidError, RuntimeError):
@@ -68,8 +68,8 @@ class BoundKernel:
         """The destination buffers for a launch over `inputs`: an aliased output is its input's tensor,
         every other output a new tensor on the inputs' device."""
         device = inputs[0].device if inputs else "cpu"
-        return [inputs[self.aliases[i]] if i in self.aliases else empty_outputs([t], device=device)[0]
-                for i, t in enumerate(self.outputs)]
+        return output_buffers(self.aliases.items(), inputs, len(self.outputs),
+                              lambda k: empty_outputs([self.outputs[k]], device=device)[0])
 
     def launch(self, inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor]) -> None:
         """Launch into `outputs` (the one call of `KernelSpec.launch` in hoid). Aliased outputs must be

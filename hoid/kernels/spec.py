@@ -4,7 +4,8 @@ A spec names what the kernel implements (a `Pattern`), the constraints under whi
 tunable parameters and their choices, its backend, whether it is bitwise deterministic, and a version
 hash of its source. Kernels are destination-passing: `launch(*inputs, *outputs, **attrs, **params)`
 writes every output in place and returns nothing; the caller allocates the outputs (the checker poisons
-them first; the runtime plans their memory).
+them first; the runtime plans their memory), except the outputs the spec declares in-place (`aliases`),
+whose buffer is the input they update.
 """
 
 from __future__ import annotations
@@ -77,9 +78,14 @@ class KernelSpec:
 
     resolve(types, attrs, params, target) -> params: every "auto" param replaced by the value the kernel's
     own heuristic picks for these input types on `target` (`hoid.kernels.launch.resolve_params` calls it
-    where a kernel node is made, so a node holds what runs). aliases: (output index, input index) pairs:
-    that output is written into that input's buffer (the caller passes the input tensor itself as the
-    output's destination, so the kernel writes only what changes, e.g. the appended cache slot)."""
+    where a kernel node is made, so a node holds what runs).
+
+    aliases: in-place outputs, as pairs (output index, input index): output `o` is written into the buffer
+    of input `i`, which must have exactly its type (shape, dtype, layout). The call stays destination-passing,
+    `launch(*inputs, *outputs, **attrs, **params)`, with `outputs[o] is inputs[i]`: the buffer already holds
+    the input's contents, so the kernel writes only what changes (the appended cache slot), and must not
+    read back what it has overwritten. A kernel that appends to a KV cache declares its cache outputs so:
+    without the alias, every call would copy the whole cache into a fresh output."""
 
     id: str
     pattern: Pattern
@@ -105,11 +111,35 @@ class KernelSpec:
         clash = {p.name for p in self.params} & {a.name for a in self.pattern.attrs}
         if clash:
             raise ValueError(f"kernel {self.id}: params {sorted(clash)} clash with the pattern's attrs")
+        self._check_aliases()
         object.__setattr__(self, "version", kernel_version(self.launch, self.source))
 
-    def alias_of(self, output: int) -> int | None:
-        """The input whose buffer output `output` is written into, or None."""
-        return dict(self.aliases).get(output)
+    def alias_of(self, output_index: int) -> int | None:
+        """The input whose buffer output `output_index` is written into, or None for a fresh output."""
+        return next((i for o, i in self.aliases if o == output_index), None)
+
+    def alias_mismatch(self, types: Sequence[TensorType], attrs: dict) -> str | None:
+        """None when every aliased output has its input's type at these input types, else what differs."""
+        if not self.aliases:
+            return None
+        outs = self.output_types(types, attrs)
+        for o, i in self.aliases:
+            if o >= len(outs):
+                return f"output {o} is declared to alias input {i}, but the kernel has {len(outs)} output(s)"
+            if outs[o] != types[i]:
+                return (f"output {o} ({outs[o]}) is declared to alias input {i} "
+                        f"({self.pattern.operands[i]}: {types[i]}): an in-place output needs its input's type")
+        return None
+
+    def _check_aliases(self) -> None:
+        error = alias_error(self.aliases, self.pattern.operands)
+        if error is not None:
+            raise ValueError(f"kernel {self.id}: {error}")
+        if self.aliases and self.examples is not None:  # types are known per signature: check one example
+            types, attrs = self.examples(random.Random(0))
+            mismatch = self.alias_mismatch(types, attrs)
+            if mismatch is not None:
+                raise ValueError(f"kernel {self.id}: {mismatch} (at its example {[str(t) for t in types]})")
 
     def default_params(self) -> dict:
         return {p.name: p.default for p in self.params}
@@ -141,3 +171,46 @@ class KernelSpec:
     def output_types(self, types: Sequence[TensorType], attrs: dict) -> tuple[TensorType, ...]:
         return self.pattern.output_types(types, attrs)
 
+
+def alias_error(aliases, operands: Sequence[str]) -> str | None:
+    """What is wrong with `aliases` as (output index, input index) pairs over inputs `operands`, or None.
+    One-to-one: two outputs in one buffer, or one output in two buffers, cannot both hold their values."""
+    if not isinstance(aliases, tuple) or not all(
+            isinstance(p, tuple) and len(p) == 2 and all(type(k) is int and k >= 0 for k in p) for p in aliases):
+        return f"aliases {aliases!r} must be a tuple of (output index, input index) pairs of ints >= 0"
+    outs, ins = [o for o, _ in aliases], [i for _, i in aliases]
+    if len(set(outs)) != len(outs) or len(set(ins)) != len(ins):
+        return f"aliases {aliases!r}: each output may alias one input, and each input one output"
+    bad = [i for i in ins if i >= len(operands)]
+    if bad:
+        return (f"aliases {aliases!r}: input {bad[0]} does not exist; there are {len(operands)} "
+                f"({', '.join(operands)})")
+    return None
+
+
+def output_buffers(aliases, inputs: Sequence, n_outputs: int, allocate: Callable[[int], Any]) -> list:
+    """The output buffers of one destination-passing call: for an output aliasing input `i` (`aliases`, as
+    in `KernelSpec.aliases`), that input's buffer itself; for every other output `k`, `allocate(k)`. The one
+    rule by which the checker, the benchmark and the runtime place a kernel's outputs."""
+    aliased = dict(aliases)
+    return [inputs[aliased[k]] if k in aliased else allocate(k) for k in range(n_outputs)]
+
+
+def _source_of(fn: Callable) -> str:
+    """launch's module source; else its own source; else its bytecode and constants (a launch defined
+    where no source file exists, e.g. `python -c`): never its name alone, which two bodies may share."""
+    module = inspect.getmodule(fn)
+    for target in ([module] if module is not None else []) + [fn]:
+        try:
+            return inspect.getsource(target)
+        except (OSError, TypeError):
+            pass
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return getattr(fn, "__qualname__", repr(fn))
+    return _code_text(code)
+
+
+def _code_text(code) -> str:
+    consts = [_code_text(c) if inspect.iscode(c) else repr(c) for c in code.co_consts]
+    return f"{code.co_code.hex()}|{code.co_names}|{consts}"

@@ -1,10 +1,11 @@
 """Measure one kernel at one signature, through the cache and the roofline gate.
 
 `measure_kernel(spec, types, attrs, params)` draws random inputs of `types`, allocates the outputs (the
-kernel contract is destination-passing), times the launch with this machine's timer, and checks the time
-against the roofline: a GPU time below the memory or compute floor is *suspect*, returned with its reason
-and never cached, so it can never become a cost. Good measurements go to the cache with their analytic
-floor, from which the roofline learns the kernel's efficiency.
+kernel contract is destination-passing) except the in-place ones (`KernelSpec.aliases`: those get their
+input's buffer, so a cache append is timed appending, not copying the cache), times the launch with this
+machine's timer, and checks the time against the roofline: a GPU time below the memory or compute floor
+is *suspect*, returned with its reason and never cached, so it can never become a cost. Good measurements
+go to the cache with their analytic floor, from which the roofline learns the kernel's efficiency.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ def measure_kernel(spec, types: Sequence[TensorType], attrs: dict, params: dict 
     device = device or local_device()
     key = MeasureKey.of(device.name, spec.id, spec.version, params, types, attrs)
     region = spec.pattern.graph(types, attrs)
-    floor = region_floor(region, device)
+    floor = region_floor(region, device, spec.aliases)  # in place: the bytes it writes, not a cache copy
     if cache is not None and not refresh and (hit := cache.get(key)) is not None:
         return KernelMeasurement(key, hit.median, hit.spread, floor, None, None)
     where = tensor_device(device)
@@ -68,7 +69,7 @@ def measure_kernel(spec, types: Sequence[TensorType], attrs: dict, params: dict 
     timing = time_on(device, call.launch_flat, call.flat(inputs), **timer_options)
     sanity = None
     if device.arch != "cpu":
-        flops, nbytes = region_work(region)
+        flops, nbytes = region_work(region, spec.aliases)
         sanity = check_time(timing, nbytes=nbytes, flops=flops, dtype=types[0].dtype, device=device)
     if cache is not None and not (sanity and sanity.suspect):
         cache.put(key, timing, floor=floor)

@@ -22,7 +22,7 @@ import torch
 
 from ..ir import Graph, Node, TensorType
 from ..kernels.loader import KernelSource
-from ..kernels.spec import KernelSpec
+from ..kernels.spec import KernelSpec, alias_error
 from .candidate import as_candidate, static_findings
 from .inputs import Input, as_input, dims_of
 from .isolate import IsolatedRunner
@@ -88,7 +88,7 @@ def _run(runner, plan: Plan, trials: int, seed: int) -> Verdict:
 def check(candidate, reference: Callable | Graph, inputs: Sequence, *, trials: int | None = None,
           seed: int | None = None, isolate: bool | None = None, timeout_s: float = 60, atol: float | None = None,
           rtol: float | None = None, destination_passing: bool = False, deterministic: bool = False,
-          outputs=None, tf32: bool = False, device=None) -> Verdict:
+          outputs=None, tf32: bool = False, device=None, aliases: tuple[tuple[int, int], ...] = ()) -> Verdict:
     """Check `candidate` against `reference` on inputs drawn from the declarations in `inputs`.
 
     candidate: a callable over tensors returning a tensor or a tuple of them, or (with
@@ -103,7 +103,9 @@ def check(candidate, reference: Callable | Graph, inputs: Sequence, *, trials: i
       reported in the verdict); isolate: run the candidate in a child process; timeout_s: per call;
       atol/rtol: override the dtype's tolerance (`tolerance.py`); tf32: float32 outputs get tf32's;
       deterministic: two runs must agree bitwise; outputs: the output types, where the reference should
-      not be run to learn them (a list, or a callable of the input types); device: default cuda if present.
+      not be run to learn them (a list, or a callable of the input types); device: default cuda if present;
+      aliases: in-place outputs of a destination-passing candidate, (output, input) pairs as in
+      `KernelSpec.aliases` (a spec's own are used): each such output is written into its input's buffer.
     """
     if isinstance(reference, Graph):
         outputs = outputs if outputs is not None else [v.type.contiguous() for v in reference.outputs]
@@ -111,12 +113,13 @@ def check(candidate, reference: Callable | Graph, inputs: Sequence, *, trials: i
     call_kwargs = {}
     if isinstance(candidate, KernelSpec):  # its launch (or source), with default params; attrs: use check_kernel
         destination_passing, deterministic = True, deterministic or candidate.deterministic
-        call_kwargs = candidate.default_params()
+        call_kwargs, aliases = candidate.default_params(), aliases or candidate.aliases
         candidate = _kernel_candidate(candidate)
     candidate = as_candidate(candidate)
     seed = _new_seed(seed)
     declared = [as_input(x, i) for i, x in enumerate(inputs)]
     dims_of(declared)
+    aliases = _checked_aliases(aliases, declared, destination_passing)
     refused, notes = _static_verdict(candidate, seed)
     if refused is not None:
         return refused
@@ -124,9 +127,20 @@ def check(candidate, reference: Callable | Graph, inputs: Sequence, *, trials: i
     runner = _runner(candidate, isolate=isolate, destination_passing=destination_passing, timeout_s=timeout_s,
                      device=device)
     plan = Plan(declared, reference, device, destination_passing, deterministic, _output_types(outputs),
-                call_kwargs=call_kwargs, tf32=tf32, atol=atol, rtol=rtol)
+                call_kwargs=call_kwargs, tf32=tf32, atol=atol, rtol=rtol, aliases=aliases)
     verdict = _run(runner, plan, DEFAULT_TRIALS if trials is None else trials, seed)
     return dataclasses.replace(verdict, notes=tuple(notes) + verdict.notes)
+
+
+def _checked_aliases(aliases, declared: list[Input], destination_passing: bool) -> tuple[tuple[int, int], ...]:
+    aliases = tuple(tuple(p) if isinstance(p, (tuple, list)) else p for p in aliases)
+    error = alias_error(aliases, [d.name for d in declared])
+    if error is not None:
+        raise VerifyError(error)
+    if aliases and not destination_passing:  # a returning candidate has no buffers to be given
+        raise VerifyError("aliases declare outputs written in place into inputs: the candidate must be "
+                          "destination-passing (destination_passing=True)")
+    return aliases
 
 
 def region_inputs(graph: Graph) -> list[Input]:
@@ -207,4 +221,4 @@ def _kernel_plan(spec, types, attrs: dict, params: dict, device: torch.device, k
     inputs = _declared(types, spec.pattern.operands, bounds)
     outputs = [v.type.contiguous() for v in graph.outputs]
     return Plan(inputs, graph_reference(graph), device, destination_passing=True, deterministic=spec.deterministic,
-                output_types=_output_types(outputs), call_kwargs={**attrs, **params}, key=key)
+                output_types=_output_types(outputs), call_kwargs={**attrs, **params}, key=key, aliases=spec.aliases)

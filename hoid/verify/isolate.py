@@ -8,6 +8,7 @@ POSIX shared memory that the parent allocates and the child maps once per input 
 the parent writes new input values and poisons the outputs, the child runs the candidate on the same
 buffers (copied to and from its own device buffers when the check runs on a GPU) and answers in a few
 bytes, and the parent compares what the buffers hold with its reference, which the child never sees.
+An in-place output (`Plan.aliases`) is its input's block, mapped once: the candidate gets one tensor for both.
 A child that dies (os._exit, a segfault, a CUDA error that kills it) or does not answer in time (it is
 then killed) is a verdict, not a crash of the parent.
 """
@@ -63,14 +64,17 @@ def _child_loop(conn: Connection) -> None:
     while True:
         message, key, payload = conn.recv()
         if message == "prepare":
-            (ins, outs, kwargs), shared = payload, []
+            (ins, outs, kwargs), by_name = payload, {}
             for name, t in (*ins, *outs):
+                if name in by_name:  # an in-place output names its input's block: the same tensor, not a 2nd map
+                    continue
                 tensor, memory = _shared(name, t)
                 # The parent owns the memory: keep this process's tracker from unlinking it at exit.
                 resource_tracker.unregister(memory._name, "shared_memory")
                 memories.append(memory)
-                shared.append(tensor)
-            on_device = [_like(s, device) for s in shared] if device.type != "cpu" else shared
+                by_name[name] = tensor
+            shared = [by_name[name] for name, _ in (*ins, *outs)]
+            on_device = _on(device, shared)
             mapped[key] = (shared, on_device, len(ins), kwargs)
             conn.send(None)
         elif message == "call":
@@ -94,6 +98,18 @@ def _child_loop(conn: Connection) -> None:
             conn.send(failure)
         else:
             return
+
+
+def _on(device: torch.device, shared: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The buffers the candidate gets on `device`: one device buffer per shared one, so that an in-place
+    output is its input there too (`outputs[o] is inputs[i]`)."""
+    if device.type == "cpu":
+        return shared
+    made: dict[int, torch.Tensor] = {}
+    for s in shared:
+        if id(s) not in made:
+            made[id(s)] = _like(s, device)
+    return [made[id(s)] for s in shared]
 
 
 def _like(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:

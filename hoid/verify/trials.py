@@ -10,6 +10,12 @@ The order is what defeats the cheats a single call would not show:
 4. the reference runs on the checker's own copy of the inputs, in float64 where it can (and in their own
    dtypes, for what torch itself computes there), and is compared; its outputs are then overwritten, so
    that a later allocation cannot find them.
+
+An in-place output (`Plan.aliases`, a kernel's `KernelSpec.aliases`) has no buffer of its own: it is the
+buffer of the input it updates, refilled with that input's values before each of the two runs (a second
+run must not start from the first one's result), never poisoned (it holds the input: that is the
+contract), exempt from the mutation check and compared with the reference instead. Every other input is
+still read-only, so an alias the candidate did not declare is still a mutation.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..ir import TensorType
+from ..kernels.spec import output_buffers
 from .compare import compare_output, compare_runs
 from .inputs import Input, TrialSpec, draw
 from .poison import bits, poison_
@@ -33,7 +40,8 @@ class Plan:
 
     reference(*tensors) -> tensor or tuple; output_types(input types) -> output types, when known without
     running the reference (kernels, regions); call_kwargs: keyword arguments of every call (attrs, params);
-    key: distinguishes plans that share one runner (check_kernel's examples)."""
+    key: distinguishes plans that share one runner (check_kernel's examples); aliases: (output, input) pairs,
+    in-place outputs written into their input's buffer (destination-passing only)."""
 
     inputs: list[Input]
     reference: Callable
@@ -46,6 +54,7 @@ class Plan:
     atol: float | None = None
     rtol: float | None = None
     key: object = None
+    aliases: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass
@@ -87,11 +96,23 @@ class TrialRunner:
         if key not in self._buffers:
             expected = self._output_types(types, spec)
             self._expected[key] = expected
-            self._buffers[key] = (self.runner.allocate(types), self.runner.allocate(expected))
+            inputs = self.runner.allocate(types)
+            self._buffers[key] = (inputs, self._output_buffers(inputs, types, expected))
             failure = self.runner.prepare(key, *self._buffers[key], self.plan.call_kwargs)
             if failure is not None:
                 return key, failure
         return key, None
+
+    def _output_buffers(self, inputs: list[torch.Tensor], types: list[TensorType],
+                        expected: list[TensorType]) -> list[torch.Tensor]:
+        """Fresh buffers for the outputs, except in-place ones: those are their input's buffer itself."""
+        for o, i in self.plan.aliases:
+            if o >= len(expected) or expected[o] != types[i]:
+                got = f"is {expected[o]}" if o < len(expected) else f"does not exist ({len(expected)} outputs)"
+                raise VerifyError(f"output {o} is declared to be written in place into input {i} ({types[i]}), "
+                                  f"but it {got}: an in-place output needs its input's type")
+        return output_buffers(self.plan.aliases, inputs, len(expected),
+                              lambda k: self.runner.allocate([expected[k]])[0])
 
     def _output_types(self, types: list[TensorType], spec: TrialSpec) -> list[TensorType]:
         if self.plan.output_types is not None:
@@ -152,10 +173,15 @@ class TrialRunner:
         inputs, outputs = self._buffers[key]
         for buf, value in zip(inputs, values, strict=True):
             buf.copy_(value)
+        aliased = dict(self.plan.aliases)
         runs = []
-        for _ in range(2):
-            for out in outputs:
-                poison_(out)
+        for n in range(2):
+            if n:  # the second run updates the trial's inputs, not what the first run left in them
+                for i in aliased.values():
+                    inputs[i].copy_(values[i])
+            for k, out in enumerate(outputs):
+                if k not in aliased:
+                    poison_(out)
             failure = self.runner.call(key) or self._mutation(inputs, values)
             if failure is not None:
                 return Outcome(failure, key, values)
@@ -176,7 +202,10 @@ class TrialRunner:
         return Outcome(failure, key, values, runs[0])
 
     def _mutation(self, inputs: list[torch.Tensor], values: list[torch.Tensor]) -> Failure | None:
+        updated = {i for _, i in self.plan.aliases}  # in place by declaration: compared as outputs instead
         for i, (buf, value) in enumerate(zip(inputs, values, strict=True)):
+            if i in updated:
+                continue
             changed = bits(buf.detach().cpu()) != bits(value)
             if bool(changed.any()):
                 name = self.plan.inputs[i].name
@@ -184,7 +213,8 @@ class TrialRunner:
                     "mutated",
                     f"the candidate wrote into input {name} ({int(changed.sum())} of "
                     f"{changed.numel()} elements changed); inputs are read-only: put results in new "
-                    "tensors or in the outputs given",
+                    "tensors or in the outputs given (a kernel that updates an input in place declares it: "
+                    "KernelSpec.aliases)",
                 )
         return None
 

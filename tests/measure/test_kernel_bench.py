@@ -1,3 +1,5 @@
+import dataclasses
+
 import pytest
 import torch
 
@@ -42,3 +44,26 @@ def test_decode_rmsnorm_on_the_gpu_passes_the_roofline_gate(tmp_path):
         print(f"torch.rmsnorm decode: {m.timing}, floor {m.floor * 1e6:.2f} µs")
         assert m.sanity is not None and not m.suspect and m.median >= m.floor
         assert m.timing.method == "cuda-graph" and cache.get(m.key) is not None
+
+
+def test_an_in_place_kernel_is_timed_writing_into_its_input_not_copying_it():
+    # The library's RoPE + cache append: its cache outputs alias its cache inputs (KernelSpec.aliases).
+    spec = get("triton.rope_cache")
+    B, HKV, S, D = 1, 2, 4096, 64  # a cache of 2 MiB each for k and v, a 1-token step
+    types = [TensorType((B, 1, h, D), "f32") for h in (2 * HKV, HKV, HKV)] + [TensorType((B, 1, D), "f32")] * 2 + [
+        TensorType((B, HKV, S, D), "f32")] * 2 + [TensorType((1,), "i64")]
+    given = []
+
+    def launch(*tensors, **kwargs):
+        given.append([t.data_ptr() for t in tensors])
+        spec.launch(*tensors, **kwargs)
+
+    m = measure_kernel(dataclasses.replace(spec, launch=launch), types, {}, device=calibrate_cpu(), **FAST)
+    assert m.median > 0 and given
+    # Every call writes k_cache_out and v_cache_out into k_cache and v_cache themselves: the launch copies a
+    # cache only into a buffer that is not the cache, so no copy of the cache is in the time.
+    for ptrs in given:
+        assert ptrs[9:] == ptrs[5:7]
+    # The floor counts the rows a step writes, not the caches read and written again.
+    whole = region_floor(spec.pattern.graph(types, {}), calibrate_cpu())
+    assert m.floor < whole / 100

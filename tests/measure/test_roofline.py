@@ -51,3 +51,23 @@ def test_kernel_time_and_kernel_nodes_scale_by_cached_efficiency(tmp_path):
         node = b.build(y).nodes[0]
         assert node_time(node, H200, cache=cache) == pytest.approx(4 * floor + launch)
         assert node_time(node, H200) == pytest.approx(floor + launch)
+
+
+def test_an_in_place_cache_append_costs_the_rows_it_writes_not_the_cache():
+    spec = get("triton.rope_cache")
+
+    def work(S: int, aliases) -> int:
+        act = [TensorType((1, 1, h, 128), "bf16") for h in (32, 8, 8)]
+        tables = [TensorType((1, 1, 128), "bf16")] * 2
+        caches = [TensorType((1, 8, S, 128), "bf16")] * 2
+        return region_work(spec.pattern.graph(act + tables + caches + [TensorType((1,), "i64")], {}), aliases)[1]
+
+    assert work(32768, spec.aliases) == work(1024, spec.aliases)  # the same step, whatever the cache length
+    assert work(32768, ()) - work(1024, ()) == 2 * 2 * 2 * 8 * (32768 - 1024) * 128  # two caches read and written
+    # What a step moves: q, k, v, the tables and the position read, q written, and the two appends (index_copy
+    # counts its index, and each row it writes read once and stored once).
+    step = sum(2 * 128 * h for h in (32, 8, 8)) + 2 * 2 * 128 + 8 + 2 * 32 * 128 + 2 * (8 + 2 * 2 * 8 * 128)
+    assert work(1024, spec.aliases) == step
+    types = [TensorType((1, 1, h, 128), "bf16") for h in (32, 8, 8)] + [TensorType((1, 1, 128), "bf16")] * 2 + [
+        TensorType((1, 8, 32768, 128), "bf16")] * 2 + [TensorType((1,), "i64")]
+    assert kernel_time(spec, types, {}, H200) < 1e-6 + H200.graph_launch_overhead  # not 134 MB of cache traffic

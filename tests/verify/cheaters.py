@@ -103,6 +103,27 @@ def copy_returns_view(x):
     return x.view(x.shape)
 
 
+# --- 3b. in place (declared `aliases`: the output buffer is the input's): reading what it overwrote ---
+def cache_swap_reads_after_write(cache, pos, new, out, evicted):
+    """Writes the new row, then reads the slot for the evicted row: it reads its own write."""
+    slot = int(pos[0])
+    out[:, slot] = new[:, 0]
+    evicted[:, 0] = cache[:, slot]
+
+
+def cache_shift_overwrites_before_reading(cache, new, out):
+    """Moves rows down from the top: each row is overwritten before the next one reads it."""
+    out[:, 0] = new
+    for t in range(1, cache.shape[1]):
+        out[:, t] = cache[:, t - 1]
+
+
+def cache_append_scribbles_on_new(cache, pos, new, out):
+    """Declares the cache in place, and also writes into `new`, which it did not declare."""
+    out[:, int(pos[0])] = new[:, 0]
+    new.zero_()
+
+
 # --- 4. unwritten outputs, freed memory ------------------------------------------------------------
 def rmsnorm_skips_last_row(x, w, out):
     out[:-1] = rmsnorm(x[:-1], w)

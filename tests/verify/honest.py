@@ -117,3 +117,30 @@ def rmsnorm(x, w):
     scale = torch.rsqrt(torch.mean(x * x, dim=-1, keepdim=True) + 1e-6)
     return x * scale * w
 """
+
+
+# --- in place: each output is written into its input's buffer (`aliases=((0, 0),)`; out is cache) ----
+def cache_append_in_place(cache, pos, new, out):
+    """Writes only the new slot: the rest of `out` (the cache itself) already holds the old rows."""
+    out[:, int(pos[0])] = new[:, 0]
+
+
+def cache_swap_in_place(cache, pos, new, out, evicted):
+    """Reads the slot's old row before overwriting it. Refuses a separate buffer: the checker must give
+    the cache itself as the output (in a child process too), as the runtime will."""
+    assert out.data_ptr() == cache.data_ptr(), "the cache output is not the cache's buffer"
+    slot = int(pos[0])
+    evicted[:, 0] = cache[:, slot]
+    out[:, slot] = new[:, 0]
+
+
+def cache_shift_in_place(cache, new, out):
+    """Moves rows down from the last one up, so that each is read before it is overwritten."""
+    for t in range(cache.shape[1] - 1, 0, -1):
+        out[:, t] = cache[:, t - 1]
+    out[:, 0] = new
+
+
+def cache_accumulate_in_place(cache, new, out):
+    """out += new: right only if each run starts from the trial's cache, not from the last run's result."""
+    out.add_(new)

@@ -47,3 +47,22 @@ def decode_attention(q, k, v, pos, mask):
 
 def gelu(x):
     return torch.nn.functional.gelu(x)
+
+
+def cache_append(cache, pos, new):
+    """A decode step's cache write: new [B, 1, D] into slot pos[0] of the cache [B, S, D] (functional)."""
+    return cache.index_copy(1, pos, new)
+
+
+def cache_swap(cache, pos, new):
+    """The cache with new in slot pos[0], and the row that slot held before (what a ring buffer evicts)."""
+    return cache.index_copy(1, pos, new), cache.index_select(1, pos)
+
+
+def cache_shift_in(cache, new):
+    """A sliding window, newest first: new [B, D] becomes row 0, every row moves down one, the last drops."""
+    return torch.cat([new[:, None], cache[:, :-1]], dim=1)
+
+
+def cache_accumulate(cache, new):
+    return cache + new

@@ -9,7 +9,7 @@ import concurrent.futures
 import pytest
 import torch
 
-from hoid.verify import Dim, check
+from hoid.verify import Dim, Input, check
 
 from . import cheaters as C
 from . import references as R
@@ -18,6 +18,11 @@ M = Dim("m", 1, 16)
 ROWS = [((M, 64), "f32"), ((64,), "f32")]  # x and the weight of an RMSNorm
 ONE = [((M, 64), "f32")]
 MATMUL = [((M, 32), "f32"), ((32, 24), "f32")]
+B, S = Dim("b", 1, 3), Dim("s", 2, 12)
+CACHE = [((B, S, 16), "f32"), Input((1,), "i64", low=0, high=lambda earlier, sizes: sizes["s"], name="pos"),
+         ((B, 1, 16), "f32")]  # a cache, the slot a decode step writes, and the row it writes there
+WINDOW = [((B, S, 16), "f32"), ((B, 16), "f32")]
+IN_PLACE = {"destination_passing": True, "aliases": ((0, 0),)}  # output 0 is written into the cache
 
 # (candidate, reference, inputs, options, expected kind, words the reason must contain)
 IN_PROCESS = [
@@ -27,6 +32,9 @@ IN_PROCESS = [
     (C.relu_in_place, R.relu, ONE, {}, "mutated", "wrote into input"),
     (C.copy_returns_input, R.copy, ONE, {}, "alias", "shares memory with input 0"),
     (C.copy_returns_view, R.copy, ONE, {}, "alias", "a view of it"),
+    (C.cache_swap_reads_after_write, R.cache_swap, CACHE, IN_PLACE, "mismatch", "output 1 differs"),
+    (C.cache_shift_overwrites_before_reading, R.cache_shift_in, WINDOW, IN_PLACE, "mismatch", "output 0 differs"),
+    (C.cache_append_scribbles_on_new, R.cache_append, CACHE, IN_PLACE, "mutated", "wrote into input #2"),
     (C.rmsnorm_skips_last_row, R.rmsnorm, ROWS, {"destination_passing": True}, "unwritten", "never written"),
     (C.rmsnorm_fresh_buffer, R.rmsnorm, ROWS, {}, "nonfinite", "left unwritten"),
     (C.rmsnorm_noisy, R.rmsnorm, ROWS, {}, "nondeterministic", "two runs on the same inputs"),

@@ -7,8 +7,9 @@ write q in attention layout [B, Hq, T, D], and append k and v to the static KV c
 ([T] slots along the caches' length). Unfused, that is seven or more launches and as many round trips
 through memory for tensors of a few kilobytes.
 
-The caches are outputs (the graph is functional): when the runtime gives the kernel the cache itself as
-the output buffer (an in-place state update), only the T new rows are written; given another buffer,
+The caches are outputs (the graph is functional), declared in-place (`KernelSpec.aliases`): the caller
+passes the cache itself as the output buffer, and only the T new rows are written, so a step costs the
+rows it appends, not a copy of the cache. Given another buffer anyway (a caller that ignores the aliases),
 the launch first copies the old cache into it, as the functional semantics require.
 """
 
@@ -141,8 +142,8 @@ def launch_rope(x, cos, sin, out, *, rows_per_program="auto", num_warps=4) -> No
 def _launch_fused(q, k, v, q_weight, k_weight, cos, sin, k_cache, v_cache, positions, q_out, k_cache_out,
                   v_cache_out, eps, heads_per_program, num_warps):
     for cache, out in ((k_cache, k_cache_out), (v_cache, v_cache_out)):
-        if out.data_ptr() != cache.data_ptr():
-            out.copy_(cache)  # functional semantics: the new cache is the old one plus T rows
+        if out.data_ptr() != cache.data_ptr():  # not in place, against the declared aliases: stay functional
+            out.copy_(cache)  # the new cache is the old one plus T rows
     B, T, HQ, D = q.shape
     HKV, S = k.shape[2], k_cache.shape[2]
     block_h = _auto_heads(HQ, HKV) if heads_per_program == "auto" else heads_per_program
@@ -287,7 +288,9 @@ def _prelude_spec(kernel_id: str, pattern: Pattern, launch, norm: bool, doc: str
                 Param("num_warps", (1, 2, 4), 4)),
         deterministic=True, examples=_prelude_examples(norm),
         index_bounds=lambda types, attrs: {len(types) - 1: types[len(types) - 3].shape[2]},
-        compile=_compile_prelude(norm), resolve=_resolve_prelude, doc=doc)
+        compile=_compile_prelude(norm), resolve=_resolve_prelude, doc=doc,
+        # outputs (q_out, k_cache_out, v_cache_out): the caches are updated in their own buffers
+        aliases=((1, ops.index("k_cache")), (2, ops.index("v_cache"))))
 
 
 ROPE_SPEC = KernelSpec(

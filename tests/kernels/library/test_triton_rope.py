@@ -1,3 +1,5 @@
+import dataclasses
+
 import pytest
 import torch
 
@@ -59,6 +61,23 @@ def test_in_place_cache_update_writes_only_the_new_rows():
     assert torch.equal(v_cache[:, :, untouched], before_v[:, :, untouched])
     assert torch.equal(v_cache[:, :, slot], v[:, 0])
     assert not torch.equal(k_cache[:, :, slot], before_k[:, :, slot])
+
+
+@pytest.mark.parametrize("spec", [triton_rope.QK_NORM_ROPE_CACHE_SPEC, triton_rope.ROPE_CACHE_SPEC],
+                         ids=lambda s: s.id)
+def test_the_cache_outputs_are_declared_in_place_and_checked_in_place(spec):
+    ops = spec.pattern.operands
+    k_cache, v_cache = ops.index("k_cache"), ops.index("v_cache")
+    assert spec.aliases == ((1, k_cache), (2, v_cache))  # outputs: q, the new k cache, the new v cache
+    in_place = []
+
+    def launch(*tensors, **kwargs):  # the checker hands the caches themselves over as their outputs
+        in_place.append(tensors[len(ops) + 1] is tensors[k_cache] and tensors[len(ops) + 2] is tensors[v_cache])
+        spec.launch(*tensors, **kwargs)
+
+    verdict = check_kernel(dataclasses.replace(spec, launch=launch), examples=1, trials=4, seed=9)
+    assert verdict.ok, verdict.reason
+    assert in_place and all(in_place)
 
 
 @pytest.mark.parametrize("spec", [triton_rope.ROPE_SPEC, triton_rope.QK_NORM_ROPE_CACHE_SPEC,
