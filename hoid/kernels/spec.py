@@ -195,22 +195,3 @@ def output_buffers(aliases, inputs: Sequence, n_outputs: int, allocate: Callable
     aliased = dict(aliases)
     return [inputs[aliased[k]] if k in aliased else allocate(k) for k in range(n_outputs)]
 
-
-def _source_of(fn: Callable) -> str:
-    """launch's module source; else its own source; else its bytecode and constants (a launch defined
-    where no source file exists, e.g. `python -c`): never its name alone, which two bodies may share."""
-    module = inspect.getmodule(fn)
-    for target in ([module] if module is not None else []) + [fn]:
-        try:
-            return inspect.getsource(target)
-        except (OSError, TypeError):
-            pass
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        return getattr(fn, "__qualname__", repr(fn))
-    return _code_text(code)
-
-
-def _code_text(code) -> str:
-    consts = [_code_text(c) if inspect.iscode(c) else repr(c) for c in code.co_consts]
-    return f"{code.co_code.hex()}|{code.co_names}|{consts}"
