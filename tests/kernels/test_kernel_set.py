@@ -3,7 +3,7 @@
 import pytest
 
 from hoid.ir import TensorType
-from hoid.kernels import AcceptedStore, KernelSet, KernelSpec, get, op_pattern
+from hoid.kernels import AcceptedStore, KernelSet, KernelSpec, op_pattern
 from hoid.kernels.kernel_set import Accepted
 
 X, W = TensorType((2, 8), "f32"), TensorType((8,), "f32")
@@ -18,9 +18,14 @@ def _spec(kernel_id="test.norm", source_tag=""):
 
 
 def test_the_default_set_is_the_built_in_library_alone():
+    from hoid.kernels import library_kernels
+
     default = KernelSet.default()
-    assert "triton.rmsnorm" in default and default["triton.rmsnorm"] is get("triton.rmsnorm")
-    assert default.allows(get("triton.rmsnorm"), [X, W], {"eps": 1e-6}) is None
+    assert {s.id for s in default} == set(library_kernels()) and "triton.rmsnorm" in default
+    rmsnorm = default["triton.rmsnorm"]
+    assert rmsnorm.launch.__module__.startswith("hoid.kernels.library")
+    assert default.allows(rmsnorm, [X, W], {"eps": 1e-6}) is None
+    assert "not in this kernel set" in default.allows(_spec("triton.rmsnorm"), [X, W], {"eps": 1e-6})
 
 
 def test_an_accepted_kernel_is_allowed_only_at_its_signature():
