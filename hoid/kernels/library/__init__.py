@@ -4,7 +4,7 @@ The Triton kernels register whether or not triton is installed (their modules im
 launching one without it raises `MissingTritonError`, which names the package.
 """
 
-from ..registry import register
+from ..registry import register_library
 from . import (
     torch_matmul,
     torch_rmsnorm,
@@ -42,11 +42,11 @@ TRITON_SPECS = (
 )
 
 for _spec in TRITON_SPECS:
-    register(_spec)
+    register_library(_spec)
 
 # The vendor kernels: a correct, measurable fallback for every pattern the library implements.
 TORCH_SPECS = tuple(m.SPEC for m in (torch_matmul, torch_sdpa, torch_sdpa_masked, torch_rmsnorm, torch_rope,
                                      torch_silu_mul, torch_swiglu_merged, torch_softmax))
 
 for _spec in TORCH_SPECS:
-    register(_spec)
+    register_library(_spec)
