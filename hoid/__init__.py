@@ -19,3 +19,7 @@ __all__ += ["from_torch"]  # import a PyTorch module (hoid/ir/from_torch/)
 from . import search  # noqa: E402  the e-graph search (hoid/search/): egglog loads only when a search runs
 
 __all__ += ["search"]
+
+from .agent import Budget, optimize  # noqa: E402  the loop (hoid/agent/): egglog loads only when a run starts
+
+__all__ += ["Budget", "optimize"]
