@@ -20,6 +20,12 @@ from . import search  # noqa: E402  the e-graph search (hoid/search/): egglog lo
 
 __all__ += ["search"]
 
-from .agent import Budget, optimize  # noqa: E402  the loop (hoid/agent/): egglog loads only when a run starts
+__all__ += ["Budget", "optimize"]  # the loop (hoid/agent/), loaded on first use: importing hoid stays light
 
-__all__ += ["Budget", "optimize"]
+
+def __getattr__(name: str):
+    if name in ("Budget", "optimize"):
+        from . import agent
+
+        return getattr(agent, name)
+    raise AttributeError(f"module 'hoid' has no attribute {name!r}")

@@ -90,7 +90,8 @@ def optimize(graph: Graph, *, agent="library", budget: Budget | None = None, dev
     else a modelled H200 plan). journal: the journal file (default `HOID_JOURNAL`, else the user cache);
     an unfinished run of the same graph, device and proposers there is resumed. rules: saturate the rule
     sets first. k: finalists per extraction. cache: a `hoid.measure.MeasureCache`; store: a
-    `hoid.kernels.AcceptedStore` (measured acceptances, reused per device); executor: where checks and
+    `hoid.kernels.AcceptedStore` or its path (default: `HOID_KERNELS`'s; False for none): measured
+    acceptances, stored and reused per device; executor: where checks and
     measurements run (default `LocalExecutor`); trials: numerical-check trials; progress: a callable
     given each event (a dict) as it happens, for the CLI.
     """
@@ -109,7 +110,7 @@ class Runner:
         self.proposers = proposers_for(agent)
         self.journal = journal if isinstance(journal, Journal) else Journal(journal)
         self.progress = progress or (lambda event: None)
-        self.store = store
+        self.store = AcceptedStore() if store is None else (None if store is False else store)  # HOID_KERNELS
         agents = ",".join(p.name for p in self.proposers)
         key = f"{graph_hash(graph)}|{device.name}|{agents}|rules={rules}"
         self.run_id, self.resumed = self.journal.open_run(key, graph.name, device.name, agents, str(budget))

@@ -15,6 +15,7 @@ from .helpers import SLOW_RMSNORM, Only, TorchLibrary, norm_graph
 @pytest.fixture(autouse=True)
 def _private_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("HOID_CACHE", str(tmp_path / "measure.sqlite"))
+    monkeypatch.setenv("HOID_KERNELS", str(tmp_path / "kernels.sqlite"))
 
 
 def test_a_model_is_refused_with_the_fix():

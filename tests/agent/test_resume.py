@@ -25,7 +25,8 @@ hoid.optimize(mlp_block(), agent=[TorchLibrary()], device="cpu", journal={journa
 
 def test_sigkill_then_resume_loses_nothing_and_repeats_no_measurement(tmp_path, monkeypatch):
     journal, stall = tmp_path / "journal.sqlite", tmp_path / "stalled"
-    env = {**os.environ, "HOID_CACHE": str(tmp_path / "measure.sqlite"), "PYTHONPATH": str(ROOT),
+    env = {**os.environ, "HOID_CACHE": str(tmp_path / "measure.sqlite"),
+           "HOID_KERNELS": str(tmp_path / "k.sqlite"), "PYTHONPATH": str(ROOT),
            "HOID_TEST_STALL_AFTER": "3", "HOID_TEST_STALL_FILE": str(stall), "TRITON_INTERPRET": "1"}
     child = subprocess.Popen([sys.executable, "-c", SCRIPT.format(journal=str(journal))], env=env, cwd=ROOT)
     try:
@@ -46,6 +47,7 @@ def test_sigkill_then_resume_loses_nothing_and_repeats_no_measurement(tmp_path, 
     assert fresh_before  # the killed run did measure things
 
     monkeypatch.setenv("HOID_CACHE", env["HOID_CACHE"])
+    monkeypatch.setenv("HOID_KERNELS", env["HOID_KERNELS"])
     opt = hoid.optimize(mlp_block(), agent=[TorchLibrary()], device="cpu", journal=journal, trials=4)
     assert opt.report.resumed
     with Journal(journal) as j:
