@@ -19,3 +19,13 @@ __all__ += ["from_torch"]  # import a PyTorch module (hoid/ir/from_torch/)
 from . import search  # noqa: E402  the e-graph search (hoid/search/): egglog loads only when a search runs
 
 __all__ += ["search"]
+
+__all__ += ["Budget", "optimize"]  # the loop (hoid/agent/), loaded on first use: importing hoid stays light
+
+
+def __getattr__(name: str):
+    if name in ("Budget", "optimize"):
+        from . import agent
+
+        return getattr(agent, name)
+    raise AttributeError(f"module 'hoid' has no attribute {name!r}")
