@@ -64,7 +64,9 @@ def generate(lowered: Lowered, plan: Plan, *, sample=None) -> Program:
     for v in graph.runtime_inputs:
         ident[v.name] = names.new(v.name)
         params.append(ident[v.name])
-    for name in sorted(set(v.name for v in graph.weight_inputs) | lowered.static):
+    # only what a call reads is bound: a weight merged into another, or a partial merge, is not kept
+    used = {v.name for n in plan.steps for v in n.inputs} | {v.name for v in graph.outputs}
+    for name in sorted((set(v.name for v in graph.weight_inputs) | lowered.static) & used):
         ident[name] = names.new("w_" + name)
         prog.tensors[ident[name]] = ("value", name)
     for name in plan.buffers:
