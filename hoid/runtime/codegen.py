@@ -85,7 +85,9 @@ def generate(lowered: Lowered, plan: Plan, *, sample=None) -> Program:
     outs = [ident[state_of] if (state_of := _state_of(graph, v.name)) else ident[v.name] for v in graph.outputs]
     if sample is not None:
         prog.objects["sample"] = sample
-        lines.append(f"    {outs[0]} = sample({outs[0]})  # the next token, sampled in the step")
+        token = names.new("next_token")
+        lines.append(f"    {token} = sample({outs[0]})  # the next token, sampled in the step")
+        outs[0] = token
     lines.append(f"    return ({', '.join(outs)},)")
     prog.source = "\n".join(lines) + "\n"
     return prog
