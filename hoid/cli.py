@@ -64,6 +64,23 @@ def _validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_profile(sub) -> None:
+    """`hoid profile FILE`: the in-context profile of a compiled document (hoid.runtime.profile)."""
+    def run(args: argparse.Namespace) -> int:
+        from . import load
+        from .runtime import compile
+        from .runtime.profile import example_inputs, print_profile, profile
+
+        compiled = compile(load(args.file))
+        print_profile(profile(compiled, example_inputs(compiled)), limit=args.limit)
+        return 0
+
+    pr = sub.add_parser("profile", help="compile a .hoid document and time each node in the compiled step")
+    pr.add_argument("file")
+    pr.add_argument("--limit", type=int, default=25, help="rows shown (slowest first)")
+    pr.set_defaults(func=run)
+
+
 def main(argv: list[str] | None = None) -> int:
     from .models.examples import EXAMPLES
 
@@ -76,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     va = sub.add_parser("validate", help="parse and validate a .hoid document")
     va.add_argument("file")
     va.set_defaults(func=_validate)
+    _add_profile(sub)
     args = parser.parse_args(argv)
     try:
         return args.func(args)
