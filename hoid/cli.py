@@ -176,6 +176,23 @@ def _one_line(error: BaseException, args: argparse.Namespace) -> str:
     return text
 
 
+def _add_profile(sub, common) -> None:
+    """`hoid profile FILE`: the in-context profile of a compiled document (hoid.runtime.profile)."""
+    def run(args: argparse.Namespace) -> int:
+        from . import load
+        from .runtime import compile
+        from .runtime.profile import example_inputs, print_profile, profile
+
+        compiled = compile(load(args.file))
+        print_profile(profile(compiled, example_inputs(compiled)), limit=args.limit)
+        return 0
+
+    pr = sub.add_parser("profile", parents=[common], help="compile a .hoid document and time each node in the compiled step")
+    pr.add_argument("file")
+    pr.add_argument("--limit", type=int, default=25, help="rows shown (slowest first)")
+    pr.set_defaults(func=run)
+
+
 def main(argv: list[str] | None = None) -> int:
     from . import __version__
     from .models.examples import EXAMPLES
@@ -205,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
                         "if the weights file is beside it)")
     va.add_argument("file")
     va.set_defaults(func=_validate)
+    _add_profile(sub, common)
     args = parser.parse_args(argv)
     try:
         return args.func(args)
