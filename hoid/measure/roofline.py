@@ -44,10 +44,12 @@ def memory_floor(nbytes: int, device: Device) -> float:
 
 
 def region_work(region: Graph) -> tuple[int, int]:
-    """(flops, bytes) of a fused region: every node's arithmetic, but memory traffic only for the region's
-    inputs (read once) and outputs (written once): a fused kernel keeps its intermediates on chip."""
-    nbytes = sum(v.type.nbytes for v in region.inputs_of_kind("input", "weight", "state"))
-    return region.flops(), nbytes + sum(v.type.nbytes for v in region.outputs)
+    """(flops, bytes) of a fused region: every node's arithmetic; memory traffic as a `kernel` node over the
+    region counts it (`hoid.ir.ops.kernel.body_bytes`: inputs read once, outputs written once, no more than
+    the region's ops move, so a gather reads its rows and a cache append writes its rows)."""
+    from ..ir.ops.kernel import body_bytes
+
+    return region.flops(), body_bytes(region)
 
 
 def region_floor(region: Graph, device: Device) -> float:
