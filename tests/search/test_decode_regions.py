@@ -1,10 +1,12 @@
 """The decode regions issue 11 found unreached: the fused attention prelude (b), linear + residual written
 residual first (c), grouped-query attention over expanded caches (d). Each test fails without its fix."""
 
+import pytest
+import torch
 
-from hoid.ir import GraphBuilder
+from hoid.ir import GraphBuilder, run
 from hoid.kernels import KernelSet, get
-from hoid.search import SearchSpace, apply_library, default_rulesets
+from hoid.search import SearchSpace, apply_library, default_rulesets, rewrite
 
 
 def _library(graph, *kernel_ids):
@@ -20,3 +22,31 @@ def test_residual_plus_linear_gets_the_linear_add_kernel():
     graph = b.build(b.add(residual, b.matmul(x, b.transpose(w, dim0=0, dim1=1))))  # as the model adds it
     _, report = _library(graph, "triton.linear_add")
     assert report.injected.get("triton.linear_add") == 1, report.skipped
+
+
+@pytest.fixture(scope="module")
+def tiny_decode_step():
+    pytest.importorskip("transformers")
+    from hoid.models import build_model, decode_step_graph
+
+    return decode_step_graph(build_model("qwen3-1.7b-tiny"), 8)  # 4 query heads over 2 kv heads
+
+
+def _step_inputs(graph, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    caches = [torch.randn(v.type.shape, generator=g) for v in graph.inputs_of_kind("state")]
+    return [torch.randint(0, 256, (1, 1), generator=g), torch.tensor([3]), *caches]
+
+
+def test_attention_reads_the_kv_heads_as_cached(tiny_decode_step):
+    before = tiny_decode_step.op_counts()
+    assert before["expand"] >= 4 and before["contiguous"] >= 4  # repeat_kv of k and v, in each layer
+    after = rewrite(tiny_decode_step, kernels=KernelSet.empty())
+    counts = after.op_counts()
+    assert "contiguous" not in counts and not any(n.op == "expand" and n.outputs[0].type.rank == 5
+                                                  for n in after.nodes)
+    sdpa = [n for n in after.nodes if n.op == "sdpa"]
+    assert len(sdpa) == 2 and all(n.attrs["enable_gqa"] and n.inputs[1].type.shape[1] == 2 for n in sdpa)
+    inputs = _step_inputs(tiny_decode_step)
+    for expected, got in zip(run(tiny_decode_step, *inputs), run(after, *inputs), strict=True):
+        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
