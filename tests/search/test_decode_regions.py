@@ -50,3 +50,16 @@ def test_attention_reads_the_kv_heads_as_cached(tiny_decode_step):
     inputs = _step_inputs(tiny_decode_step)
     for expected, got in zip(run(tiny_decode_step, *inputs), run(after, *inputs), strict=True):
         torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_the_fused_attention_prelude_joins_each_layer_once(tiny_decode_step):
+    # no output of the prelude reaches every input: q's rotation, the k and the v appends are matched
+    # together, and only within a layer (cos, sin and the positions are shared by all layers)
+    space, report = _library(tiny_decode_step, "triton.qk_norm_rope_cache")
+    assert report.injected == {"triton.qk_norm_rope_cache": 2}, report.skipped
+    graph = space.extract().graph
+    fused = [n for n in graph.nodes if n.op == "kernel"]
+    assert len(fused) == 2 and {n.inputs[7].name for n in fused} == {"cache.0.k", "cache.1.k"}
+    inputs = _step_inputs(tiny_decode_step, seed=1)
+    for expected, got in zip(run(tiny_decode_step, *inputs), run(graph, *inputs), strict=True):
+        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
