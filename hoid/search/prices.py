@@ -127,3 +127,28 @@ class PricedCost:
         if self.status(call) == "measured":
             return float(self.prices.seconds(call))
         return self.analytic(call)
+
+
+def priced_calls(graph: Graph, device: Device, kernels=None) -> list[OpCall]:
+    """Every call a search of `graph` for `device` asks prices of: each e-node after the rule sets and the
+    library (kernels with their resolved params), except what is free whatever the prices (inputs,
+    projections, weight-only terms, views), each once by its `price_key`. What the shipped rows must hold."""
+    from .cost import op_call, weight_only_classes
+    from .library import apply_library
+    from .rules import default_rulesets
+    from .snapshot import ABSENT, INPUT, OUT
+    from .space import SearchSpace
+
+    space = SearchSpace(graph, target=device.target())
+    space.saturate(default_rulesets())
+    apply_library(space, kernels)
+    snapshot = space.snapshot()
+    folded = weight_only_classes(snapshot, {v.name for v in graph.weight_inputs})
+    analytic, calls = AnalyticCost(device), {}
+    for node in snapshot.nodes.values():
+        if node.op in (INPUT, ABSENT, OUT) or all(c in folded for c in snapshot.operands(node)):
+            continue
+        call = op_call(snapshot, node, space.encoding.kernels)
+        if call.op == "kernel" or analytic(call) > 0:
+            calls.setdefault(price_key(device.name, call), call)
+    return list(calls.values())

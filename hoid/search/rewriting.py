@@ -102,12 +102,13 @@ def search(graph: Graph, *, device: str | Device = "h200", cost: CostModel | Non
 
 
 def _split(graph: Graph, model: PricedCost, report: SearchReport) -> None:
-    """Each chosen call under measured or modelled, with its price (weight-only nodes are folded: free)."""
+    """Each chosen call under measured or modelled, with its price; free as `cost.node_costs` has it: a node
+    whose operands are all weight-only (none, for a constant) is folded when weights are bound."""
     from ..ir.analysis import weight_only_values
 
     folded = weight_only_values(graph)
     for node in graph.nodes:
-        if all(v.name in folded for v in node.outputs):
+        if all(v.name in folded for v in node.inputs):
             continue
         call = OpCall(node.op, tuple(v.type.contiguous() for v in node.inputs),
                       tuple(v.type.contiguous() for v in node.outputs), dict(node.attrs))
