@@ -124,6 +124,8 @@ class PricedCost:
         return "modelled" if call.key() in self._tainted else "measured"
 
     def __call__(self, call: OpCall) -> float:
+        if not self.prices.rows:  # nothing measured: every price is the model's (no lookups per e-node)
+            return self.analytic(call)
         if self.status(call) == "measured":
             return float(self.prices.seconds(call))
         return self.analytic(call)
