@@ -1,11 +1,7 @@
 """Graphs shared by the runtime tests, built once per session (importing a decode step takes seconds)."""
 
-import os
-
 import pytest
 import torch
-
-os.environ.setdefault("TRITON_INTERPRET", "1")  # kernel nodes run under the Triton interpreter on the CPU
 
 CACHE = 16
 
