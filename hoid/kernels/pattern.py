@@ -77,7 +77,10 @@ def graph_pattern(graph: Graph, name: str, doc: str = "") -> Pattern:
     def build(b: GraphBuilder, ins: list[Value], attrs: dict):
         env = {name_: v for name_, v in zip(operands, ins, strict=True)}
         for node in graph.nodes:
-            out = b.op(node.op, *(env[v.name] for v in node.inputs), **node.attrs)
+            # the region's own value names: they cannot clash with its inputs', which fresh names could
+            first = node.outputs[0].name
+            base = first if len(node.outputs) == 1 else first[:-2] if first.endswith(".0") else f"{first}_"
+            out = b.op(node.op, *(env[v.name] for v in node.inputs), name=base, **node.attrs)
             for value, new in zip(node.outputs, out if isinstance(out, tuple) else (out,), strict=True):
                 env[value.name] = new
         outs = tuple(env[v.name] for v in graph.outputs)
