@@ -205,6 +205,9 @@ def main(argv: list[str] | None = None) -> int:
                         "if the weights file is beside it)")
     va.add_argument("file")
     va.set_defaults(func=_validate)
+    from .cli_agent import add_commands  # show, regions, propose, report: the file boundary (hoid/cli_agent.py)
+
+    add_commands(sub, common)
     args = parser.parse_args(argv)
     try:
         return args.func(args)
