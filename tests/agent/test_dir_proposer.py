@@ -51,7 +51,7 @@ def test_wrong_kernel_rejected_with_counterexample_and_slow_one_discarded(small)
     assert wrong["source"].count("eps dropped") == 1  # the journal holds the source that was checked
     assert slow["verdict"] == "passed" and not slow["kept"]
     assert slow["kernel_evidence"] == "measured" and slow["graph_s"] is not None
-    assert slow["graph_s"] >= opt.baseline_s * 0.98 and "not" in slow["why"] or "slower" in slow["why"]
+    assert slow["why"].startswith("whole graph") and "(measured)" in slow["why"]  # discarded on the CPU timer
     assert not any(n.op == "kernel" and n.attrs["kernel"].startswith("dir.") for n in opt.graph.nodes)
 
 
@@ -62,7 +62,6 @@ def test_every_example_kernel_loads_and_its_region_occurs_in_the_layer(small):
     qkv = next(k for k in kernels if k.id == "dir.qkv_norm_rope_cache").spec()
     assert qkv.aliases == ((1, 8), (2, 10))  # the cache appends are in place, inferred from index_copy
     shipped = load_kernels(EXAMPLES)  # the shipped ones: bf16, Qwen3-1.7B's shapes
-    assert all(k.region.inputs[0].value.type.dtype in ("bf16", "i64") or True for k in shipped)
     assert {str(gi.value.type) for k in shipped for gi in k.region.inputs} >= {"bf16[6144,2048]"}
 
 
