@@ -224,6 +224,9 @@ def main(argv: list[str] | None = None) -> int:
     va.add_argument("file")
     va.set_defaults(func=_validate)
     _add_profile(sub, common)
+    from .cli_agent import add_commands  # show, regions, propose, report: the file boundary (hoid/cli_agent.py)
+
+    add_commands(sub, common)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

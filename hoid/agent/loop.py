@@ -142,7 +142,10 @@ class Runner:
         self._load_persisted()
         stop = "every proposer ran dry"
         try:
-            regions = discover(self.space, list(library_kernels().values()), self.device,
+            # the library's patterns, and those of proposers that bring their own (`region_specs()`)
+            specs = list(library_kernels().values()) + [s for p in self.proposers
+                                                        for s in getattr(p, "region_specs", list)()]
+            regions = discover(self.space, specs, self.device,
                                measured=self.executor.on_device if hasattr(self.executor, "on_device") else False)
             context = Context(self.graph, regions, self.device, self.accepted, self.history, self._spend_llm)
             self._emit(kind="regions", count=len(regions))

@@ -18,6 +18,10 @@ the whole graph gets faster beyond the noise. A proposer never sees a verdict it
 `context.history` (earlier attempts' outcomes) to adapt. Proposers that spend LLM tokens report them
 with `context.spend(tokens=, turns=)` so the budget can stop them. Offline proposers must be
 deterministic (same context, same proposals in the same order): that is what makes runs reproducible.
+
+The loop's regions are those of the library's patterns. A proposer whose kernels implement other
+patterns (a region cut from the graph, as `DirectoryProposer`'s do) lists their specs in an optional
+`region_specs()`, and the loop finds their regions too.
 """
 
 from __future__ import annotations
@@ -121,14 +125,21 @@ class Proposer(Protocol):
 _FACTORIES: dict[str, Callable[[], Proposer]] = {}
 
 
-def register_proposer(name: str, factory: Callable[[], Proposer]) -> None:
-    """Make `agent=name` (and `hoid optimize --agent name`) build a proposer with `factory()`."""
-    _FACTORIES[name] = factory
+_PREFIXES: dict[str, Callable[[str], Proposer]] = {}
+
+
+def register_proposer(name: str, factory: Callable[..., Proposer]) -> None:
+    """Make `agent=name` (and `hoid optimize --agent name`) build a proposer with `factory()`. A name
+    ending in ":" is a prefix: `agent="dir:examples/kernels"` builds `factory("examples/kernels")`."""
+    if name.endswith(":"):
+        _PREFIXES[name] = factory
+    else:
+        _FACTORIES[name] = factory
 
 
 def proposer_names() -> list[str]:
     _builtins()
-    return sorted(_FACTORIES)
+    return sorted(_FACTORIES) + [f"{p}<arg>" for p in sorted(_PREFIXES)]
 
 
 def proposers_for(agent) -> list[Proposer]:
@@ -138,8 +149,12 @@ def proposers_for(agent) -> list[Proposer]:
     out = []
     for item in items:
         if isinstance(item, str):
+            prefix = next((p for p in _PREFIXES if item.startswith(p)), None)
+            if prefix is not None:
+                out.append(_PREFIXES[prefix](item[len(prefix):]))
+                continue
             if item not in _FACTORIES:
-                raise ValueError(f"unknown agent {item!r}: known proposers are {', '.join(sorted(_FACTORIES))}; "
+                raise ValueError(f"unknown agent {item!r}: known proposers are {', '.join(proposer_names())}; "
                                  "or pass an object with .name and .propose(context)")
             out.append(_FACTORIES[item]())
         elif isinstance(item, Proposer):
@@ -157,3 +172,7 @@ def _builtins() -> None:
         from .library_proposer import LibraryProposer
 
         register_proposer("library", LibraryProposer)
+    if "dir:" not in _PREFIXES:
+        from .dir_proposer import DirectoryProposer
+
+        register_proposer("dir:", DirectoryProposer)

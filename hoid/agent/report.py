@@ -65,3 +65,67 @@ class Report:
             lines += ["", "Kernels accepted on modelled evidence are provisional: not stored for the device; "
                       "run on the device to measure them."]
         return "\n".join(lines)
+
+
+def report_from_journal(journal, run: int | None = None) -> Report:
+    """The `Report` of run `run` of `journal` (a `Journal`; default: its last run), read back from the file:
+    what `hoid report` prints for a run that has ended, or one still going."""
+    import json
+
+    from ..ir.text import loads
+
+    if run is None:
+        row = journal.db.execute("select max(id) from runs").fetchone()
+        if row is None or row[0] is None:
+            raise LookupError("the journal holds no run yet")
+        run = row[0]
+    found = journal.db.execute("select id from runs where id = ?", (run,)).fetchone()
+    if found is None:
+        raise LookupError(f"no run {run} in the journal")
+    r = journal.run_row(run)
+    kept = []
+    best = journal.best_graph(run)
+    if best is not None:
+        kept = sorted({f"{n.attrs['kernel']} {json.dumps(n.attrs['params'], sort_keys=True)}"
+                       for n in loads(best[0]).nodes if n.op == "kernel"})
+    baseline = r["baseline_s"] or 0.0
+    return Report(r["graph"], r["device"], baseline, r["baseline_evidence"] or "modelled",
+                  r["best_s"] or baseline, r["best_evidence"] or r["baseline_evidence"] or "modelled",
+                  r["stop_reason"] or ("running, or crashed: resumable" if r["finished"] is None else "?"),
+                  str(journal.path), run, False, journal.attempts(run), kept)
+
+
+def best_over_attempts(report: Report) -> list[tuple[int, float, bool]]:
+    """(attempt number, the best whole-graph time after it, kept at it) from the baseline (attempt 0) on."""
+    best = report.baseline_s
+    points = [(0, best, False)]
+    for i, a in enumerate(report.attempts, 1):
+        kept = bool(a["kept"]) and a["graph_s"] is not None
+        if kept:
+            best = min(best, a["graph_s"])
+        points.append((i, best, kept))
+    return points
+
+
+def plot_best(report: Report, path) -> None:
+    """A PNG at `path`: the best whole-graph latency over attempts, kept attempts marked, evidence labelled."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display on a GPU machine or in CI
+    import matplotlib.pyplot as plt
+
+    points = best_over_attempts(report)
+    xs, ys = [p[0] for p in points], [p[1] * 1e6 for p in points]
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=100)
+    ax.step(xs, ys, where="post", label="best so far")
+    ax.scatter([p[0] for p in points if p[2]], [p[1] * 1e6 for p in points if p[2]], color="tab:green",
+               zorder=3, label="kept")
+    ax.set_xlabel("attempt")
+    ax.set_ylabel(f"whole graph (µs, {report.best_evidence})")
+    ax.set_title(f"{report.graph} on {report.device}: {report.gain:.3f}x "
+                 f"({'measured' if report.measured else 'modelled'})")
+    ax.set_ylim(bottom=0)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

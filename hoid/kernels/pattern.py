@@ -60,3 +60,30 @@ def op_pattern(op_name: str, arity: int | None = None) -> Pattern:
         return b.op(op_name, *ins, **attrs)
 
     return Pattern(op_name, operands, build, op.attrs, doc=op.doc)
+
+
+def graph_pattern(graph: Graph, name: str, doc: str = "") -> Pattern:
+    """The pattern of a region given as a graph (a `.hoid` body document: `Region.body()`, plain inputs
+    only): its nodes replayed op by op over new inputs, so that the search can match it and the
+    interpreter can run it at the types it is built for. It takes no attrs: the region's own (an eps, a
+    reshape's shape) are part of it. Built at other input types, shape inference recomputes every type on
+    the way, and a node whose attrs do not fit those types fails to build (no match)."""
+    kinds = {gi.kind for gi in graph.inputs}
+    if kinds - {"input"}:
+        raise ValueError(f"pattern {name}: a region's inputs are all plain inputs (Region.body() makes them so), "
+                         f"this graph has {sorted(kinds - {'input'})} inputs")
+    operands = tuple(gi.value.name for gi in graph.inputs)
+
+    def build(b: GraphBuilder, ins: list[Value], attrs: dict):
+        env = {name_: v for name_, v in zip(operands, ins, strict=True)}
+        for node in graph.nodes:
+            # the region's own value names: they cannot clash with its inputs', which fresh names could
+            first = node.outputs[0].name
+            base = first if len(node.outputs) == 1 else first[:-2] if first.endswith(".0") else f"{first}_"
+            out = b.op(node.op, *(env[v.name] for v in node.inputs), name=base, **node.attrs)
+            for value, new in zip(node.outputs, out if isinstance(out, tuple) else (out,), strict=True):
+                env[value.name] = new
+        outs = tuple(env[v.name] for v in graph.outputs)
+        return outs if len(outs) > 1 else outs[0]
+
+    return Pattern(name, operands, build, (), doc=doc)

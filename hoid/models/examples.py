@@ -2,6 +2,10 @@
 
 `mlp_block` is what `hoid example` shows: an RMSNorm (as pow/mean/add/rsqrt/mul, in float32) feeding a
 SwiGLU MLP with a residual add — the shapes of a decoder layer's second half, small enough for a CPU.
+
+`decode_layer` is one Qwen3 decoder layer at a decode step (one token, a static KV cache), with the
+recognised ops (rmsnorm, rope, sdpa) rather than their decomposed forms: by default at Qwen3-1.7B's
+shapes in bfloat16, what the kernels of `examples/kernels/` are written for and cut their regions from.
 """
 
 from __future__ import annotations
@@ -42,4 +46,56 @@ def mlp_block(tokens: int = 4, hidden: int = 64, intermediate: int = 128, dtype:
     return b.build(out)
 
 
-EXAMPLES = {"mlp_block": mlp_block}
+def decode_layer(hidden: int = 2048, heads: int = 16, kv_heads: int = 8, head_dim: int = 128,
+                 intermediate: int = 6144, cache_len: int = 1024, dtype: str = "bf16", seed: int = 0) -> Graph:
+    """One Qwen3 layer for one token: x [1, 1, hidden], cos/sin [1, 1, head_dim], positions i64[1] (the
+    slot), mask b8[1, 1, 1, cache_len] (True = attend), the layer's k/v caches as state; outputs the
+    layer's output and the updated caches. Random weights (the kernels' speed does not depend on them)."""
+    gen = torch.Generator().manual_seed(seed)
+    tdtype = to_torch(dtype)
+
+    def rand(*shape, scale=0.02):
+        return (torch.randn(*shape, generator=gen) * scale).to(tdtype)
+
+    q_dim, kv_dim = heads * head_dim, kv_heads * head_dim
+    b = GraphBuilder("decode_layer")
+    x = b.input("x", (1, 1, hidden), dtype)
+    cos = b.input("cos", (1, 1, head_dim), dtype)
+    sin = b.input("sin", (1, 1, head_dim), dtype)
+    positions = b.input("positions", (1,), "i64")
+    mask = b.input("mask", (1, 1, 1, cache_len), "bool")
+    k_cache = b.state("cache.k", (1, kv_heads, cache_len, head_dim), dtype)
+    v_cache = b.state("cache.v", (1, kv_heads, cache_len, head_dim), dtype)
+    p = "model.layers.0."
+
+    def w(name, *shape, **kw):
+        return b.weight(p + name, shape, dtype, rand(*shape, **kw))
+
+    def linear(v, weight):
+        return b.matmul(v, b.transpose(weight, dim0=0, dim1=1))
+
+    in_norm, post_norm = w("input_layernorm.weight", hidden, scale=0.1), w("post_attention_layernorm.weight", hidden,
+                                                                           scale=0.1)
+    q_norm, k_norm = w("self_attn.q_norm.weight", head_dim, scale=0.1), w("self_attn.k_norm.weight", head_dim,
+                                                                          scale=0.1)
+    n1 = b.rmsnorm(x, in_norm, eps=1e-6)
+    q = b.reshape(linear(n1, w("self_attn.q_proj.weight", q_dim, hidden)), shape=(1, 1, heads, head_dim))
+    k = b.reshape(linear(n1, w("self_attn.k_proj.weight", kv_dim, hidden)), shape=(1, 1, kv_heads, head_dim))
+    v = b.reshape(linear(n1, w("self_attn.v_proj.weight", kv_dim, hidden)), shape=(1, 1, kv_heads, head_dim))
+    q, k = b.rmsnorm(q, q_norm, eps=1e-6), b.rmsnorm(k, k_norm, eps=1e-6)
+    cos4, sin4 = (b.reshape(t, shape=(1, 1, 1, head_dim)) for t in (cos, sin))
+    q_rot = b.rope(b.transpose(q, dim0=1, dim1=2), cos4, sin4)
+    k_rot = b.rope(b.transpose(k, dim0=1, dim1=2), cos4, sin4)
+    new_k = b.index_copy(k_cache, positions, k_rot, dim=2)
+    new_v = b.index_copy(v_cache, positions, b.transpose(v, dim0=1, dim1=2), dim=2)
+    attn = b.sdpa(q_rot, new_k, new_v, mask, enable_gqa=True)
+    attn = b.reshape(b.transpose(attn, dim0=1, dim1=2), shape=(1, 1, q_dim))
+    h = b.add(x, linear(attn, w("self_attn.o_proj.weight", hidden, q_dim)))
+    n2 = b.rmsnorm(h, post_norm, eps=1e-6)
+    act = b.mul(b.silu(linear(n2, w("mlp.gate_proj.weight", intermediate, hidden))),
+                linear(n2, w("mlp.up_proj.weight", intermediate, hidden)))
+    out = b.add(h, linear(act, w("mlp.down_proj.weight", hidden, intermediate)))
+    return b.build(out, new_k, new_v, updates={k_cache: new_k, v_cache: new_v})
+
+
+EXAMPLES = {"mlp_block": mlp_block, "decode_layer": decode_layer}

@@ -1,0 +1,66 @@
+"""Writes each example kernel's region.hoid: its region cut from `hoid.models.examples.decode_layer`.
+
+    python examples/kernels/make_regions.py                  # Qwen3-1.7B's shapes, bf16 (what ships)
+    python examples/kernels/make_regions.py --small OUT      # a tiny f32 layer, the kernels copied to OUT (tests)
+
+A region is named by the values its nodes produce (`Region.of`), the same at every size of the layer:
+`hoid regions FILE --cut t27,t28,...` prints the same cut of a saved document.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+# kernel folder -> the values (nodes) of decode_layer its region is made of
+CUTS = {
+    "qkv_norm_rope_cache": [f"t{i}" for i in range(1, 21)],  # q/k/v GEMVs .. q/k norms, RoPE, cache appends
+    "rmsnorm_gate_up_silu": [f"t{i}" for i in range(27, 34)],  # post-attention norm .. silu(gate) * up
+    "oproj_residual_rmsnorm": [f"t{i}" for i in range(24, 28)],  # o projection, residual add, next norm
+    "wrong_rmsnorm_gate_up_silu": [f"t{i}" for i in range(27, 34)],
+    "slow_rmsnorm_gate_up_silu": [f"t{i}" for i in range(27, 34)],
+}
+SMALL = dict(hidden=64, heads=2, kv_heads=1, head_dim=32, intermediate=128, cache_len=16, dtype="f32")
+
+
+def regions(graph) -> dict:
+    from hoid.ir import Region
+
+    out = {}
+    for name, values in CUTS.items():
+        region = Region.of(graph, values)
+        region.check_convex()
+        out[name] = region.body()
+    return out
+
+
+def write(out: Path, graph, *, copy_kernels: bool) -> None:
+    import hoid
+
+    for name, body in regions(graph).items():
+        folder = out / name
+        folder.mkdir(parents=True, exist_ok=True)
+        if copy_kernels:
+            for f in (HERE / name).iterdir():
+                if f.name != "region.hoid" and f.is_file():
+                    shutil.copy(f, folder / f.name)
+        hoid.save(body, folder / "region.hoid")
+
+
+def main() -> None:
+    from hoid.models.examples import decode_layer
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--small", metavar="OUT", help="write a tiny f32 layer's regions, with the kernels, to OUT")
+    args = parser.parse_args()
+    if args.small:
+        write(Path(args.small), decode_layer(**SMALL), copy_kernels=True)
+    else:
+        write(HERE, decode_layer(), copy_kernels=False)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,171 @@
+"""`DirectoryProposer` (`agent="dir:<path>"`): kernels written elsewhere, by a person or an outside
+coding agent, read from a directory. Offline and deterministic: folders in name order.
+
+One folder per kernel:
+
+    <path>/<name>/kernel.py     the kernel source: `launch(*inputs, *outputs, **params)`, destination-passing,
+                                with its tunable `PARAMS = {"BLOCK": (64, 128)}` declared as data
+                                (untrusted: statically checked here, run only isolated until verified)
+    <path>/<name>/region.hoid   the region it claims to replace, as a body document (`hoid regions FILE
+                                --cut ...` writes one: plain inputs in the order the launch takes them,
+                                outputs in the order it writes them)
+    <path>/<name>/meta.json     optional: {"id": "dir.<name>", "entry": "launch", "note": "why",
+                                "aliases": {"<output value>": "<input value>"}, "sweep": [{...}, ...]}
+
+`<path>` may also be one such folder. The kernel id is `dir.<name>` unless meta says otherwise; its
+version is its source's hash, so an edited kernel is a new attempt (resume skips only unchanged ones).
+An output that `index_copy` writes into a region input of its type (a cache append) is in place by
+default (`KernelSpec.aliases`): the launch gets the cache itself as that output and writes only the new
+rows; `"aliases": {}` in meta turns that off.
+
+The region is matched in the graph's e-graph like any fused pattern (structurally, then exactly), and the
+kernel claims it only at the region's own input types. The loop finds those regions because this
+proposer lists its specs in `region_specs()`; a region that does not occur in the graph gets no proposal.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import HoidError
+from ..ir import Graph
+from ..ir.text import loads
+from ..kernels.loader import KernelSource
+from ..kernels.pattern import graph_pattern
+from ..kernels.spec import Constraint, KernelSpec
+from .proposer import Context, Proposal
+
+KERNEL_FILE, REGION_FILE, META_FILE = "kernel.py", "region.hoid", "meta.json"
+META_KEYS = {"id", "entry", "note", "aliases", "sweep"}
+
+
+class KernelDirError(HoidError, ValueError):
+    """A kernel folder that cannot be read: what is wrong, where, and the fix."""
+
+
+@dataclass(frozen=True)
+class DirKernel:
+    """One kernel folder, read and statically checked (nothing in it has run)."""
+
+    name: str
+    source: KernelSource
+    region: Graph
+    meta: dict
+
+    @property
+    def id(self) -> str:
+        return self.meta.get("id", f"dir.{self.name}")
+
+    def spec(self) -> KernelSpec:
+        return region_spec(self.source, self.region, self.id, aliases=self.meta.get("aliases"),
+                           doc=self.meta.get("note", ""))
+
+    def sweep(self, spec: KernelSpec) -> tuple[dict, ...]:
+        if "sweep" in self.meta:
+            return tuple(dict(p) for p in self.meta["sweep"])
+        from .library_proposer import LibraryProposer  # one owner of "defaults first, then the choices"
+
+        return LibraryProposer()._sweep(spec)
+
+
+def region_spec(source: KernelSource, region: Graph, kernel_id: str, *, aliases: dict | None = None,
+                doc: str = "") -> KernelSpec:
+    """The spec of kernel `source` for the region `region` (a body document): its pattern is the region,
+    valid only at the region's input types, checked at exactly those (the region's index bounds kept)."""
+    from ..verify.region import index_bounds
+
+    types = [gi.value.type for gi in region.inputs]
+    pattern = graph_pattern(region, f"region:{kernel_id}", doc=doc)
+    bounds = index_bounds(region)
+    shown = ", ".join(map(str, types))
+    return source.to_spec(
+        kernel_id, pattern, doc=doc, aliases=_aliases(region, aliases),
+        constraints=(Constraint(f"the region's own input types ({shown})", lambda ts, _a: list(ts) == types),),
+        examples=lambda rng: (list(types), {}), index_bounds=lambda _ts, _a: dict(bounds))
+
+
+def _aliases(region: Graph, declared: dict | None) -> tuple[tuple[int, int], ...]:
+    inputs = [gi.value.name for gi in region.inputs]
+    outputs = [v.name for v in region.outputs]
+    if declared is not None:
+        try:
+            return tuple(sorted((outputs.index(o.lstrip("%")), inputs.index(i.lstrip("%")))
+                                for o, i in declared.items()))
+        except ValueError:
+            raise KernelDirError(f"aliases {declared}: each must map an output of the region ({', '.join(outputs)}) "
+                                 f"to one of its inputs ({', '.join(inputs)})") from None
+    producers = region.producers()
+    found = []
+    for o, value in enumerate(region.outputs):  # a cache append: index_copy into a region input of its type
+        node = producers.get(value.name)
+        if node is not None and node.op == "index_copy" and node.inputs[0].name in inputs \
+                and node.inputs[0].type == value.type:
+            found.append((o, inputs.index(node.inputs[0].name)))
+    return tuple(found)
+
+
+def load_kernel(folder: str | Path, *, kernel: str | Path | None = None, region: str | Path | None = None
+                ) -> DirKernel:
+    """The kernel folder `folder` (or its files given apart: `kernel`, `region`)."""
+    folder = Path(folder)
+    kernel_path = Path(kernel) if kernel is not None else folder / KERNEL_FILE
+    region_path = Path(region) if region is not None else folder / REGION_FILE
+    for path, what in ((kernel_path, "the kernel source"), (region_path, "the region it replaces (a .hoid body)")):
+        if not path.is_file():
+            raise KernelDirError(f"{path}: no such file; a kernel folder holds {KERNEL_FILE} and {REGION_FILE} "
+                                 f"(optionally {META_FILE}): {what} is missing")
+    meta = {}
+    if (folder / META_FILE).is_file():
+        try:
+            meta = json.loads((folder / META_FILE).read_text())
+        except json.JSONDecodeError as e:
+            raise KernelDirError(f"{folder / META_FILE}, line {e.lineno}: not JSON ({e.msg})") from None
+        unknown = set(meta) - META_KEYS if isinstance(meta, dict) else {"(not an object)"}
+        if unknown:
+            raise KernelDirError(f"{folder / META_FILE}: unknown keys {sorted(unknown)}; it may hold "
+                                 f"{', '.join(sorted(META_KEYS))}")
+    source = KernelSource.from_file(kernel_path, meta.get("entry", "launch"))
+    try:
+        graph = loads(region_path.read_text())
+    except HoidError as e:
+        raise KernelDirError(f"{region_path}: {' '.join(str(e).split())}") from None
+    return DirKernel(folder.resolve().name if kernel is None else kernel_path.stem, source, graph, meta)
+
+
+def load_kernels(path: str | Path) -> list[DirKernel]:
+    """Every kernel folder under `path` (in name order), or `path` itself when it is one."""
+    path = Path(path)
+    if not path.is_dir():
+        raise KernelDirError(f"{path}: no such directory; give a folder of kernel folders (each with {KERNEL_FILE} "
+                             f"and {REGION_FILE}), e.g. examples/kernels")
+    if (path / KERNEL_FILE).is_file():
+        return [load_kernel(path)]
+    folders = sorted(p for p in path.iterdir() if p.is_dir() and (p / KERNEL_FILE).is_file())
+    if not folders:
+        raise KernelDirError(f"{path}: no kernel folders in it (a folder holding {KERNEL_FILE} and {REGION_FILE})")
+    return [load_kernel(p) for p in folders]
+
+
+class DirectoryProposer:
+    """See the module doc. `path`: a folder of kernel folders, or one."""
+
+    def __init__(self, path: str | Path):
+        self.path = str(path)
+        self.name = f"dir:{self.path}"
+        self.kernels = load_kernels(path)
+        self._specs = [k.spec() for k in self.kernels]
+
+    def region_specs(self) -> list[KernelSpec]:
+        """The specs whose regions the loop must find in the graph (their patterns are not the library's)."""
+        return list(self._specs)
+
+    def propose(self, context: Context) -> Iterable[Proposal]:
+        for kernel, spec in zip(self.kernels, self._specs, strict=True):
+            for region in context.regions:
+                if region.pattern == spec.pattern.name and spec.rejects(list(region.types), region.attrs) is None:
+                    note = kernel.meta.get("note") or f"{kernel.id} from {self.path}"
+                    yield Proposal(region.key, spec, kernel.sweep(spec), note=note)
+
