@@ -194,7 +194,7 @@ def propose(args: argparse.Namespace) -> int:
         chosen, kernel = executor.measure_kernel(spec, region, sweep)
     mode = "measured" if executor.on_device else "analytic"
     now = profile_graph(region.body, mode=mode, device=device).total
-    floor = region_floor(region.body, device, spec.aliases)
+    floor = region_floor(region.body, device)
     gain = now / kernel.seconds if kernel.seconds > 0 else float("inf")
     print(f"kernel {format_seconds(kernel.seconds)} ({kernel.evidence}: {kernel.method}) with {chosen}")
     print(f"region now {format_seconds(now)} ({region.evidence}), floor {format_seconds(floor)} on {device.name}: "
