@@ -166,16 +166,19 @@ def _kernels(cutlass, cute, driver):
             cute.nvgpu.warpgroup.wait_group(0)
 
             # Epilogue from registers: each thread's accumulator values at their (row, col) of the tile.
+            # The accumulator is per thread: its coordinates come from this thread's slice of the MMA (the
+            # warpgroup's slice above is what WGMMA's shared-memory operands take).
+            mine = mma.get_slice(tidx)
             m, n = cute.size(c, mode=[0]), cute.size(c, mode=[1])
-            cc = thr.partition_C(cute.local_tile(cute.make_identity_tensor((m, n)), self.tile, coord,
-                                                 proj=(1, 1, None)))
-            out = thr.partition_C(gc)
+            cc = mine.partition_C(cute.local_tile(cute.make_identity_tensor((m, n)), self.tile, coord,
+                                                  proj=(1, 1, None)))
+            out = mine.partition_C(gc)
             dtype = c.element_type
             # Unrolled at trace time (CuTe warns it is slow to compile: ~10 s): every index is static, so the
             # accumulator stays in registers.
             for i in cutlass.range_constexpr(cute.size(acc)):
-                row, col = cc[i]
-                if row < m and col < n:
+                if cute.elem_less(cc[i], (m, n)):
+                    row, col = cc[i]
                     # Rounds as the unfused ops would: the matmul's result, then the add's.
                     y = acc[i].to(dtype).to(cutlass.Float32)
                     if cutlass.const_expr(self.epilogue == "add"):

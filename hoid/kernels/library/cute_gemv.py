@@ -64,6 +64,22 @@ def _kernels(cutlass, cute, driver):
             grid = ((n_out + per_block - 1) // per_block, 1, 1)
             self.kernel(x, w, res, out).launch(grid=grid, block=(32 * self.warps, 1, 1), stream=stream)
 
+        @cute.jit
+        def step(self, tx: cute.Tensor, tw: cute.Tensor, acc: cute.Tensor, first: cutlass.Int32,
+                 kv: cutlass.Int32, m_rows: cutlass.Constexpr, w_rows: cutlass.Constexpr,
+                 n_out: cutlass.Constexpr):
+            """acc[m, r] += x[m, 16 bytes at kv] . w[row r, the same 16 bytes], for every row of x and w."""
+            vec = cutlass.const_expr(cute.size(tx, mode=[0]))
+            wv = cute.make_rmem_tensor((w_rows, vec), cutlass.Float32)
+            for r in cutlass.range_constexpr(w_rows):
+                # A row past the end reads the last row (in bounds) and is never stored.
+                n = cutlass.min(first + r % self.rows, n_out - 1) + (r // self.rows) * n_out
+                wv[r, None].store(tw[(0, None), (n, kv)].load().to(cutlass.Float32))
+            for mi in cutlass.range_constexpr(m_rows):
+                xv = tx[(0, None), (mi, kv)].load().to(cutlass.Float32)
+                for r in cutlass.range_constexpr(w_rows):
+                    acc[mi * w_rows + r] += (xv * wv[r, None].load()).reduce(cute.ReductionOp.ADD, 0.0, 0)
+
         @cute.kernel
         def kernel(self, x: cute.Tensor, w: cute.Tensor, res: cute.Tensor, out: cute.Tensor):
             tidx, _, _ = cute.arch.thread_idx()
@@ -75,7 +91,6 @@ def _kernels(cutlass, cute, driver):
             n_out = cutlass.const_expr(cute.size(out, mode=[1]))
             vec = cutlass.const_expr(VECTOR_BYTES * 8 // x.element_type.width)
             step = cutlass.const_expr(32 * vec)
-            steps = cutlass.const_expr((k_len + step - 1) // step)
             halves = cutlass.const_expr(2 if self.epilogue == "swiglu" else 1)
             w_rows = cutlass.const_expr(self.rows * halves)
             first = (bidx * self.warps + warp) * self.rows
@@ -84,18 +99,14 @@ def _kernels(cutlass, cute, driver):
             # Views of 16 bytes a lane: ((1, vec), (rows, K / vec)) tiles of x and the weight.
             tx = cute.zipped_divide(x, (1, vec))
             tw = cute.zipped_divide(w, (1, vec))
-            for s in cutlass.range(steps, unroll=self.unroll):
-                kv = s * 32 + lane  # this lane's 16-byte column of the row
+            # Whole steps need no bounds check, so the unrolled loads do not wait on branches and are issued
+            # together; the last, partial step (K not a multiple of 32 x vec) checks each lane.
+            for s in cutlass.range(k_len // step, unroll=self.unroll):
+                self.step(tx, tw, acc, first, s * 32 + lane, m_rows, w_rows, n_out)
+            if cutlass.const_expr(k_len % step != 0):
+                kv = (k_len // step) * 32 + lane
                 if kv * vec < k_len:
-                    wv = cute.make_rmem_tensor((w_rows, vec), cutlass.Float32)
-                    for r in cutlass.range_constexpr(w_rows):
-                        # A row past the end reads the last row (in bounds) and is never stored.
-                        n = cutlass.min(first + r % self.rows, n_out - 1) + (r // self.rows) * n_out
-                        wv[r, None].store(tw[(0, None), (n, kv)].load().to(cutlass.Float32))
-                    for mi in cutlass.range_constexpr(m_rows):
-                        xv = tx[(0, None), (mi, kv)].load().to(cutlass.Float32)
-                        for r in cutlass.range_constexpr(w_rows):
-                            acc[mi * w_rows + r] += (xv * wv[r, None].load()).reduce(cute.ReductionOp.ADD, 0.0, 0)
+                    self.step(tx, tw, acc, first, kv, m_rows, w_rows, n_out)
             for i in cutlass.range_constexpr(m_rows * w_rows):
                 acc[i] = cute.arch.warp_reduction_sum(acc[i])
             if lane == 0:
