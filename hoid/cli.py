@@ -1,6 +1,7 @@
 """The `hoid` command.
 
     hoid example [NAME]       build a built-in example, print its document, run it, optimize it
+    hoid optimize FILE        optimize a .hoid document (or example:NAME) with the agent loop; print the report
     hoid validate FILE.hoid   parse and validate a document; errors say line, column and what was expected
     hoid --version            hoid's version, and torch's
 
@@ -56,6 +57,62 @@ def _example(args: argparse.Namespace) -> int:
                 for a, b in zip(new_outputs, outputs))
     print(f"# optimized graph vs original: relative L2 error {worst:.2e}")
     return 0 if worst < 1e-5 else 1
+
+
+def _optimize(args: argparse.Namespace) -> int:
+    """The agent loop on a document or a built-in example, with a progress line per attempt."""
+    from . import load, save
+    from .agent import Budget, optimize
+    from .models.examples import EXAMPLES
+
+    if args.file.startswith("example:"):
+        name = args.file.split(":", 1)[1]
+        if name not in EXAMPLES:
+            raise _UsageError(f"{args.file}: no such example; built-in examples: {', '.join(sorted(EXAMPLES))}")
+        graph = EXAMPLES[name]()
+    else:
+        graph = load(args.file)
+    try:
+        budget = Budget.parse(args.budget) if args.budget else None
+    except ValueError as e:
+        raise _UsageError(f"--budget {args.budget}: {e}") from None
+    agents = [a.strip() for a in args.agent.split(",") if a.strip()]
+    opt = optimize(graph, agent=agents, budget=budget, device=args.device, journal=args.journal,
+                   progress=_progress_printer())
+    print(opt.report)
+    if args.out:
+        save(opt.graph, args.out)
+        print(f"\nwrote {args.out}")
+    return 0
+
+
+def _progress_printer():
+    """One line per event on stderr (rich's console when installed): attempts, verdicts, the best time."""
+    try:
+        from rich.console import Console
+
+        console = Console(stderr=True, highlight=False)
+        say = console.print
+    except ImportError:
+        def say(text):
+            print(text, file=sys.stderr, flush=True)
+    from .measure.timing import format_seconds
+
+    count = [0]
+
+    def show(event: dict) -> None:
+        kind = event["kind"]
+        if kind == "baseline":
+            say(f"baseline {format_seconds(event['seconds'])} ({event['evidence']})")
+        elif kind in ("attempt", "replayed"):
+            count[0] += 1
+            mark = "kept" if event["kept"] else event.get("verdict", "replayed")
+            best = f"  best {format_seconds(event['best'])} ({event['evidence']})" if "best" in event else ""
+            say(f"[{count[0]}] {event['kernel']} for {event['region'][:60]}: {mark}{best}")
+        elif kind == "stale":
+            say(f"checking again {event['kernel']}: {event['why']}")
+
+    return show
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -119,6 +176,23 @@ def _one_line(error: BaseException, args: argparse.Namespace) -> str:
     return text
 
 
+def _add_profile(sub, common) -> None:
+    """`hoid profile FILE`: the in-context profile of a compiled document (hoid.runtime.profile)."""
+    def run(args: argparse.Namespace) -> int:
+        from . import load
+        from .runtime import compile
+        from .runtime.profile import example_inputs, print_profile, profile
+
+        compiled = compile(load(args.file))
+        print_profile(profile(compiled, example_inputs(compiled)), limit=args.limit)
+        return 0
+
+    pr = sub.add_parser("profile", parents=[common], help="compile a .hoid document and time each node in the compiled step")
+    pr.add_argument("file")
+    pr.add_argument("--limit", type=int, default=25, help="rows shown (slowest first)")
+    pr.set_defaults(func=run)
+
+
 def main(argv: list[str] | None = None) -> int:
     from . import __version__
     from .models.examples import EXAMPLES
@@ -135,10 +209,20 @@ def main(argv: list[str] | None = None) -> int:
     ex.add_argument("name", nargs="?", default="mlp_block", choices=sorted(EXAMPLES))
     ex.add_argument("--no-optimize", action="store_true", help="stop after running the reference interpreter")
     ex.set_defaults(func=_example)
+    op = sub.add_parser("optimize", parents=[common], help="optimize a .hoid document (or example:NAME) with the "
+                        "agent loop and print the report")
+    op.add_argument("file", help="a .hoid document, or example:NAME for a built-in example")
+    op.add_argument("--agent", default="library", help="proposer name(s), comma-separated (default: library)")
+    op.add_argument("--budget", default=None, help='e.g. 10m, "50 attempts", "10m,50 attempts" (default: none)')
+    op.add_argument("--device", default=None, help="h200, b200 or cpu (default: this GPU, else an H200 plan)")
+    op.add_argument("--journal", default=None, help="the journal file (default: HOID_JOURNAL or the user cache)")
+    op.add_argument("--out", default=None, help="write the optimized graph as a .hoid document here")
+    op.set_defaults(func=_optimize)
     va = sub.add_parser("validate", parents=[common], help="parse and validate a .hoid document (and its weights "
                         "if the weights file is beside it)")
     va.add_argument("file")
     va.set_defaults(func=_validate)
+    _add_profile(sub, common)
     args = parser.parse_args(argv)
     try:
         return args.func(args)

@@ -22,7 +22,7 @@ def test_the_design_has_the_precision_policy_the_readme_links_to():
 def test_the_quick_start_installs_the_main_job_without_dev_extras_and_ci_runs_the_test_command():
     commands = re.findall(r"```sh\n(.+?)\n```", README)
     main_job, tests = commands[0], commands[1]
-    assert main_job.endswith("hoid example") and "[dev]" not in main_job
+    assert main_job.endswith('hoid optimize example:mlp_block --budget "10 attempts"') and "[dev]" not in main_job
     assert "pip install torch==2.13.0" in main_job.split("&&")[2] and "pip install torch==2.13.0" in tests
     assert "--clear" in tests  # it starts fresh even where the first command made .venv
     ci = (ROOT / ".ci" / "run").read_text().splitlines()

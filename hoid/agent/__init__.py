@@ -1,4 +1,18 @@
-"""The optimization loop, proposers (library, directory, codegen, LLM), the journal and reports.
+"""The agent: the optimization loop (`optimize`), its `Budget`, the proposer protocol and the library
+proposer, the journal, the executor and the report. Nothing here imports egglog until a run starts.
 
-Arrives with the optimization-loop and LLM-agent issues.
+    opt = hoid.optimize(graph, agent="library", budget=hoid.Budget(minutes=10), device="h200")
+    print(opt.report); opt.graph; opt.speedup   # None for a modelled plan: see opt.report
 """
+
+from .budget import Budget, Spend
+from .executor import Evidence, Executor, LocalExecutor
+from .journal import Journal
+from .library_proposer import LibraryProposer
+from .loop import Optimized, optimize
+from .proposer import Context, Outcome, Proposal, Proposer, RegionInfo, proposer_names, register_proposer
+from .report import Report
+
+__all__ = ["Budget", "Context", "Evidence", "Executor", "Journal", "LibraryProposer", "LocalExecutor", "Optimized",
+           "Outcome", "Proposal", "Proposer", "RegionInfo", "Report", "Spend", "optimize", "proposer_names",
+           "register_proposer"]

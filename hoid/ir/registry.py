@@ -59,6 +59,9 @@ class OpDef:
       output written once; views move nothing).
     sample(rng) -> (input types, attrs): a valid call, for tests and random graphs. Integer operands
       that index take `index_bounds(types, attrs) -> {operand position: exclusive upper bound}`.
+    inplace(*tensors, **attrs) -> Tensor: the reference writing its result into its first operand and
+      returning it, for ops that update a buffer (`index_copy`); the runtime uses it to update state in
+      place where nothing later reads the old value.
     """
 
     name: str
@@ -72,6 +75,7 @@ class OpDef:
     index_bounds: Callable[[list[TensorType], dict], dict[int, int]] | None = None
     category: str = "misc"
     is_view: bool = False
+    inplace: Callable[..., Any] | None = None
     doc: str = ""
     attr_map: dict[str, Attr] = field(init=False, repr=False, compare=False)
 

@@ -21,8 +21,14 @@ def register(spec: KernelSpec, *, replace: bool = False) -> KernelSpec:
     if spec.id in _KERNELS and not replace:
         raise ValueError(f"kernel {spec.id!r} is already registered; pass replace=True to override it")
     _KERNELS[spec.id] = spec
-    if _loading:
-        _LIBRARY[spec.id] = spec
+    return spec
+
+
+def register_library(spec: KernelSpec) -> KernelSpec:
+    """How the built-in library (`hoid/kernels/library/__init__.py`) registers its kernels: as `register`,
+    and recorded as the library's, which `KernelSet.default()` is made of."""
+    register(spec)
+    _LIBRARY[spec.id] = spec
     return spec
 
 

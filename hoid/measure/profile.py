@@ -16,7 +16,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -49,6 +49,7 @@ class ProfileRow:
     flops: int
     bytes: int
     method: str = "roofline"
+    floor: float | None = None  # the roofline's fewest seconds for this node (in-context profiles)
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,8 @@ class Profile:
     device: str
     mode: str
     rows: tuple[ProfileRow, ...]  # slowest first
+    step: float | None = None  # seconds of the whole compiled step (in-context profiles)
+    kernels: float | None = None  # sum of the device's kernel durations in one step (torch.profiler)
 
     @property
     def total(self) -> float:
@@ -73,6 +76,11 @@ class Profile:
             name = row.op if row.kernel is None else f"kernel {row.kernel}"
             lines.append(f"{row.node[:24]:<24} {name[:14]:<14} {format_seconds(row.seconds):>10} "
                          f"{row.share:>7.1%} {running:>7.1%}")
+        if self.step is not None:
+            line = f"step {format_seconds(self.step)}; nodes timed alone {format_seconds(self.total)}"
+            if self.kernels is not None:  # what the step spends outside kernels: launch gaps
+                line += f"; kernels {format_seconds(self.kernels)} (gaps {format_seconds(self.step - self.kernels)})"
+            lines.append(line)
         return "\n".join(lines)
 
 
@@ -95,6 +103,14 @@ def profile_graph(graph: Graph, *, mode: str = "auto", device: Device | None = N
     total = sum(seconds for _, seconds, _ in timed) or 1.0
     rows = [_row(n, seconds, seconds / total, method) for n, seconds, method in timed]
     return Profile(graph.name, device.name, mode, tuple(sorted(rows, key=lambda r: -r.seconds)))
+
+
+def rows_of(timed: Sequence[tuple[Node, float, str, float | None]]) -> tuple[ProfileRow, ...]:
+    """Rows, slowest first, from (node, seconds, method, roofline floor) tuples: how the runtime's
+    in-context profile (hoid.runtime.profile) builds its table, with the same fields as this one."""
+    total = sum(seconds for _, seconds, _, _ in timed) or 1.0
+    rows = [replace(_row(n, s, s / total, m), floor=f) for n, s, m, f in timed]
+    return tuple(sorted(rows, key=lambda r: -r.seconds))
 
 
 def _row(node: Node, seconds: float, share: float, method: str) -> ProfileRow:

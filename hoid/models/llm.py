@@ -104,18 +104,22 @@ def empty_cache(graph: Graph, device: str | torch.device | None = None) -> list[
 
 
 def generate(step: Graph, prompt: torch.Tensor, max_new_tokens: int, *, prefill: Graph | None = None,
-             run: Callable[..., Sequence[torch.Tensor]] | None = None) -> torch.Tensor:
+             run: Callable[..., Sequence[torch.Tensor]] | None = None,
+             cache: Sequence[torch.Tensor] | None = None) -> torch.Tensor:
     """Greedy generation: `prompt` i64[B, P] followed by `max_new_tokens` tokens, i64[B, P + n].
 
     The prompt goes through `prefill` when given (its T must equal P), else token by token through
     the decode step. `run(graph, *inputs)` executes a graph (default: the reference interpreter,
-    `hoid.run`; pass a compiled step's runner to generate with it).
+    `hoid.run`; pass a compiled step's runner to generate with it). `cache`: the initial cache tensors
+    (default: zeros); a compiled runner passes its own state buffers, so that no call copies a cache. A
+    run whose first output is already the token (a compiled step that samples inside itself) is not
+    argmaxed again.
     """
     from ..ir.interpreter import run as interpret
 
     run = run or interpret
     _check_fits(step, prompt, max_new_tokens, prefill)
-    cache = empty_cache(step, prompt.device)
+    cache = list(cache) if cache is not None else empty_cache(step, prompt.device)
     position = torch.zeros((1,), dtype=torch.long, device=prompt.device)
     if prefill is not None:
         logits, *cache = run(prefill, prompt, position, *cache)
@@ -126,7 +130,8 @@ def generate(step: Graph, prompt: torch.Tensor, max_new_tokens: int, *, prefill:
             position = position + 1
     tokens = [prompt]
     for _ in range(max_new_tokens):
-        next_token = logits[:, -1:].argmax(dim=-1)
+        # a compiled step's outputs are its buffers, rewritten by its next call: keep a copy of a token
+        next_token = logits[:, -1:].argmax(dim=-1) if logits.is_floating_point() else logits.clone()
         tokens.append(next_token)
         if len(tokens) - 1 == max_new_tokens:
             break

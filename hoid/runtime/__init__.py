@@ -1,4 +1,15 @@
-"""The runtime: Graph -> executable code, weight binding, state updates, CUDA-graph capture, `export`.
+"""The runtime: Graph -> executable code, weight binding, state updates, CUDA-graph capture.
 
-Arrives with the runtime issue; until then `hoid.run` (the reference interpreter) executes graphs.
+    step = hoid.compile(graph)                 # hoid.runtime.compile: a CompiledGraph
+    logits, *cache = step(ids, position, *step.state)
+
+Modules: `lower` (kernel nodes bound, unavailable ones replaced by their bodies, bind-time values),
+`memory` (planned buffers by liveness, the in-place state rule), `codegen` (the readable source that
+runs), `compiled` (binding and the call), `graphs` (CUDA-graph capture), `sampling` (the next token
+inside the step), `decode` (driving `hoid.models.generate`), `profile` (the in-context profile).
 """
+
+from .compiled import CompiledGraph, compile
+from .lower import KernelFallbackWarning
+
+__all__ = ["CompiledGraph", "KernelFallbackWarning", "compile"]

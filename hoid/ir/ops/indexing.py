@@ -187,6 +187,7 @@ register_op(OpDef(
     attrs=(_DIM,),
     infer=_index_copy_infer,
     reference=lambda x, index, source, dim: x.index_copy(dim, index, source),
+    inplace=lambda x, index, source, dim: x.index_copy_(dim, index, source),
     bytes=_updated_bytes(slice(1, 2), lambda ins: ins[2].numel),
     sample=_index_copy_sample,
     index_bounds=_bound_along_dim(1),

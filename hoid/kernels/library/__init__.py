@@ -5,7 +5,7 @@ launching one without it raises `MissingTritonError`, which names the package. T
 likewise (`MissingCuteError`, which names `pip install 'hoid[cute]'`).
 """
 
-from ..registry import register
+from ..registry import register_library
 from . import (
     cute_gemm,
     cute_gemv,
@@ -45,7 +45,7 @@ TRITON_SPECS = (
 )
 
 for _spec in TRITON_SPECS:
-    register(_spec)
+    register_library(_spec)
 
 # The CuTe DSL kernels register whether or not CuTe DSL is installed: their modules import it only when one
 # is launched or built (`_cute_compile`), and then a missing install raises `MissingCuteError` with the fix.
@@ -65,4 +65,4 @@ TORCH_SPECS = tuple(m.SPEC for m in (torch_matmul, torch_sdpa, torch_sdpa_masked
                                      torch_silu_mul, torch_swiglu_merged, torch_softmax))
 
 for _spec in TORCH_SPECS:
-    register(_spec)
+    register_library(_spec)

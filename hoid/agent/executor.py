@@ -1,0 +1,224 @@
+"""The executor: where candidates are checked and things are measured, behind one small interface, so
+that checks and measurements can later fan out across GPUs and machines (one local worker today).
+
+Every figure it returns is `Evidence` labelled **measured** (timed on the device the run optimizes for,
+now or earlier through `hoid.measure`'s cache) or **modelled** (priced by the search's cost models:
+the analytic roofline scaled by measured kernel efficiencies, and measured prices where the cache holds
+them). Which one depends on where the run is:
+
+- on the target device (its GPU, or `device="cpu"` on the CPU): kernels are timed at their real shapes
+  over their param sweep (`hoid.measure.measure_kernel`, cached); the whole graph through
+  `hoid.runtime.compile` with CUDA-graph replay on a GPU (per-node timing summed where the runtime is
+  absent), and per node with the CPU's wall clock on the CPU, where the interpreter would run kernel
+  bodies rather than kernels;
+- elsewhere (a plan for the H200 or the B200 on a machine without one): a kernel is measured only where
+  the cache holds the target's own measurement of it (the shipped H200 measurements merged in), else
+  modelled; the whole graph is always modelled.
+
+Checks: a trusted kernel (library or registered Python) is checked at the region's real shapes against
+the region (`hoid.verify.check`), except on the CPU where the region is too large for Triton's
+interpreter, where `hoid.verify.check_kernel` checks it over its declared shape space; kernel source
+(`KernelSource.to_spec`) is untrusted and always checked in a separate process (`check_kernel`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from ..ir.ops.kernel import KernelImpl
+from ..kernels.launch import bind_spec, resolve_params
+from ..kernels.loader import KernelSource
+from ..measure.cache import MeasureCache, MeasureKey
+from ..measure.devices import Device
+from ..measure.local import has_cuda, local_device, tensor_device
+from .journal import Journal, graph_hash
+
+# where the project keeps the H200's measurements of its library kernels (a source checkout)
+SHIPPED = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "kernels_measure.sqlite"
+CPU_CHECK_ELEMENTS = 1 << 21  # above this many input elements a region is checked over the kernel's shape space
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """seconds; evidence: "measured" or "modelled"; method: how, in words; samples: the timings behind
+    a measured figure (what the noise model needs); fresh: timed now (False: read back)."""
+
+    seconds: float
+    evidence: str
+    method: str
+    samples: tuple[float, ...] = ()
+    fresh: bool = True
+
+
+class Executor(Protocol):
+    """What the loop asks of a worker (see the module doc)."""
+
+    device: Device
+
+    def check(self, spec, region, params: dict): ...
+
+    def measure_kernel(self, spec, region, sweep) -> tuple[dict, Evidence]: ...
+
+    def measure_graph(self, graph, *, modelled: float | None = None) -> Evidence: ...
+
+    def cost_model(self): ...
+
+
+class LocalExecutor:
+    """This process and this machine. `device`: the target (a `Device`); `cache`: the measurement cache
+    (default `HOID_CACHE`), into which the shipped measurements are merged once; `trials`: numerical
+    check trials (None: `hoid.verify`'s default); `journal`, `run`: where measurements are recorded."""
+
+    def __init__(self, device: Device, *, cache: MeasureCache | None = None, trials: int | None = None,
+                 journal: Journal | None = None, run: int | None = None):
+        if not has_cuda():
+            # Triton picks interpreter or compiler when first imported: on a CPU only the interpreter runs
+            os.environ.setdefault("TRITON_INTERPRET", "1")
+        self.device, self.trials, self.journal, self.run = device, trials, journal, run
+        self.local = local_device()
+        self.cache = cache if cache is not None else MeasureCache()
+        if SHIPPED.is_file() and self.cache.path.resolve() != SHIPPED:
+            self.cache.merge(SHIPPED)
+        self.on_device = self.device.name == self.local.name
+
+    # --- checks ----------------------------------------------------------------------------------
+    def check(self, spec, region, params: dict):
+        from ..verify import check, check_kernel
+        from ..verify.check import region_inputs
+
+        untrusted = isinstance(getattr(spec.launch, "source", None), KernelSource)
+        elements = sum(math.prod(t.shape) for t in region.types)
+        if untrusted or (self.local.arch == "cpu" and elements > CPU_CHECK_ELEMENTS):
+            if spec.examples is None:
+                from ..verify import Verdict
+
+                return Verdict(False, f"kernel {spec.id} declares no examples(rng) and its region is too large to "
+                               "check here", kind="setup")
+            return check_kernel(spec, examples=2, trials=self.trials, isolate=True if untrusted else None, seed=0)
+        bound = bind_spec(spec, region.types, region.attrs, params)
+        return check(_destination_passing(bound), region.body, region_inputs(region.body), trials=self.trials,
+                     destination_passing=True, aliases=spec.aliases, deterministic=spec.deterministic, seed=0)
+
+    # --- kernel measurements ---------------------------------------------------------------------
+    def measure_kernel(self, spec, region, sweep) -> tuple[dict, Evidence]:
+        """The fastest params of the sweep and the kernel's time with them."""
+        from ..measure.kernel_bench import measure_kernel
+
+        target = self.device.target()
+        candidates = [resolve_params(spec, region.types, region.attrs, p, target) for p in (sweep or [{}])]
+        candidates = list({repr(sorted(c.items())): c for c in candidates}.values())  # resolved "auto"s may meet
+        if self.on_device:
+            best = None
+            for params in candidates:
+                m = measure_kernel(spec, region.types, region.attrs, params, device=self.local, cache=self.cache)
+                self._record("kernel", _kernel_key(m.key), m.median, m.timing.samples if m.timing else (),
+                             "measured", m.timing.method if m.timing else "cache", fresh=not m.cached)
+                if m.suspect:
+                    continue
+                if best is None or m.median < best[1].median:
+                    best = (params, m)
+            if best is None:
+                raise RuntimeError(f"kernel {spec.id}: every candidate's time is below the roofline floor (suspect)")
+            params, m = best
+            method = f"timed at its real shapes, fastest of {len(candidates)} param sets"
+            return params, Evidence(m.median, "measured", method, m.timing.samples if m.timing else (), not m.cached)
+        found = []
+        for params in candidates:
+            key = MeasureKey.of(self.device.name, spec.id, spec.version, params, region.types, region.attrs)
+            entry = self.cache.get(key)
+            if entry is not None:
+                found.append((entry.median, params))
+        if found:
+            seconds, params = min(found, key=lambda f: f[0])
+            self._record("kernel", _kernel_key(key), seconds, (), "measured", "cache", fresh=False)
+            return params, Evidence(seconds, "measured", f"measured on {self.device.name} earlier (cache)", (), False)
+        params = candidates[0]
+        seconds = self._price_kernel(spec, region, params)
+        return params, Evidence(seconds, "modelled", f"roofline on {self.device.name}, measured efficiency where known")
+
+    def _price_kernel(self, spec, region, params) -> float:
+        from ..search.cost import AnalyticCost, OpCall
+
+        impl = KernelImpl(spec.id, spec.version, params, region.body, dict(region.attrs))
+        call = OpCall("kernel", tuple(region.types), tuple(spec.output_types(list(region.types), region.attrs)),
+                      impl.node_attrs())
+        return AnalyticCost(self.device, efficiency=self.cache)(call)
+
+    # --- whole graphs ----------------------------------------------------------------------------
+    def measure_graph(self, graph, *, modelled: float | None = None, repeats: int = 3) -> Evidence:
+        """The whole graph's time on the target; `modelled`: its price under `cost_model()` if known (what
+        is returned off the device, computed here when not given)."""
+        if not self.on_device:
+            seconds = modelled if modelled is not None else self._price_graph(graph)
+            return Evidence(seconds, "modelled", f"cost model of the search on {self.device.name}")
+        key = f"{self.device.name}|{graph_hash(graph)}"
+        if self.journal is not None and (done := self.journal.graph_measurement(key)) is not None:
+            seconds, samples, evidence, method = done
+            self._record("graph", key, seconds, samples, evidence, method, fresh=False)
+            return Evidence(seconds, evidence, method, tuple(samples), fresh=False)
+        samples, method = self._time_graph(graph, repeats)
+        seconds = sorted(samples)[len(samples) // 2]
+        self._record("graph", key, seconds, samples, "measured", method, fresh=True)
+        return Evidence(seconds, "measured", method, tuple(samples))
+
+    def _time_graph(self, graph, repeats: int) -> tuple[list[float], str]:
+        from ..measure.inputs import random_inputs
+        from ..measure.profile import profile_graph
+        from ..verify.region import index_bounds
+
+        where = tensor_device(self.local)
+        inputs = random_inputs([v.type for v in graph.runtime_inputs], device=where,
+                               index_bounds=index_bounds(graph))
+        if self.local.arch != "cpu":
+            try:
+                from .. import runtime
+
+                compile_graph = runtime.compile
+            except (ImportError, AttributeError):
+                compile_graph = None
+            if compile_graph is not None:  # the runtime owns compiling; we only time its CUDA-graph replay
+                from ..measure.cuda import time_cuda
+
+                fn = compile_graph(graph, device="cuda")
+                samples: list[float] = []
+                for _ in range(repeats):
+                    samples.append(time_cuda(fn, inputs, rotate=False, graph=True).median)
+                return samples, "hoid.compile, CUDA-graph replay"
+        # each node timed alone, kernels launched (the interpreter would run their bodies), summed
+        totals = [profile_graph(graph, mode="measured", device=self.local, inputs=inputs).total for _ in range(repeats)]
+        return totals, f"per-node {'wall clock' if self.local.arch == 'cpu' else 'CUDA timing'}, summed"
+
+    def _price_graph(self, graph) -> float:
+        from ..search.space import SearchSpace
+
+        return SearchSpace(graph, target=self.device.target()).extract(self.cost_model()).cost
+
+    def cost_model(self):
+        """Prices for extraction: the target's measurements in the cache, else its roofline scaled by the
+        kernels' measured efficiencies."""
+        from ..search.cost import AnalyticCost, MeasuredCost
+
+        return MeasuredCost.from_cache(self.cache, self.device.name,
+                                       fallback=AnalyticCost(self.device, efficiency=self.cache))
+
+    def _record(self, kind, key, seconds, samples, evidence, method, *, fresh: bool) -> None:
+        if self.journal is not None and self.run is not None:
+            self.journal.record_measurement(self.run, kind, key, seconds, samples, evidence, method, fresh=fresh)
+
+
+def _kernel_key(key: MeasureKey) -> str:
+    return "|".join(key.row())
+
+
+def _destination_passing(bound):
+    """The bound kernel as `hoid.verify` calls a destination-passing candidate: inputs, then outputs."""
+    n = len(bound.inputs)
+
+    def launch(*tensors):
+        bound.launch(tensors[:n], tensors[n:])
+
+    return launch

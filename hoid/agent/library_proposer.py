@@ -1,0 +1,52 @@
+"""`LibraryProposer`: the default proposer, offline and deterministic: for every region the graph's
+e-graph recognises (hottest first), each library kernel that implements its pattern, builds for the
+device, and whose constraints hold there, with a sweep of its parameters."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from ..kernels.registry import library_kernels
+from .proposer import Context, Proposal
+
+
+def _builds_for(spec, arch: str) -> bool:
+    # torch kernels run wherever torch does; the others must build for the run's GPU (sm_100 for a B200
+    # plan, even on a machine without one) or, on the CPU, run under Triton's interpreter
+    return spec.backend == "torch" or arch == "cpu" or arch in spec.archs
+
+
+class LibraryProposer:
+    """sweep: at most this many param combinations per kernel (the defaults first, then the spec's
+    choices in their declared order), so a kernel with many choices does not eat the budget."""
+
+    name = "library"
+
+    def __init__(self, *, sweep: int = 8):
+        self.sweep = sweep
+
+    def propose(self, context: Context) -> Iterable[Proposal]:
+        specs = list(library_kernels().values())
+        arch = getattr(context.device, "arch", "sm_90")
+        for region in context.regions:
+            for spec in specs:
+                if spec.pattern.name != region.pattern or not _builds_for(spec, arch):
+                    continue
+                if spec.rejects(list(region.types), region.attrs) is not None:
+                    continue
+                yield Proposal(region.key, spec, self._sweep(spec),
+                               note=f"library kernel {spec.id} for {region.pattern}")
+
+    def _sweep(self, spec) -> tuple[dict, ...]:
+        import itertools
+
+        default = spec.default_params()
+        names = [p.name for p in spec.params]
+        combos = [default]
+        for values in itertools.product(*(p.choices for p in spec.params)):
+            if len(combos) >= self.sweep:
+                break
+            combo = dict(zip(names, values, strict=True))
+            if combo != default:
+                combos.append(combo)
+        return tuple(combos)

@@ -1,0 +1,337 @@
+"""`optimize`: the loop, run unattended within a `Budget`, resumable from its journal.
+
+    profile -> rank regions -> propose -> check -> measure the kernel (its param sweep) -> inject it at
+    every match -> extract the top k -> time each finalist whole -> keep only a gain beyond the noise ->
+    record -> repeat until the budget is spent or no proposer has more
+
+The e-graph is built (and saturated with the rule sets) once; every candidate is injected into it, and
+a cost model that prices any kernel not yet kept (nor being tried) out of reach makes extraction see
+only the accepted kernels plus the candidate. A kept kernel's chosen params are in its kernel nodes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from ..ir import Graph, expect_graph
+from ..ir.graph import attr_key
+from ..ir.text import loads
+from ..kernels.kernel_set import Accepted, KernelSet
+from ..kernels.registry import library_kernels
+from ..kernels.store import AcceptedStore
+from ..measure.devices import Device, get_device
+from ..measure.local import has_cuda, local_device
+from ..measure.noise import compare
+from ..measure.timing import Timing
+from .budget import Budget, Spend
+from .executor import Evidence, LocalExecutor
+from .journal import Journal, graph_hash
+from .proposer import Context, Outcome, Proposal, proposers_for
+from .regions import discover
+from .report import Report
+
+OUT_OF_REACH = 1e3  # seconds: what a kernel that is neither kept nor on trial costs in an extraction
+MODELLED_MIN_GAIN = 1e-3  # a modelled price has no noise; below this a "gain" is the kernels' tie-break
+
+
+@dataclass
+class Optimized:
+    """The result: the best graph, the report, the times (with `report` saying measured or modelled),
+    `kernels`: the accepted `KernelSet` (library kernels at the signatures kept, and any others)."""
+
+    graph: Graph
+    report: Report
+    baseline_s: float
+    best_s: float
+    kernels: KernelSet
+
+    @property
+    def speedup(self) -> float | None:
+        """baseline / best, only where both were measured on the device; None for a modelled plan."""
+        return self.report.gain if self.report.measured else None
+
+    @property
+    def modelled_gain(self) -> float | None:
+        return None if self.report.measured else self.report.gain
+
+
+class _Allowed:
+    """The cost model extraction sees: `inner`, with every kernel e-node not in `allowed` out of reach."""
+
+    def __init__(self, inner, allowed: set):
+        self.inner, self.allowed = inner, allowed
+
+    def __call__(self, call):
+        if call.op == "kernel":
+            if (call.attrs["kernel"], call.inputs, attr_key(call.attrs["attrs"])) not in self.allowed:
+                return OUT_OF_REACH
+        return self.inner(call)
+
+
+def resolve_device(device) -> Device:
+    """None: this machine's GPU, else a modelled plan for the H200; "cpu": this CPU, measured."""
+    if isinstance(device, Device):
+        return device
+    if device is None:
+        return local_device() if has_cuda() else get_device("h200")
+    if str(device).lower() == "cpu":
+        return local_device() if not has_cuda() else get_device("cpu")
+    return get_device(device)
+
+
+def optimize(graph: Graph, *, agent="library", budget: Budget | None = None, device=None, journal=None,
+             rules: bool = True, k: int = 3, cache=None, store=None, executor=None, trials: int | None = None,
+             progress=None) -> Optimized:
+    """Optimize `graph` for `device` with the proposers of `agent` within `budget`; see `hoid/agent/loop.py`.
+
+    agent: a proposer name ("library"), a proposer object, or a list of them. budget: `hoid.Budget`
+    (default: until the proposers run dry). device: "h200", "b200", "cpu", a `Device`, or None (this GPU,
+    else a modelled H200 plan). journal: the journal file (default `HOID_JOURNAL`, else the user cache);
+    an unfinished run of the same graph, device and proposers there is resumed. rules: saturate the rule
+    sets first. k: finalists per extraction. cache: a `hoid.measure.MeasureCache`; store: a
+    `hoid.kernels.AcceptedStore` or its path (default: `HOID_KERNELS`'s; False for none): measured
+    acceptances, stored and reused per device; executor: where checks and
+    measurements run (default `LocalExecutor`); trials: numerical-check trials; progress: a callable
+    given each event (a dict) as it happens, for the CLI.
+    """
+    graph = expect_graph(graph, "hoid.optimize")
+    runner = Runner(graph, agent=agent, budget=budget or Budget(), device=resolve_device(device), journal=journal,
+                    rules=rules, k=k, cache=cache, store=store, executor=executor, trials=trials, progress=progress)
+    return runner.run()
+
+
+class Runner:
+    """One run of the loop (see the module doc); `run()` returns the `Optimized` and never raises for a
+    proposal's failure (that is a rejection, journaled)."""
+
+    def __init__(self, graph, *, agent, budget, device, journal, rules, k, cache, store, executor, trials, progress):
+        self.graph, self.budget, self.device, self.rules, self.k = graph, budget, device, rules, k
+        self.proposers = proposers_for(agent)
+        self.journal = journal if isinstance(journal, Journal) else Journal(journal)
+        self.progress = progress or (lambda event: None)
+        self.store = AcceptedStore() if store is None else (None if store is False else store)  # HOID_KERNELS
+        agents = ",".join(p.name for p in self.proposers)
+        key = f"{graph_hash(graph)}|{device.name}|{agents}|rules={rules}"
+        self.run_id, self.resumed = self.journal.open_run(key, graph.name, device.name, agents, str(budget))
+        self.executor = executor or LocalExecutor(device, cache=cache, trials=trials, journal=self.journal,
+                                                  run=self.run_id)
+        self.spend = Spend()
+        self.allowed: set = set()
+        self.accepted = KernelSet.empty()
+        self.history: list[Outcome] = []
+        self.reused: list[str] = []
+        self.stale: dict[str, str] = {}
+
+    # --- the run ---------------------------------------------------------------------------------
+    def run(self) -> Optimized:
+        from ..search.library import apply_library
+        from ..search.rules import default_rulesets
+        from ..search.space import SearchSpace
+
+        self.space = SearchSpace(self.graph, target=self.device.target())
+        if self.rules:
+            self.space.saturate(default_rulesets())
+        self.cost = self.executor.cost_model()
+        self._apply_library = apply_library
+        self.baseline = self.executor.measure_graph(self.graph, modelled=self._price(self.graph))
+        self.journal.set_baseline(self.run_id, self.baseline.seconds, self.baseline.evidence)
+        self.best_graph, self.best = self.graph, self.baseline
+        self.baselines = [self.baseline]
+        self._emit(kind="baseline", seconds=self.baseline.seconds, evidence=self.baseline.evidence)
+        self._load_persisted()
+        stop = "every proposer ran dry"
+        try:
+            regions = discover(self.space, list(library_kernels().values()), self.device,
+                               measured=self.executor.on_device if hasattr(self.executor, "on_device") else False)
+            context = Context(self.graph, regions, self.device, self.accepted, self.history, self._spend_llm)
+            self._emit(kind="regions", count=len(regions))
+            if self.rules:
+                self._try_rules_only()
+            for proposer in self.proposers:
+                for proposal in proposer.propose(context):
+                    reason = self.spend.exhausted(self.budget)
+                    if reason is not None:
+                        stop = reason
+                        raise _Stop
+                    self._attempt(proposer.name, proposal, context)
+                    context.accepted = self.accepted
+        except _Stop:
+            pass
+        except KeyboardInterrupt:  # Ctrl-C: stop cleanly with the best so far; the run stays resumable
+            stop = "interrupted"
+        resumable = stop == "interrupted"
+        self.journal.finish_run(self.run_id, stop, self.best.seconds, self.best.evidence, resumable=resumable)
+        return self._result(stop)
+
+    def _try_rules_only(self) -> None:
+        """The rule sets alone (no kernel): a finalist like any other, kept if it gains."""
+        finalists = self.space.extract(_Allowed(self.cost, set(self.allowed)), k=0).finalists
+        evidence = self.executor.measure_graph(finalists[0].graph, modelled=finalists[0].cost)
+        gain, why = self._gain(evidence)
+        if gain:
+            self._keep(finalists[0].graph, evidence, None)
+        self._emit(kind="rules", kept=gain, why=why)
+
+    def _attempt(self, proposer: str, proposal: Proposal, context: Context) -> None:
+        key = proposal.key(proposer)
+        region = context.region(proposal.region)
+        spec = proposal.kernel
+        signature = (spec.id, tuple(region.types), attr_key(region.attrs))
+        done = self.journal.finished_attempt(self.run_id, key)
+        self.spend.attempts += 1
+        if done is not None:  # finished before a crash: replay its outcome, measure nothing again
+            if done.kept:
+                self._admit(spec, region, done.params or {}, done.kernel_evidence == "measured"
+                            and done.graph_evidence == "measured")
+                self._restore_best()
+            self.history.append(Outcome(proposer, region.key, spec.id, done.verdict, done.kept, done.why))
+            self._emit(kind="replayed", proposer=proposer, kernel=spec.id, region=region.key, kept=done.kept)
+            return
+        if signature in self.allowed:
+            self._emit(kind="skipped", kernel=spec.id, region=region.key, why="already accepted")
+            self.spend.attempts -= 1
+            return
+        source = getattr(spec.launch, "source", None)
+        text = source.text if source is not None else f"library: {getattr(spec.launch, '__module__', '?')}"
+        attempt = self.journal.begin_attempt(self.run_id, key, proposer, region, spec, proposal.sweep, text)
+        verdict_word, kept, why, fields = self._decide(spec, region, proposal, attempt)
+        self.journal.update_attempt(attempt, verdict=verdict_word, kept=kept, why=why, finished=1, **fields)
+        self.history.append(Outcome(proposer, region.key, spec.id, verdict_word, kept, why))
+        self._emit(kind="attempt", proposer=proposer, kernel=spec.id, region=region.key, verdict=verdict_word,
+                   kept=kept, why=why, best=self.best.seconds, evidence=self.best.evidence)
+
+    def _decide(self, spec, region, proposal, attempt) -> tuple[str, bool, str, dict]:
+        sweep = proposal.sweep or (spec.default_params(),)
+        try:
+            params = self._resolved(spec, region, sweep[0])
+            verdict = self.executor.check(spec, region, params)
+        except Exception as e:  # noqa: BLE001  a candidate that cannot even be checked is rejected, not fatal
+            return "rejected", False, f"could not be checked: {type(e).__name__}: {e}", {}
+        if not verdict.ok:
+            return "rejected", False, verdict.reason, {"verdict_reason": verdict.reason}
+        fields = {"verdict_reason": verdict.reason}
+        try:
+            params, kernel = self.executor.measure_kernel(spec, region, sweep)
+        except Exception as e:  # noqa: BLE001
+            return "passed", False, f"could not be measured: {type(e).__name__}: {e}", fields
+        fields.update(params=params, kernel_s=kernel.seconds, kernel_evidence=kernel.evidence,
+                      kernel_method=kernel.method)
+        trial = KernelSet.empty().accept(spec, region.types, region.attrs, params, evidence=kernel.evidence)
+        self._apply_library(self.space, trial)
+        signature = (spec.id, tuple(region.types), attr_key(region.attrs))
+        finalists = self.space.extract(_Allowed(self.cost, self.allowed | {signature}), k=self.k).finalists
+        best_f, best_e = None, None
+        for f in {graph_hash(f.graph): f for f in finalists}.values():
+            if not any(n.op == "kernel" and n.attrs["kernel"] == spec.id for n in f.graph.nodes):
+                continue  # a finalist without the candidate says nothing about it
+            e = self.executor.measure_graph(f.graph, modelled=f.cost)
+            if best_e is None or e.seconds < best_e.seconds:
+                best_f, best_e = f, e
+        if best_f is None:
+            return "passed", False, "no finalist uses it: the extraction found it no cheaper where it applies", fields
+        fields.update(graph_s=best_e.seconds, graph_evidence=best_e.evidence)
+        gain, why = self._gain(best_e)
+        if not gain:
+            return "passed", False, why, fields
+        measured = kernel.evidence == "measured" and best_e.evidence == "measured"
+        self._admit(spec, region, params, measured)
+        self._keep(best_f.graph, best_e, attempt)
+        return "passed", True, why + ("" if measured else " (modelled: provisional, not stored)"), fields
+
+    # --- decisions -------------------------------------------------------------------------------
+    def _gain(self, candidate: Evidence) -> tuple[bool, str]:
+        """Is `candidate` faster than the best so far: beyond the measured noise, or (modelled) at all."""
+        if candidate.evidence == "measured" and self.best.evidence == "measured":
+            # each repeat of the best's measurement is one timing of the baseline: their spread is the noise
+            base = [Timing((s,), "given") for s in (self.best.samples or (self.best.seconds,))]
+            timing = Timing(candidate.samples or (candidate.seconds,), "given")
+            verdict = compare(timing, base * 2 if len(base) < 2 else base)
+            return verdict.faster, f"whole graph {verdict.reason} (measured)"
+        gain = self.best.seconds / candidate.seconds - 1 if candidate.seconds > 0 else 0.0
+        if gain > MODELLED_MIN_GAIN:
+            return True, f"whole graph {gain:.1%} cheaper (modelled)"
+        return False, f"whole graph not cheaper: {gain:+.2%} (modelled)"
+
+    def _keep(self, graph: Graph, evidence: Evidence, attempt) -> None:
+        self.journal.record_graph(self.run_id, attempt, graph, self.best_graph, evidence.seconds, evidence.evidence)
+        self.best_graph, self.best = graph, evidence
+
+    def _admit(self, spec, region, params: dict, measured: bool) -> None:
+        """`spec` at this region's signature becomes part of every later extraction (and, on measured
+        evidence, of the device's store)."""
+        signature = (spec.id, tuple(region.types), attr_key(region.attrs))
+        if signature in self.allowed:
+            return
+        self.allowed.add(signature)
+        evidence = "measured" if measured else "modelled"
+        self.accepted = self.accepted.accept(spec, region.types, region.attrs, params, evidence=evidence)
+        self._apply_library(self.space, KernelSet.empty().accept(spec, region.types, region.attrs, params))
+        if measured and self.store is not None:
+            self.store.save(self.device.name, Accepted(spec, tuple(region.types), dict(region.attrs), dict(params)))
+
+    def _restore_best(self) -> None:
+        """After replaying a kept attempt: the best graph is the journal's last accepted document."""
+        found = self.journal.best_graph(self.run_id)
+        if found is None:
+            return
+        text, seconds, evidence = found
+        graph = loads(text)
+        weights = self.graph.weights
+        graph.weights = {v.name: weights[v.name] for v in graph.weight_inputs if v.name in weights}
+        self.best_graph, self.best = graph, Evidence(seconds, evidence, "from the journal", fresh=False)
+
+    def _load_persisted(self) -> None:
+        """Measured acceptances stored for this device: reused as they are; those whose kernel changed
+        since are left to be proposed, checked and measured again."""
+        if self.store is None:
+            return
+        if not isinstance(self.store, AcceptedStore):
+            self.store = AcceptedStore(self.store)
+        found = self.store.load(self.device.name)
+        for kernel_id, why in found.stale:
+            self.stale[kernel_id] = why
+            self._emit(kind="stale", kernel=kernel_id, why=why)
+        for a in found.current:
+            signature = a.signature()
+            self.allowed.add(signature)
+            self.accepted = self.accepted.accept(a.spec, a.types, a.attrs, a.params, evidence="measured")
+            self._apply_library(self.space, KernelSet.empty().accept(a.spec, a.types, a.attrs, a.params))
+            self.reused.append(f"{a.spec.id} at {', '.join(map(str, a.types))}")
+        if found.current:
+            finalists = self.space.extract(_Allowed(self.cost, set(self.allowed)), k=0).finalists
+            evidence = self.executor.measure_graph(finalists[0].graph, modelled=finalists[0].cost)
+            if self._gain(evidence)[0]:
+                self._keep(finalists[0].graph, evidence, None)
+
+    # --- helpers ---------------------------------------------------------------------------------
+    def _price(self, graph) -> float:
+        from ..search.space import SearchSpace
+
+        return SearchSpace(graph, target=self.device.target()).extract(self.cost).cost
+
+    def _resolved(self, spec, region, params):
+        from ..kernels.launch import resolve_params
+
+        return resolve_params(spec, region.types, region.attrs, params, self.device.target())
+
+    def _spend_llm(self, tokens: int, turns: int) -> None:
+        self.spend.tokens += tokens
+        self.spend.turns += turns
+
+    def _emit(self, **event) -> None:
+        self.progress(event)
+
+    def _result(self, stop: str) -> Optimized:
+        kept = [f"{n.attrs['kernel']} {json.dumps(n.attrs['params'], sort_keys=True)}"
+                for n in self.best_graph.nodes if n.op == "kernel"]
+        report = Report(self.graph.name, self.device.name, self.baseline.seconds, self.baseline.evidence,
+                        self.best.seconds, self.best.evidence, stop, str(self.journal.path), self.run_id,
+                        self.resumed, self.journal.attempts(self.run_id), sorted(set(kept)), self.reused,
+                        [f"{k}: {why}" for k, why in self.stale.items()])
+        return Optimized(self.best_graph, report, self.baseline.seconds, self.best.seconds, self.accepted)
+
+
+class _Stop(Exception):
+    """The budget is spent (raised inside the proposal loop, caught by `run`)."""
+

@@ -1,0 +1,159 @@
+"""The proposer protocol: how anything that suggests kernels (the library, a directory of kernels, an
+LLM, your own code) talks to the loop.
+
+    class MyProposer:
+        name = "mine"
+        def propose(self, context: Context) -> Iterable[Proposal]:
+            for region in context.regions:                  # hottest first (share of modelled/measured time)
+                if region.pattern == "rmsnorm":
+                    yield Proposal(region.key, my_spec, sweep=[{"BLOCK": 256}, {"BLOCK": 1024}])
+
+    hoid.optimize(graph, agent=[MyProposer(), "library"])
+
+A proposer is any object with a `name` (stable: the journal and resume key attempts by it) and
+`propose(context)`, an iterable of `Proposal`s, read lazily: the loop stops reading when the budget is
+spent. It only suggests; the loop checks every proposal (`hoid.verify`, in a separate process for kernel
+source), measures it, injects it into the e-graph at every match of its region, and keeps it only when
+the whole graph gets faster beyond the noise. A proposer never sees a verdict it could game: it may read
+`context.history` (earlier attempts' outcomes) to adapt. Proposers that spend LLM tokens report them
+with `context.spend(tokens=, turns=)` so the budget can stop them. Offline proposers must be
+deterministic (same context, same proposals in the same order): that is what makes runs reproducible.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from ..ir import Graph, TensorType
+from ..kernels.spec import KernelSpec
+
+
+@dataclass(frozen=True)
+class RegionInfo:
+    """A region the loop can replace: a pattern (`pattern`, the name of a `hoid.kernels.Pattern`) matched
+    in the graph's e-graph at input `types` with `attrs`; `body`: that region as a graph (the reference a
+    kernel is checked against); `seconds`, `share`: its time and share of the graph's (how it ranks);
+    `evidence`: "measured" or "modelled" (where `seconds` came from)."""
+
+    key: str
+    pattern: str
+    types: tuple[TensorType, ...]
+    attrs: dict
+    body: Graph
+    seconds: float
+    share: float
+    evidence: str
+
+    @staticmethod
+    def key_of(pattern: str, types: Sequence[TensorType], attrs: dict) -> str:
+        """The stable name of a region: its pattern, input types and attrs."""
+        attrs_text = ",".join(f"{k}={attrs[k]!r}" for k in sorted(attrs))
+        return f"{pattern}({', '.join(map(str, types))}){'{' + attrs_text + '}' if attrs_text else ''}"
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A kernel for a region. region: a `RegionInfo.key` from the context; kernel: a `KernelSpec` whose
+    pattern is the region's (a library kernel, or `KernelSource.to_spec(...)` for source: untrusted);
+    sweep: the params to tune over (default: the spec's defaults, its "auto" resolved for the device);
+    note: why (for the journal)."""
+
+    region: str
+    kernel: KernelSpec
+    sweep: tuple[dict, ...] = ()
+    note: str = ""
+
+    def key(self, proposer: str) -> str:
+        """What identifies this attempt across runs (resume skips a finished one): who, where, which code."""
+        return f"{proposer}|{self.region}|{self.kernel.id}@{self.kernel.version}"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What became of an earlier attempt, as proposers may read it."""
+
+    proposer: str
+    region: str
+    kernel: str
+    verdict: str  # "passed", "rejected", "refused" (constraints), "reused"
+    kept: bool
+    why: str
+
+
+@dataclass
+class Context:
+    """What a proposer sees: the graph, its regions hottest first, the device the run optimizes for (a
+    `hoid.measure.devices.Device`), the kernels accepted so far (`hoid.kernels.KernelSet`), and the
+    outcomes of earlier attempts."""
+
+    graph: Graph
+    regions: list[RegionInfo]
+    device: object
+    accepted: object
+    history: list[Outcome] = field(default_factory=list)
+    _spend: Callable[[int, int], None] | None = None
+
+    def region(self, key: str) -> RegionInfo:
+        for r in self.regions:
+            if r.key == key:
+                return r
+        raise KeyError(f"no region {key!r} in this context")
+
+    def spend(self, *, tokens: int = 0, turns: int = 0) -> None:
+        """Report LLM tokens and turns spent, against the run's budget."""
+        if self._spend is not None:
+            self._spend(tokens, turns)
+
+
+@runtime_checkable
+class Proposer(Protocol):
+    """See the module doc."""
+
+    name: str
+
+    def propose(self, context: Context) -> Iterable[Proposal]: ...
+
+
+# --- names: agent="library" -----------------------------------------------------------------------
+
+_FACTORIES: dict[str, Callable[[], Proposer]] = {}
+
+
+def register_proposer(name: str, factory: Callable[[], Proposer]) -> None:
+    """Make `agent=name` (and `hoid optimize --agent name`) build a proposer with `factory()`."""
+    _FACTORIES[name] = factory
+
+
+def proposer_names() -> list[str]:
+    _builtins()
+    return sorted(_FACTORIES)
+
+
+def proposers_for(agent) -> list[Proposer]:
+    """`agent` as proposers: a name, a proposer, or a list of either (in the order they are asked)."""
+    _builtins()
+    items = agent if isinstance(agent, (list, tuple)) else [agent]
+    out = []
+    for item in items:
+        if isinstance(item, str):
+            if item not in _FACTORIES:
+                raise ValueError(f"unknown agent {item!r}: known proposers are {', '.join(sorted(_FACTORIES))}; "
+                                 "or pass an object with .name and .propose(context)")
+            out.append(_FACTORIES[item]())
+        elif isinstance(item, Proposer):
+            out.append(item)
+        else:
+            raise TypeError(f"agent {item!r} is not a proposer: it needs a `name` and `propose(context)`")
+    names = [p.name for p in out]
+    if len(set(names)) != len(names):
+        raise ValueError(f"two proposers share a name in {names}: the journal keys attempts by name")
+    return out
+
+
+def _builtins() -> None:
+    if "library" not in _FACTORIES:
+        from .library_proposer import LibraryProposer
+
+        register_proposer("library", LibraryProposer)

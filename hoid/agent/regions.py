@@ -1,0 +1,50 @@
+"""The regions of a graph the loop can replace, ranked by their share of time (Amdahl).
+
+A region is a kernel pattern (`hoid.kernels.Pattern`) matched in the graph's e-graph after the rule sets
+have run, at one input-type signature and attrs: the recognised RMSNorm of every layer at the same
+shapes is one region (verified and measured once, injected at every match). Matching is the search's
+own (`hoid.search.library`), so the loop sees exactly the signatures the search would inject at.
+
+Each region's time is its body profiled on the run's device (`hoid.measure.profile_graph`: measured on
+the device at hand, the roofline otherwise), and its share that time over the graph's profiled total
+(one match's share: the number of matches is known only once the kernel is injected).
+"""
+
+from __future__ import annotations
+
+from ..measure.profile import profile_graph
+from .proposer import RegionInfo
+
+
+def discover(space, specs, device, *, measured: bool) -> list[RegionInfo]:
+    """Regions of `space` (a `hoid.search.SearchSpace`) for the patterns of `specs`, hottest first."""
+    from ..search.library import _nodes_by_op, _signatures  # the search's matcher: one owner of matching
+
+    snapshot = space.snapshot()
+    by_op = _nodes_by_op(snapshot)
+    mode = "measured" if measured else "analytic"
+    total = profile_graph(space.graph, mode=mode, device=device).total or 1.0
+    seen: dict[str, RegionInfo] = {}
+    patterns = {}
+    for spec in specs:
+        patterns.setdefault(spec.pattern.name, spec)
+    for name in sorted(patterns):
+        spec = patterns[name]
+        if spec.examples is None and not _is_op(name):
+            continue
+        for types, attrs in _signatures(snapshot, spec, by_op):
+            key = RegionInfo.key_of(name, types, attrs)
+            if key in seen:
+                continue
+            body = spec.pattern.graph(list(types), attrs)
+            seconds = profile_graph(body, mode=mode, device=device).total
+            seen[key] = RegionInfo(key, name, tuple(types), dict(attrs), body, seconds,
+                                   min(1.0, seconds / total), mode if mode == "measured" else "modelled")
+    # hottest first; the key breaks ties so the order never depends on dict or e-graph order
+    return sorted(seen.values(), key=lambda r: (-r.seconds, r.key))
+
+
+def _is_op(name: str) -> bool:
+    from ..ir.registry import has_op
+
+    return has_op(name)

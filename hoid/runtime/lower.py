@@ -1,0 +1,88 @@
+"""Lowering: a graph -> a flat graph whose every `kernel` node has a launcher, plus what folds at bind time.
+
+A kernel node whose implementation cannot run here (unknown id, another version of its source, an arch
+it does not build for: `hoid.kernels.launch.KernelUnavailable`) is replaced by its body, inlined, with a
+warning naming the node and the reason: an optimized document never becomes unrunnable. Inlined values
+are renamed `<node output>.<body value>`, so names stay unique and say where they came from.
+
+Bind-time values are the weight-only ones (`hoid.ir.analysis.weight_only_values`, the one owner of that
+rule), plus the values built from constants alone (`arange`, `full` and what follows from them): they
+are the same on every call, so the runtime computes them once instead of allocating them per call.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+from ..ir import Graph, Node, Value
+from ..ir.analysis import weight_only_values
+from ..kernels.launch import BoundKernel, KernelUnavailable, bind
+
+
+class KernelFallbackWarning(UserWarning):
+    """A kernel node runs its body (the reference subgraph) because its implementation cannot run."""
+
+
+@dataclass(frozen=True)
+class Lowered:
+    """graph: the flat graph (same inputs and outputs as the original); kernels: kernel node (by its first
+    output's name) -> its launcher; fallbacks: kernel node name -> why it runs its body; static: names of
+    the values computed at bind time."""
+
+    graph: Graph
+    kernels: dict[str, BoundKernel]
+    fallbacks: dict[str, str]
+    static: frozenset[str]
+
+
+def lower(graph: Graph, *, arch: str | None = None, kernels=None) -> Lowered:
+    bound: dict[str, BoundKernel] = {}
+    fallbacks: dict[str, str] = {}
+    nodes: list[Node] = []
+    _flatten(graph.nodes, {}, "", arch, kernels, bound, fallbacks, nodes)
+    flat = Graph(graph.name, list(graph.inputs), nodes, list(graph.outputs), dict(graph.state_updates),
+                 dict(graph.weights))
+    return Lowered(flat, bound, fallbacks, frozenset(_static_values(flat)))
+
+
+def _flatten(body_nodes, rename: dict[str, Value], prefix: str, arch, kernels, bound, fallbacks, out) -> None:
+    """Append `body_nodes` to `out` with their values renamed (`rename`: body name -> outer value), each
+    runnable kernel bound and each unavailable one replaced by its own body, recursively."""
+    def outer(v: Value) -> Value:
+        return rename.get(v.name) or Value(prefix + v.name, v.type)
+
+    for node in body_nodes:
+        node = Node(node.op, tuple(outer(v) for v in node.inputs), node.attrs, tuple(outer(v) for v in node.outputs))
+        if node.op != "kernel":
+            out.append(node)
+            continue
+        try:
+            bound[node.outputs[0].name] = bind(node, arch=arch, kernels=kernels)
+            out.append(node)
+            continue
+        except KernelUnavailable as e:
+            reason = str(e)
+        fallbacks[node.name] = reason
+        warnings.warn(f"kernel node {node.name} ({node.attrs['kernel']}) runs its body instead: {reason}",
+                      KernelFallbackWarning, stacklevel=4)
+        body: Graph = node.attrs["body"]
+        inner = {b.name: v for b, v in zip(body.inputs_of_kind("input"), node.inputs, strict=True)}
+        sub_prefix = node.outputs[0].name + "."
+        passthrough = []
+        for b_out, v in zip(body.outputs, node.outputs, strict=True):
+            if b_out.name in inner:  # the body returns an operand as is: copy nothing, alias it
+                passthrough.append((inner[b_out.name], v))
+            else:
+                inner[b_out.name] = v
+        _flatten(body.nodes, inner, sub_prefix, arch, kernels, bound, fallbacks, out)
+        for src, dst in passthrough:
+            out.append(Node("reshape", (src,), {"shape": dst.type.shape}, (dst,)))
+
+
+def _static_values(flat: Graph) -> set[str]:
+    static = weight_only_values(flat)
+    for node in flat.nodes:  # topological order: one pass is the fixpoint
+        if all(v.name in static for v in node.inputs):  # no operand at all: a constant
+            static.update(v.name for v in node.outputs)
+    return static

@@ -1,0 +1,125 @@
+"""The in-context profile: each node of a compiled step timed as the step runs it, against its roofline.
+
+Built on `hoid.measure` (its timers, its roofline, its `Profile` table; measure does not import the
+runtime): every step of the compiled sequence is timed alone with the device's timer (on a GPU: CUDA-graph
+replay, inputs rotated past the L2) over the tensors the compiled call really gives it (planned buffers,
+bound weights), with its roofline floor (`region_floor` of a kernel's body, the op's floor otherwise);
+then the whole step is timed (its CUDA graph replayed) and, on a GPU, the sum of its kernels' durations
+is read with `torch.profiler`, so the gap between them (launch gaps, host work) is visible.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from ..ir.interpreter import run_node
+from ..ir.registry import get_op
+from ..measure.devices import Device
+from ..measure.local import local_device, time_on
+from ..measure.profile import Profile, rows_of
+from ..measure.roofline import op_floor, region_floor
+from .compiled import CompiledGraph
+
+
+def profile(compiled: CompiledGraph, inputs: Sequence[torch.Tensor], *, device: Device | None = None,
+            **timer_options) -> Profile:
+    device = device or local_device()
+    env = _environment(compiled, inputs)
+    timed = []
+    for node in compiled.plan.steps:
+        call, args = _step(compiled, node, env)
+        timing = time_on(device, call, args, **timer_options)
+        method = f"{timing.method}; {timing.note}" if timing.note else timing.method
+        timed.append((node, timing.median, method, _floor(node, device)))
+    step_args = list(inputs)
+    compiled(*step_args)  # capture (on a GPU) before the step is timed
+    step = time_on(device, lambda *a: compiled(*a), step_args,
+                   **({"rotate": False} if device.arch != "cpu" else {})).median
+    kernels = _kernel_seconds(compiled, step_args) if device.arch != "cpu" else None
+    return Profile(compiled.graph.name, device.name, "in-context", rows_of(timed), step=step, kernels=kernels)
+
+
+def _environment(compiled: CompiledGraph, inputs) -> dict[str, torch.Tensor]:
+    """Every value of one call, by name, computed by running the steps as the compiled call does."""
+    staged = compiled._stage(inputs)
+    env = {v.name: t for v, t in zip(compiled.graph.runtime_inputs, staged)}
+    for name, (_, value) in compiled.program.tensors.items():
+        env[value] = compiled.namespace[name]
+    for node in compiled.plan.steps:
+        call, args = _step(compiled, node, env)
+        outs = call(*args)
+        env.update((v.name, t) for v, t in zip(node.outputs, outs if isinstance(outs, tuple) else (outs,)))
+    return env
+
+
+def _step(compiled: CompiledGraph, node, env):
+    """(callable, args) running `node` as the compiled step does: kernels into their planned buffers."""
+    args = [env[v.name] for v in node.inputs]
+    bound = compiled.lowered.kernels.get(node.outputs[0].name) if node.op == "kernel" else None
+    if bound is None:
+        return (lambda *a, node=node: run_node(node, list(a))), args
+    outs = [env.get(v.name) if v.name in compiled.plan.buffers else None for v in node.outputs]
+    outs = [args[bound.aliases[o]] if t is None else t for o, t in enumerate(outs)]
+    for v, t in zip(node.outputs, outs):
+        env.setdefault(v.name, t)
+    n = len(args)
+    return (lambda *a: bound(*a[:n], out=a[n:])), [*args, *outs]
+
+
+def _floor(node, device: Device) -> float:
+    if node.op == "kernel":
+        return region_floor(node.attrs["body"], device)
+    return max(op_floor(node.op, [v.type for v in node.inputs], [v.type for v in node.outputs], node.attrs, device)) \
+        if not get_op(node.op).is_view else 0.0
+
+
+def _kernel_seconds(compiled: CompiledGraph, args) -> float:
+    """Sum of the device kernels' durations in one call (replay), from torch.profiler's trace."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as trace
+
+    torch.cuda.synchronize()
+    with trace(activities=[ProfilerActivity.CUDA]) as prof:
+        compiled(*args)
+        torch.cuda.synchronize()
+    return sum(e.device_time for e in prof.events() if e.device_type.name == "CUDA") / 1e6
+
+
+def example_inputs(compiled: CompiledGraph) -> list[torch.Tensor]:
+    """Inputs to profile with when none are given: random floats, zero integers (a position and token ids
+    of 0 index every cache and vocabulary), and the compiled graph's own state."""
+    from ..measure.inputs import random_tensor
+
+    states = iter(compiled.state)
+    out = []
+    for v in compiled.graph.runtime_inputs:
+        if compiled.graph.kind_of(v.name) == "state":
+            out.append(next(states))
+        elif v.type.torch_dtype.is_floating_point:
+            out.append(random_tensor(v.type, device=compiled.device))
+        else:
+            out.append(torch.zeros(v.type.shape, dtype=v.type.torch_dtype, device=compiled.device))
+    return out
+
+
+def print_profile(result: Profile, *, limit: int | None = 25, console=None) -> None:
+    """The profile as a rich table: time, share, roofline floor and how far above it each node runs."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from ..measure.timing import format_seconds
+
+    table = Table(title=f"{result.graph} on {result.device} ({result.mode})")
+    for column in ("node", "op", "time", "share", "floor", "x floor", "timed by"):
+        table.add_column(column, justify="left" if column in ("node", "op", "timed by") else "right")
+    for row in result.rows[:limit]:
+        ratio = f"{row.seconds / row.floor:.1f}" if row.floor else "-"
+        op = row.op if row.kernel is None else f"kernel {row.kernel}"
+        table.add_row(row.node[:32], op, format_seconds(row.seconds), f"{row.share:.1%}",
+                      format_seconds(row.floor) if row.floor else "-", ratio, row.method)
+    console = console or Console()
+    console.print(table)
+    if result.step is not None:
+        console.print(result.table(limit=0).splitlines()[-1])

@@ -1,0 +1,81 @@
+"""The loop on the CPU: labels, what is kept and why, the budget, determinism, persisted acceptances."""
+
+import pytest
+import torch
+
+import hoid
+from hoid.agent import Budget, Journal
+from hoid.ir import run
+from hoid.kernels import Accepted, AcceptedStore, get
+from hoid.models.examples import mlp_block
+
+from .helpers import SLOW_RMSNORM, Only, TorchLibrary, norm_graph
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOID_CACHE", str(tmp_path / "measure.sqlite"))
+    monkeypatch.setenv("HOID_KERNELS", str(tmp_path / "kernels.sqlite"))
+
+
+def test_a_model_is_refused_with_the_fix():
+    with pytest.raises(hoid.NotAGraphError, match="from_torch"):
+        hoid.optimize(torch.nn.Linear(2, 2))
+
+
+def test_a_correct_but_slower_kernel_is_not_kept(tmp_path):
+    opt = hoid.optimize(norm_graph(), agent=[Only("slow", SLOW_RMSNORM)], device="cpu",
+                        journal=tmp_path / "j.sqlite", trials=4)
+    [attempt] = opt.report.attempts
+    assert attempt["verdict"] == "passed" and attempt["kernel_evidence"] == "measured"  # the CPU timer's
+    assert not attempt["kept"]
+    assert not any(n.op == "kernel" for n in opt.graph.nodes)
+    assert opt.report.measured and opt.speedup is not None and opt.speedup <= 1.0 + 1e-9
+
+
+def test_modelled_plan_is_labelled_and_never_a_speedup(tmp_path):
+    opt = hoid.optimize(mlp_block(), agent=[TorchLibrary()], device="h200", journal=tmp_path / "j.sqlite",
+                        budget=Budget(attempts=1), trials=4)
+    assert opt.report.stop_reason == "budget spent: 1 attempts"
+    [attempt] = opt.report.attempts
+    assert attempt["kept"] and attempt["graph_evidence"] == "modelled"
+    assert opt.speedup is None and opt.modelled_gain > 1
+    assert "not a speedup" in str(opt.report) and "speedup 1" not in str(opt.report)
+    assert all(a.evidence == "modelled" for a in opt.kernels.accepted)
+    x = torch.randn(4, 64)
+    torch.testing.assert_close(run(opt.graph, x)[0], run(mlp_block(), x)[0], rtol=1e-5, atol=1e-6)
+
+
+def test_offline_runs_are_deterministic(tmp_path):
+    rows = []
+    for i in range(2):
+        hoid.optimize(mlp_block(), agent=[TorchLibrary()], device="h200", journal=tmp_path / f"j{i}.sqlite",
+                      budget=Budget(attempts=3), trials=4)
+        with Journal(tmp_path / f"j{i}.sqlite") as j:
+            rows.append([{k: v for k, v in a.items() if k not in ("id", "at")} for a in j.attempts()])
+    assert rows[0] == rows[1] and len(rows[0]) == 3
+
+
+def test_a_changed_kernel_version_is_checked_again(tmp_path):
+    import dataclasses
+
+    from hoid.agent.loop import resolve_device
+
+    device = resolve_device("cpu").name
+    spec = get("torch.rmsnorm")
+    graph = norm_graph()
+    types = (graph.runtime_inputs[0].type, graph.weight_inputs[0].type)
+    store = AcceptedStore(tmp_path / "kernels.sqlite")
+    store.save(device, Accepted(spec, types, {"eps": 1e-6}, {}))
+    opt = hoid.optimize(graph, agent=[Only("lib", spec)], device="cpu", journal=tmp_path / "j.sqlite",
+                        store=store, trials=4)
+    assert opt.report.reused and not opt.report.stale and opt.report.attempts == []  # reused, not re-checked
+    # the same row, stored as if accepted at another version of the kernel's source
+    store.db.execute("update accepted set version = 'old'")
+    store.db.commit()
+    opt = hoid.optimize(graph, agent=[Only("lib", spec)], device="cpu", journal=tmp_path / "j.sqlite",
+                        store=store, trials=4)
+    assert not opt.report.reused and "torch.rmsnorm" in opt.report.stale[0]
+    [attempt] = opt.report.attempts
+    assert attempt["kernel"] == "torch.rmsnorm" and attempt["verdict"] == "passed"  # checked again
+    assert dataclasses.is_dataclass(spec)

@@ -1,0 +1,137 @@
+"""Compiled graphs against the interpreter: bitwise without kernel nodes, within tolerance with them;
+weights folded once; state owned, updated in place, recognised by pointer; unavailable kernels' bodies."""
+
+import warnings
+
+import pytest
+import torch
+
+import hoid
+from hoid.ir import Node
+from hoid.runtime import KernelFallbackWarning, compile
+from hoid.verify.compare import compare_output
+from hoid.verify.tolerance import tolerance_for
+
+
+def _inputs(graph, position=5, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, graph.runtime_inputs[0].type.shape and 200, (1, 1), generator=g)
+    states = [torch.randn(v.type.shape, generator=g) for v in graph.inputs_of_kind("state")]
+    return [ids, torch.tensor([position]), *states]
+
+
+@pytest.mark.parametrize("which", ["tiny_step", "wide_step"])
+def test_bitwise_equal_to_the_interpreter_without_kernels(which, request):
+    graph = request.getfixturevalue(which)
+    assert "kernel" not in graph.op_counts()
+    compiled = compile(graph, device="cpu")
+    args = _inputs(graph)
+    ref = hoid.run(graph, *args)
+    out = compiled(*args)
+    assert len(out) == len(ref)
+    for k, (a, b) in enumerate(zip(out, ref)):
+        assert torch.equal(a, b), f"output {k} differs"
+
+
+def test_within_tolerance_with_kernel_nodes(tiny_rewritten):
+    assert "kernel" in tiny_rewritten.op_counts()
+    compiled = compile(tiny_rewritten, device="cpu")
+    assert not compiled.fallbacks and "k_" in compiled.source  # kernels launched, not their bodies
+    args = _inputs(tiny_rewritten)
+    ref = hoid.run(tiny_rewritten, *args)
+    for k, (a, b) in enumerate(zip(compiled(*args), ref)):
+        assert compare_output(k, a, b, tolerance_for(b.dtype)) is None
+
+
+def test_state_is_owned_updated_in_place_and_recognised_by_pointer(tiny_rewritten):
+    compiled = compile(tiny_rewritten, device="cpu")
+    assert compiled.copies == []  # every cache append writes into the cache itself
+    assert "state updated in place" in compiled.source or "written in place" in compiled.source
+    pointers = [t.data_ptr() for t in compiled.state]
+    args = _inputs(tiny_rewritten)
+    logits, *cache = compiled(*args)
+    assert compiled.stats.state_copies == len(cache)  # the caller's tensors were not ours: copied in once
+    for step in range(3):
+        logits, *cache = compiled(args[0], torch.tensor([6 + step]), *cache)
+    assert compiled.stats.state_copies == len(cache)  # ours passed back: never copied again
+    assert [t.data_ptr() for t in cache] == pointers == [t.data_ptr() for t in compiled.state]
+
+
+def test_calls_reuse_their_buffers(tiny_rewritten):
+    compiled = compile(tiny_rewritten, device="cpu")
+    args = _inputs(tiny_rewritten)
+    first = compiled(*args)[0].data_ptr()
+    assert compiled(*args)[0].data_ptr() == first  # the logits land in the same planned buffer
+    # liveness lets buffers be shared: fewer slots than kernel outputs
+    outputs = sum(len(n.outputs) for n in compiled.plan.steps if n.op == "kernel")
+    assert 0 < len(compiled.plan.slots) < outputs
+
+
+def test_weight_only_values_are_folded_once(tiny_rewritten):
+    from hoid.ir.analysis import weight_only_values
+
+    compiled = compile(tiny_rewritten, device="cpu")
+    folded = weight_only_values(tiny_rewritten) - {v.name for v in tiny_rewritten.weight_inputs}
+    assert folded, "the rewrite merges Q/K/V and gate/up weights"
+    ran = {v.name for n in compiled.plan.steps for v in n.outputs}
+    assert not folded & ran  # none of them is computed per call
+    bound = {value for kind, value in compiled.program.tensors.values() if kind == "value"}
+    # a weight merged into another is not kept beside the merge (memory does not double)
+    merged_parts = {v.name for n in tiny_rewritten.nodes if n.outputs[0].name in folded for v in n.inputs}
+    assert merged_parts - bound
+
+
+def _with_version(graph, version):
+    nodes, changed = [], None
+    for node in graph.nodes:
+        if node.op == "kernel" and changed is None:
+            node = Node("kernel", node.inputs, {**node.attrs, "version": version}, node.outputs)
+            changed = node
+        nodes.append(node)
+    return type(graph)(graph.name, graph.inputs, nodes, graph.outputs, graph.state_updates, graph.weights), changed
+
+
+def test_a_kernel_of_another_version_runs_its_body_with_a_warning(tiny_rewritten):
+    graph, changed = _with_version(tiny_rewritten, "0123456789ab")
+    with pytest.warns(KernelFallbackWarning, match=changed.name.replace("%", "%")) as caught:
+        compiled = compile(graph, device="cpu")
+    assert changed.attrs["kernel"] in str(caught[0].message) and "version" in str(caught[0].message)
+    assert list(compiled.fallbacks) == [changed.name]
+    args = _inputs(graph)
+    ref = hoid.run(tiny_rewritten, *args)
+    for k, (a, b) in enumerate(zip(compiled(*args), ref)):
+        assert compare_output(k, a, b, tolerance_for(b.dtype)) is None
+
+
+def test_reading_the_old_state_after_its_update_forces_a_reported_copy():
+    b = hoid.GraphBuilder("step")
+    cache = b.state("cache", (4, 3), "f32")
+    pos, x = b.input("pos", (1,), "i64"), b.input("x", (1, 3), "f32")
+    new = b.index_copy(cache, pos, x, dim=0)
+    old_sum = b.sum(cache, dim=(0,))  # scheduled after the update, reads the old cache
+    graph = b.build(b.add(b.sum(new, dim=(0,)), old_sum), updates={cache: new})
+    with pytest.warns(UserWarning, match="old value"):
+        compiled = compile(graph, device="cpu")
+    assert len(compiled.copies) == 1 and ".copy_(" in compiled.source
+    args = [torch.randn(4, 3), torch.tensor([2]), torch.randn(1, 3)]
+    ref = hoid.run(graph, *args)
+    out = compiled(*args)
+    assert all(torch.equal(a, r) for a, r in zip(out, ref))
+    assert out[1].data_ptr() == compiled.state[0].data_ptr()
+
+
+def test_source_is_readable_python_that_names_every_node(tiny_step):
+    compiled = compile(tiny_step, device="cpu")
+    assert compiled.source.startswith("def step(input_ids, position, cache_0_k")
+    compile_ok = compile_source = compiled.source
+    assert "op_matmul(" in compile_ok and "op_index_copy_(" in compile_source
+    assert not compiled.use_cuda_graph and compiled.cuda_graph_reason == "the device is not a GPU"
+
+
+def test_wrong_inputs_are_refused_with_names(tiny_step):
+    compiled = compile(tiny_step, device="cpu")
+    with pytest.raises(hoid.InputError, match="takes 6 inputs"):
+        compiled(torch.zeros(1, 1, dtype=torch.long))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert hoid.compile is compile
