@@ -135,7 +135,7 @@ def _require_cute_runs(spec: KernelSpec, arch: str | None) -> None:
     either fails the node is unavailable, and the runtime runs its body."""
     from .library._cute_compile import INSTALL, have_cute
 
-    if arch == "cpu":
+    if arch == "cpu" or (arch is None and not torch.cuda.is_available()):  # None: here, wherever that is
         raise KernelUnavailable(f"kernel {spec.id} is a CuTe DSL kernel: it runs on a CUDA GPU only")
     if not have_cute():
         raise KernelUnavailable(f"kernel {spec.id} needs CUTLASS's CuTe DSL, which is not installed: {INSTALL}")

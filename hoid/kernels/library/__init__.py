@@ -58,7 +58,7 @@ CUTE_SPECS = (
 )
 
 for _spec in CUTE_SPECS:
-    register(_spec)
+    register_library(_spec)
 
 # The vendor kernels: a correct, measurable fallback for every pattern the library implements.
 TORCH_SPECS = tuple(m.SPEC for m in (torch_matmul, torch_sdpa, torch_sdpa_masked, torch_rmsnorm, torch_rope,
