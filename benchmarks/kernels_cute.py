@@ -6,6 +6,8 @@ and a torch copy of the same bytes; the Hopper GEMM at 4096^3 and Qwen3-1.7B's p
     PYTHONPATH=. python3 benchmarks/kernels_cute.py --out benchmarks/results            # ~5 min on the H200
     PYTHONPATH=. python3 benchmarks/kernels_cute.py --tune                              # + a GEMV param sweep
 
+Last, Qwen3-1.7B's decode tokens/s through `hoid.compile` with the CuTe GEMVs and with the Triton GEMVs.
+
 Every time is hoid's CUDA timer (`hoid.measure.time_cuda`): CUDA-graph replay of back-to-back calls over
 input copies totalling 4x the L2, so weights come from memory. "of copy" is the time of a torch copy
 moving the same bytes (read + written) over the kernel's time: the practical ceiling at that size;
@@ -151,6 +153,42 @@ def run_prefill(only: str) -> list[dict]:
     return rows
 
 
+def whole_model(model: str, cache_len: int, steps: int) -> list[dict]:
+    """Decode tokens/s of `model` through `hoid.compile`: the same rewrite with the CuTe GEMVs, then with the
+    Triton GEMVs, each set lacking the other's (the rest of the library unchanged)."""
+    from decode import tokens_per_second  # benchmarks/ is on the path
+
+    import hoid
+    from hoid.kernels import KernelSet
+    from hoid.models import build_model, decode_step_graph
+    from hoid.runtime import compile as hoid_compile
+    from hoid.runtime.sampling import Greedy
+
+    lm = build_model(model, dtype=torch.bfloat16, device="cuda")
+    graph = decode_step_graph(lm, cache_len)
+    gemvs = {"cute": ["cute.linear", "cute.linear_add", "cute.linear_swiglu_merged"],
+             "triton": ["triton.linear", "triton.linear_add", "triton.linear_swiglu_merged"]}
+    rows = []
+    for mine, other in (("cute", "triton"), ("triton", "cute")):
+        kernels = KernelSet.default()
+        for kernel_id in gemvs[other]:
+            kernels = kernels.without(kernel_id)
+        row = {"model": model, "gemvs": mine, "cache_len": cache_len, "steps": steps}
+        try:
+            rewritten = hoid.search.rewrite(graph, device="h200", kernels=kernels)
+            compiled = hoid_compile(rewritten, sample=Greedy())
+            state = compiled.state
+            row["tokens_per_s"] = tokens_per_second(lambda t, p, c=compiled, s=state: c(t, p, *s)[0], steps)
+            used = [n.attrs["kernel"] for n in compiled.plan.steps if n.op == "kernel"]
+            row.update(captured=compiled.captured, fallbacks=compiled.fallbacks,
+                       gemv_nodes=sum(k in gemvs[mine] for k in used), kernels=sorted(set(used)))
+        except Exception as e:
+            row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
+        rows.append(row)
+        print(json.dumps(row, default=str), flush=True)
+    return rows
+
+
 def table(decode: list[dict], prefill: list[dict]) -> str:
     us = lambda r, k: f"{r['seconds'][k] * 1e6:.2f}" if k in r.get("seconds", {}) else "-"  # noqa: E731
     lines = ["| model | matrix | M | cute us | triton us | cuBLAS us | copy us | of copy | of BW | vs triton | err "
@@ -181,6 +219,8 @@ def main() -> int:
     ap.add_argument("--m", default="1,16", help="comma-separated decode rows (batch x tokens)")
     ap.add_argument("--only", default="", help="run the cases of the models whose name contains this")
     ap.add_argument("--no-prefill", action="store_true")
+    ap.add_argument("--whole-model", default="qwen3-1.7b", help="decode tokens/s with each GEMV set ('' for none)")
+    ap.add_argument("--steps", type=int, default=128, help="decode steps timed for --whole-model")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -189,6 +229,7 @@ def main() -> int:
     print(f"copy bandwidth {bandwidth / 1e12:.2f} TB/s on {torch.cuda.get_device_name()}", flush=True)
     decode = [r for m in map(int, args.m.split(",")) for r in run_decode(m, bandwidth, args.tune, args.only)]
     prefill = [] if args.no_prefill or torch.cuda.get_device_capability()[0] != 9 else run_prefill(args.only)
+    models = whole_model(args.whole_model, 1024, args.steps) if args.whole_model else []
     import cutlass
 
     result = {"device": torch.cuda.get_device_name(),
@@ -196,10 +237,13 @@ def main() -> int:
               "torch": torch.__version__, "cutlass_dsl": getattr(cutlass, "__version__", "?"),
               "python": platform.python_version(), "copy_bandwidth": bandwidth, "tuned": args.tune,
               "timer": "hoid.measure.time_cuda: CUDA-graph replay, rotation past 4x L2",
-              "seconds_total": time.time() - start, "decode": decode, "prefill": prefill}
+              "seconds_total": time.time() - start, "decode": decode, "prefill": prefill, "whole_model": models}
     (out / "kernels_cute.json").write_text(json.dumps(result, indent=1, default=str))
     (out / "kernels_cute.md").write_text(table(decode, prefill) + "\n")
     print(table(decode, prefill))
+    for r in models:
+        print(f"{r['model']} decode with the {r['gemvs']} GEMVs: "
+              f"{r.get('tokens_per_s', float('nan')):.1f} tokens/s {r.get('error', '')}")
     print(f"{time.time() - start:.0f} s")
     return 0 if all(r.get("targets_met") for r in decode + prefill) else 1
 
