@@ -167,6 +167,27 @@ def device_arch(device: torch.device) -> str:
     return f"sm_{major}{minor}"
 
 
+def dlpack_views(tensors: Sequence[torch.Tensor]) -> list:
+    """CuTe tensors over torch tensors' memory (static shapes and strides: a build per shape), 16-byte
+    aligned as torch allocates."""
+    from cutlass.cute.runtime import from_dlpack
+
+    return [from_dlpack(t, assumed_align=16) for t in tensors]
+
+
+def compiled_for(name: str, key: tuple, make: Callable[[], Any], views: Sequence[Any], stream, arch: str):
+    """The build a launch runs, from the cache or compiled now (what `launch` calls; tests build it over
+    CPU tensors' views, which compile the same)."""
+    _, cute, _ = require_cute(f"CuTe kernel {name}")
+    full_key = (name, arch, *key)
+    compiled = _COMPILED.get(full_key)
+    if compiled is None:
+        with _BUILD_LOCK:
+            compiled = cute.compile(make(), *views, stream, options=f"--gpu-arch {cute_target(arch)}")
+        _COMPILED[full_key] = compiled
+    return compiled
+
+
 def launch(name: str, key: tuple, make: Callable[[], Any], tensors: Sequence[torch.Tensor]) -> None:
     """Launch `make()(*tensors, stream)` on the current torch stream (so a CUDA graph that torch captures
     records it). The jit function `make` returns is compiled at the first launch of each `key`, which must
@@ -179,14 +200,7 @@ def launch(name: str, key: tuple, make: Callable[[], Any], tensors: Sequence[tor
     arch = device_arch(tensors[0].device)
     if arch not in CUTE_TARGETS:
         raise CuteDeviceError(f"CuTe kernel {name} builds for {', '.join(CUTE_TARGETS)}; this GPU is {arch}")
-    from cutlass.cute.runtime import from_dlpack
-
-    views = [from_dlpack(t, assumed_align=16) for t in tensors]
+    views = dlpack_views(tensors)
     stream = driver.CUstream(torch.cuda.current_stream(tensors[0].device).cuda_stream)
-    full_key = (name, arch, *key)
-    compiled = _COMPILED.get(full_key)
-    if compiled is None:
-        with _BUILD_LOCK:
-            compiled = cute.compile(make(), *views, stream, options=f"--gpu-arch {CUTE_TARGETS[arch]}")
-        _COMPILED[full_key] = compiled
+    compiled = compiled_for(name, key, make, views, stream, arch)
     compiled(*views, stream)

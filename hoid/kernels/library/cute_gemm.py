@@ -193,7 +193,8 @@ def _jit(epilogue: str, tile_n: int, stages: int):
     return cute_module(_kernels, "the CuTe Hopper GEMM")(epilogue, tile_n, stages)
 
 
-def _launch(x, w, residual, out, epilogue: str, *, tile_n="auto", stages="auto") -> None:
+def prepare(x, w, residual, out, epilogue: str, *, tile_n="auto", stages="auto") -> tuple:
+    """What a launch needs: (build name, cache key, jit factory, the tensors as the kernel takes them)."""
     k = x.shape[-1]
     m = x.numel() // max(k, 1)
     n = out.shape[-1]
@@ -201,7 +202,11 @@ def _launch(x, w, residual, out, epilogue: str, *, tile_n="auto", stages="auto")
     x2, out2 = x.reshape(m, k), out.view(m, n)
     res2 = residual.reshape(m, n) if residual is not None else out2
     key = (epilogue, str(x.dtype), m, k, n, cfg["tile_n"], cfg["stages"])
-    launch(f"cute.gemm.{epilogue}", key, lambda: _jit(epilogue, cfg["tile_n"], cfg["stages"]), [x2, w, res2, out2])
+    return f"cute.gemm.{epilogue}", key, lambda: _jit(epilogue, cfg["tile_n"], cfg["stages"]), [x2, w, res2, out2]
+
+
+def _launch(x, w, residual, out, epilogue: str, **params) -> None:
+    launch(*prepare(x, w, residual, out, epilogue, **params))
 
 
 def launch_linear(x, w, out, **params) -> None:

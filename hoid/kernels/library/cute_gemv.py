@@ -133,7 +133,8 @@ def _jit(epilogue: str, rows: int, warps: int, unroll: int):
     return cute_module(_kernels, "the CuTe GEMV")(epilogue, rows, warps, unroll)
 
 
-def _launch(x, w, residual, out, epilogue: str, *, rows="auto", warps="auto", unroll="auto") -> None:
+def prepare(x, w, residual, out, epilogue: str, *, rows="auto", warps="auto", unroll="auto") -> tuple:
+    """What a launch needs: (build name, cache key, jit factory, the tensors as the kernel takes them)."""
     k = x.shape[-1]
     m = x.numel() // max(k, 1)
     n_out = out.shape[-1]
@@ -142,8 +143,12 @@ def _launch(x, w, residual, out, epilogue: str, *, rows="auto", warps="auto", un
     x2, out2 = x.reshape(m, k), out.view(m, n_out)
     res2 = residual.reshape(m, n_out) if residual is not None else out2
     key = (epilogue, str(x.dtype), m, k, n_out, cfg["rows"], cfg["warps"], cfg["unroll"])
-    launch(f"cute.gemv.{epilogue}", key, lambda: _jit(epilogue, cfg["rows"], cfg["warps"], cfg["unroll"]),
-           [x2, w, res2, out2])
+    return (f"cute.gemv.{epilogue}", key, lambda: _jit(epilogue, cfg["rows"], cfg["warps"], cfg["unroll"]),
+            [x2, w, res2, out2])
+
+
+def _launch(x, w, residual, out, epilogue: str, **params) -> None:
+    launch(*prepare(x, w, residual, out, epilogue, **params))
 
 
 def _capability(x) -> tuple[int, int]:

@@ -120,3 +120,25 @@ def test_the_hopper_gemm_builds_with_wgmma_and_tma(kernel_id):
         assert b.ptx_target == "sm_90a" and b.cubin_bytes > 0
         assert b.count("wgmma.mma_async") >= 1, "no WGMMA in the GEMM's PTX"
         assert b.count("cp.async.bulk.tensor") >= 2, "no TMA load (cp.async.bulk.tensor) in the GEMM's PTX"
+
+
+@needs_cute
+@pytest.mark.parametrize("module, epilogue, m, k, rows", [
+    ("cute_gemv", "none", 1, 2048, 4096), ("cute_gemv", "add", 5, 520, 100), ("cute_gemv", "swiglu", 16, 2048, 256),
+    ("cute_gemm", "add", 300, 1000, 200)])
+def test_the_launch_path_builds_over_torch_tensors(module, epilogue, m, k, rows):
+    """A launch compiles over DLPack views of torch tensors (static shapes, so `const_expr` sizes hold):
+    built here over CPU tensors, which compile as CUDA ones would."""
+    import importlib
+
+    import torch
+
+    from hoid.kernels.library._cute_compile import compiled_for, dlpack_views, null_stream
+
+    mod = importlib.import_module(f"hoid.kernels.library.{module}")
+    n_out = rows // 2 if epilogue == "swiglu" else rows
+    x, w = torch.zeros(m, k, dtype=torch.bfloat16), torch.zeros(rows, k, dtype=torch.bfloat16)
+    out = torch.empty(m, n_out, dtype=torch.bfloat16)
+    residual = torch.zeros(m, n_out, dtype=torch.bfloat16) if epilogue == "add" else None
+    name, key, make, tensors = mod.prepare(x, w, residual, out, epilogue)
+    assert compiled_for(name, key, make, dlpack_views(tensors), null_stream(), "sm_90") is not None
