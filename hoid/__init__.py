@@ -16,27 +16,21 @@ __all__ = ["ExportError", "Graph", "GraphBuilder", "GraphError", "HoidError", "I
 __all__ += ["dumps", "load", "loads", "save"]  # the .hoid document (hoid/ir/text.py, hoid/ir/io.py)
 __all__ += ["from_torch"]  # import a PyTorch module (hoid/ir/from_torch/)
 
-__all__ += ["CompiledGraph", "compile"]  # the runtime (hoid/runtime/), loaded on first use
-
-
-def __getattr__(name: str):
-    if name in ("compile", "CompiledGraph"):
-        from . import runtime
-
-        return getattr(runtime, name)
-    raise AttributeError(f"module 'hoid' has no attribute {name!r}")
-
-
 from . import search  # noqa: E402  the e-graph search (hoid/search/): egglog loads only when a search runs
 
 __all__ += ["search"]
 
-__all__ += ["Budget", "optimize"]  # the loop (hoid/agent/), loaded on first use: importing hoid stays light
+# Loaded on first use, so that importing hoid stays light: public name -> the package that defines it.
+_LAZY = {
+    "compile": "runtime", "CompiledGraph": "runtime",  # the runtime (hoid/runtime/)
+    "optimize": "agent", "Budget": "agent",  # the loop (hoid/agent/)
+}
+__all__ += sorted(_LAZY)
 
 
 def __getattr__(name: str):
-    if name in ("Budget", "optimize"):
-        from . import agent
+    if name in _LAZY:
+        import importlib
 
-        return getattr(agent, name)
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
     raise AttributeError(f"module 'hoid' has no attribute {name!r}")

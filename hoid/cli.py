@@ -187,7 +187,8 @@ def _add_profile(sub, common) -> None:
         print_profile(profile(compiled, example_inputs(compiled)), limit=args.limit)
         return 0
 
-    pr = sub.add_parser("profile", parents=[common], help="compile a .hoid document and time each node in the compiled step")
+    pr = sub.add_parser("profile", parents=[common],
+                        help="compile a .hoid document and time each node in the compiled step")
     pr.add_argument("file")
     pr.add_argument("--limit", type=int, default=25, help="rows shown (slowest first)")
     pr.set_defaults(func=run)

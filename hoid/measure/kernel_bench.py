@@ -59,7 +59,7 @@ def measure_kernel(spec, types: Sequence[TensorType], attrs: dict, params: dict 
     device = device or local_device()
     key = MeasureKey.of(device.name, spec.id, spec.version, params, types, attrs)
     region = spec.pattern.graph(types, attrs)
-    floor = region_floor(region, device, spec.aliases)  # in place: the bytes it writes, not a cache copy
+    floor = region_floor(region, device)  # in place: the bytes it writes, not a cache copy
     if cache is not None and not refresh and (hit := cache.get(key)) is not None:
         return KernelMeasurement(key, hit.median, hit.spread, floor, None, None)
     where = tensor_device(device)
@@ -69,7 +69,7 @@ def measure_kernel(spec, types: Sequence[TensorType], attrs: dict, params: dict 
     timing = time_on(device, call.launch_flat, call.flat(inputs), **timer_options)
     sanity = None
     if device.arch != "cpu":
-        flops, nbytes = region_work(region, spec.aliases)
+        flops, nbytes = region_work(region)
         sanity = check_time(timing, nbytes=nbytes, flops=flops, dtype=types[0].dtype, device=device)
     if cache is not None and not (sanity and sanity.suspect):
         cache.put(key, timing, floor=floor)

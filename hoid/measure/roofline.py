@@ -43,30 +43,20 @@ def memory_floor(nbytes: int, device: Device) -> float:
     return nbytes / device.copy_bandwidth
 
 
-def region_work(region: Graph, aliases: Sequence[tuple[int, int]] = ()) -> tuple[int, int]:
-    """(flops, bytes) of a fused region: every node's arithmetic, but memory traffic only for the region's
-    inputs (read once) and outputs (written once): a fused kernel keeps its intermediates on chip.
+def region_work(region: Graph) -> tuple[int, int]:
+    """(flops, bytes) of a fused region: every node's arithmetic; memory traffic as a `kernel` node over the
+    region counts it (`hoid.ir.ops.kernel.body_bytes`: inputs read once, outputs written once, no more than
+    the region's ops move, so a gather reads its rows and a cache append writes its rows). An in-place
+    kernel (`KernelSpec.aliases`) is priced so; one that copies more than its region needs is slower than
+    this floor, which its measurement shows."""
+    from ..ir.ops.kernel import body_bytes
 
-    aliases: (output, input) pairs a kernel updates in place (`KernelSpec.aliases`): such a pair costs
-    what the node producing the output counts (the registry counts an update by the elements it writes:
-    a cache append, its new rows), not the whole buffer read and written again."""
-    updated_in, updated_out = {i for _, i in aliases}, {o for o, _ in aliases}
-    nbytes = sum(gi.value.type.nbytes for k, gi in enumerate(region.inputs)
-                 if gi.kind in ("input", "weight", "state") and k not in updated_in)
-    nbytes += sum(v.type.nbytes for k, v in enumerate(region.outputs) if k not in updated_out)
-    producers = region.producers() if aliases else {}
-    for o in updated_out:
-        node = producers.get(region.outputs[o].name)
-        if node is not None:
-            nbytes += get_op(node.op).count_bytes([v.type for v in node.inputs], [v.type for v in node.outputs],
-                                                  node.attrs)
-    return region.flops(), nbytes
+    return region.flops(), body_bytes(region)
 
 
-def region_floor(region: Graph, device: Device, aliases: Sequence[tuple[int, int]] = ()) -> float:
-    """The fewest seconds a fused kernel can take for `region` (no launch cost); `aliases` as in
-    `region_work`."""
-    flops, nbytes = region_work(region, aliases)
+def region_floor(region: Graph, device: Device) -> float:
+    """The fewest seconds a fused kernel can take for `region` (no launch cost)."""
+    flops, nbytes = region_work(region)
     first = (region.inputs or [None])[0]
     dtype = first.value.type.dtype if first is not None else "f32"
     return max(flops / device.flops_for(dtype), nbytes / device.copy_bandwidth)
@@ -78,7 +68,7 @@ def kernel_time(spec, types: Sequence[TensorType], attrs: dict, device: Device, 
     types: its pattern's region floor, scaled by the kernel's cached efficiency on `device` if any."""
     efficiency = cache.efficiency(device.name, spec.id, spec.version) if cache is not None else None
     launch = device.graph_launch_overhead if in_graph else device.launch_overhead
-    return region_floor(spec.pattern.graph(types, attrs), device, spec.aliases) / (efficiency or 1.0) + launch
+    return region_floor(spec.pattern.graph(types, attrs), device) / (efficiency or 1.0) + launch
 
 
 def node_time(node: Node, device: Device, *, cache: MeasureCache | None = None,

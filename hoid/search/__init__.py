@@ -1,7 +1,8 @@
 """The search: hoid's graphs in an e-graph (egglog), rewritten by rule sets and kernels, extracted by cost.
 
     import hoid.search
-    fast = hoid.search.rewrite(graph)                  # saturate every rule set, extract (analytic H200)
+    fast = hoid.search.rewrite(graph)                  # saturate every rule set, extract (H200 prices)
+    result = hoid.search.search(graph)                 # the same, with .report: measured vs modelled
     space = hoid.search.SearchSpace(graph)             # or step by step:
     space.saturate(hoid.search.default_rulesets())     #   -> SaturationReport (why it stopped, size)
     space.add_kernel(hoid.search.Region.of(graph, names), spec)   # a verified kernel, at every match
@@ -17,6 +18,8 @@ import importlib
 # public name -> module that defines it; loaded on first access (PEP 562)
 _EXPORTS = {
     "rewrite": "rewriting",  # not rewrite.py: a submodule of that name would shadow the function
+    "search": "rewriting", "SearchResult": "rewriting", "SearchReport": "rewriting",
+    "PricedCost": "prices", "Prices": "prices",
     "SearchSpace": "space", "Extracted": "space", "Finalist": "space",
     "Limits": "limits", "SaturationReport": "limits", "StopReason": "limits",
     "AnalyticCost": "cost", "MeasuredCost": "cost", "OpCall": "cost",

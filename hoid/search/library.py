@@ -9,8 +9,9 @@ resolved for the search's target (`hoid.kernels.resolve_params`). Constraints ar
 which egglog cannot evaluate: that is why the matching to find signatures happens here and not in a rule.
 
 A single-op pattern matches every e-node of that op with as many operands; a fused pattern is matched
-structurally from each of its outputs (ops only, on an instance built from the kernel's examples), then
-exactly (attrs too) against the pattern built at the matched types.
+structurally (ops only, on an instance built from the kernel's examples) from each of its outputs that
+reaches every input, or from all its outputs together where none does (`joint.py`), then exactly (attrs
+too) against the pattern built at the matched types.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from ..ir.ops.kernel import KernelImpl
 from ..ir.registry import has_op
 from ..kernels.kernel_set import KernelSet
 from ..kernels.launch import resolve_params
-from .inject import region_rule
+from .inject import pinned_union, region_rule
+from .joint import joint_matches, reaches_all
 from .limits import Limits
 from .rules import RuleSet
 from .snapshot import OUT, Snapshot
@@ -52,7 +54,9 @@ def match(snapshot: Snapshot, pattern: Graph, value, cls: str, bind: dict, exact
     if producer is None:  # a pattern input matches any class
         bind[value.name] = cls
         return True
-    index = producer.outputs.index(value)
+    # by name, not `list.index`: Value equality compares types and attrs, and this runs per candidate
+    index = next(i for i, o in enumerate(producer.outputs) if o.name == value.name)
+    position = next(i for i, n in enumerate(pattern.nodes) if n is producer)
     candidates = list(snapshot.enodes(cls))
     if len(producer.outputs) > 1:
         candidates = [t for o in candidates if o.op == OUT and o.attrs["index"] == index
@@ -63,7 +67,7 @@ def match(snapshot: Snapshot, pattern: Graph, value, cls: str, bind: dict, exact
             continue
         if exact and attr_key(enode.attrs) != attr_key(producer.attrs):
             continue
-        trial = {**bind, value.name: cls, (NODE, pattern.nodes.index(producer)): enode}
+        trial = {**bind, value.name: cls, (NODE, position): enode}
         if all(match(snapshot, pattern, v, c, trial, exact) for v, c in zip(producer.inputs, kids, strict=True)):
             bind.update(trial)
             return True
@@ -106,9 +110,19 @@ def attr_sites(pattern, types, attrs: dict) -> dict[str, list[tuple[int, str]]]:
 
 def _signatures(snapshot: Snapshot, spec, by_op: dict[str, list] | None = None,
                 missed: list[str] | None = None) -> list[tuple[tuple[TensorType, ...], dict]]:
-    """(input types, attrs) at every match of the kernel's pattern, each signature once. A fused pattern's
-    attrs are read off the e-nodes it matched structurally; `missed` collects why a structural match
-    was not an exact one."""
+    """(input types, attrs) at every match of the kernel's pattern, each signature once."""
+    return list({(t, attr_key(a)): (t, a) for t, a, _ in _matches(snapshot, spec, by_op, missed)}.values())
+
+
+def _matches(snapshot: Snapshot, spec, by_op: dict[str, list] | None = None,
+             missed: list[str] | None = None) -> list[tuple[tuple[TensorType, ...], dict, tuple | None]]:
+    """(input types, attrs, pins) at every match of the kernel's pattern. A fused pattern's attrs are read
+    off the e-nodes it matched structurally; `missed` collects why a structural match was not an exact one.
+
+    pins is None where some output of the pattern reaches every input: matching from it finds the whole
+    region, and a rule at that signature joins every match (each signature once). Otherwise (the attention
+    prelude: q's rotation, the k and the v cache appends) the outputs are matched together
+    (`joint.joint_matches`) and pins holds the input classes of that one match, one entry per match."""
     pattern = spec.pattern
     if by_op is None:
         by_op = _nodes_by_op(snapshot)
@@ -118,7 +132,7 @@ def _signatures(snapshot: Snapshot, spec, by_op: dict[str, list] | None = None,
             kids = snapshot.operands(node)
             if len(kids) == len(pattern.operands):
                 types = tuple(snapshot.types[c] for c in kids)
-                found[(types, attr_key(node.attrs))] = (types, dict(node.attrs))
+                found[(types, attr_key(node.attrs))] = (types, dict(node.attrs), None)
         return list(found.values())
     example_types, example_attrs = spec.examples(random.Random(0))
     defaults = {a.name: a.default for a in pattern.attrs}
@@ -126,31 +140,49 @@ def _signatures(snapshot: Snapshot, spec, by_op: dict[str, list] | None = None,
     example = pattern.graph(example_types, example_attrs)
     sites = attr_sites(pattern, example_types, example_attrs)
     inputs = example.inputs_of_kind("input")
-    for out in example.outputs:  # match from each output in turn: one may not reach every input
-        root_op = example.producers()[out.name].op
-        for cls in dict.fromkeys(n.eclass for n in by_op.get(root_op, ())):
-            bind: dict = {}
-            if not match(snapshot, example, out, cls, bind, exact=False) or any(v.name not in bind for v in inputs):
-                continue
-            types = tuple(snapshot.types[bind[v.name]] for v in inputs)
-            attrs = dict(defaults)
-            for name, places in sites.items():  # the values at this match, where the match reached them
-                for i, key in places:
-                    enode = bind.get((NODE, i))
-                    if enode is not None and key in enode.attrs:
-                        attrs[name] = enode.attrs[key]
-                        break
+    rooted = [i for i, out in enumerate(example.outputs) if reaches_all(example, out)]
+    structural = (_rooted_matches(snapshot, example, rooted, by_op) if rooted
+                  else joint_matches(snapshot, example, by_op, match))
+    built: dict[tuple, Graph | None] = {}
+    for roots, bind in structural:
+        if any(v.name not in bind for v in inputs):
+            continue
+        types = tuple(snapshot.types[bind[v.name]] for v in inputs)
+        attrs = dict(defaults)
+        for name, places in sites.items():  # the values at this match, where the match reached them
+            for i, key in places:
+                enode = bind.get((NODE, i))
+                if enode is not None and key in enode.attrs:
+                    attrs[name] = enode.attrs[key]
+                    break
+        signature = (types, attr_key(attrs))
+        if signature not in built:  # the same layer matches many times: build its pattern once
             try:
-                exact = pattern.graph(types, attrs)
+                built[signature] = pattern.graph(types, attrs)
             except (HoidError, ValueError, IndexError):  # it does not build at these types: no match
-                continue
-            index = example.outputs.index(out)
-            if match(snapshot, exact, exact.outputs[index], cls, {}, exact=True):
-                found[(types, attr_key(attrs))] = (types, attrs)
-            elif missed is not None:
-                missed.append(f"the pattern matched e-class {cls} structurally at {', '.join(map(str, types))} "
-                              f"but not with attrs {attrs}")
+                built[signature] = None
+        exact = built[signature]
+        if exact is None:
+            continue
+        exact_bind: dict = {}
+        if all(match(snapshot, exact, exact.outputs[i], cls, exact_bind, exact=True) for i, cls in roots.items()):
+            pins = None if rooted else (tuple(exact_bind[v.name] for v in exact.inputs_of_kind("input")),
+                                        tuple(exact_bind[v.name] for v in exact.outputs))
+            found[(types, attr_key(attrs), pins)] = (types, attrs, pins)
+        elif missed is not None:
+            missed.append(f"the pattern matched e-class {', '.join(roots.values())} structurally at "
+                          f"{', '.join(map(str, types))} but not with attrs {attrs}")
     return list(found.values())
+
+
+def _rooted_matches(snapshot: Snapshot, example: Graph, rooted: list[int], by_op: dict):
+    """({output index: class}, bind) for each structural match from one output that reaches every input."""
+    for i in rooted:
+        out = example.outputs[i]
+        for cls in dict.fromkeys(n.eclass for n in by_op.get(example.producers()[out.name].op, ())):
+            bind: dict = {}
+            if match(snapshot, example, out, cls, bind, exact=False):
+                yield {i: cls}, bind
 
 
 def _nodes_by_op(snapshot: Snapshot) -> dict[str, list]:
@@ -177,7 +209,8 @@ def apply_library(space: SearchSpace, kernels: KernelSet | None = None) -> Libra
         return report
     snapshot = space.snapshot()
     by_op = _nodes_by_op(snapshot)
-    rules, kernel_of = [], {}
+    handle_of = {cls: h for h, cls in snapshot.handles.items()}
+    rules, kernel_of, pinned = [], {}, []
     arch = getattr(space.target, "arch", None)
     for spec in specs:
         if arch is not None and spec.backend != "torch" and arch not in spec.archs:
@@ -188,11 +221,13 @@ def apply_library(space: SearchSpace, kernels: KernelSet | None = None) -> Libra
             report.skipped[spec.id] = "a fused pattern without examples cannot be matched structurally"
             continue
         missed: list[str] = []
-        signatures = _signatures(snapshot, spec, by_op, missed)
-        if missed and not signatures:
+        matches = _matches(snapshot, spec, by_op, missed)
+        if missed and not matches:
             report.skipped[spec.id] = missed[0]
-        for types, attrs in signatures:
+        for types, attrs, pins in matches:
             reason = kernels.allows(spec, list(types), attrs)
+            if reason is None and pins is not None and any(c not in handle_of for c in pins[0] + pins[1]):
+                reason = "an input of a match has no handle to pin the match to"
             if reason is not None:
                 report.skipped.setdefault(spec.id, reason)
                 continue
@@ -200,8 +235,14 @@ def apply_library(space: SearchSpace, kernels: KernelSet | None = None) -> Libra
             params = resolve_params(spec, types, attrs, _accepted_params(kernels, spec, types, attrs), space.target)
             impl = KernelImpl(spec.id, spec.version, params, body, dict(attrs))
             key = space.encoding.kernel_key(impl)
-            rules.append(region_rule(body, key, f"library-{key}"))
-            kernel_of[rules[-1].name] = spec.id
+            if pins is None:
+                rules.append(region_rule(body, key, f"library-{key}"))
+                kernel_of[rules[-1].name] = spec.id
+            else:  # this one match, by its classes' handles (a rule per match costs egglog seconds to declare)
+                pinned.append(pinned_union(key, [handle_of[c] for c in pins[0]], [handle_of[c] for c in pins[1]]))
+                report.injected[spec.id] = report.injected.get(spec.id, 0) + 1
+    if pinned:
+        space.engine.run("\n".join(pinned))
     # one pass of every signature's rule: each joins its kernel to every region it matches
     saturation = space.saturate([RuleSet(f"library-{len(space.reports)}", tuple(rules))], Limits(iterations=1))
     for name, spec_id in kernel_of.items():

@@ -56,18 +56,14 @@ def test_kernel_time_and_kernel_nodes_scale_by_cached_efficiency(tmp_path):
 def test_an_in_place_cache_append_costs_the_rows_it_writes_not_the_cache():
     spec = get("triton.rope_cache")
 
-    def work(S: int, aliases) -> int:
+    def work(S: int) -> int:
         act = [TensorType((1, 1, h, 128), "bf16") for h in (32, 8, 8)]
         tables = [TensorType((1, 1, 128), "bf16")] * 2
         caches = [TensorType((1, 8, S, 128), "bf16")] * 2
-        return region_work(spec.pattern.graph(act + tables + caches + [TensorType((1,), "i64")], {}), aliases)[1]
+        return region_work(spec.pattern.graph(act + tables + caches + [TensorType((1,), "i64")], {}))[1]
 
-    assert work(32768, spec.aliases) == work(1024, spec.aliases)  # the same step, whatever the cache length
-    assert work(32768, ()) - work(1024, ()) == 2 * 2 * 2 * 8 * (32768 - 1024) * 128  # two caches read and written
-    # What a step moves: q, k, v, the tables and the position read, q written, and the two appends (index_copy
-    # counts its index, and each row it writes read once and stored once).
-    step = sum(2 * 128 * h for h in (32, 8, 8)) + 2 * 2 * 128 + 8 + 2 * 32 * 128 + 2 * (8 + 2 * 2 * 8 * 128)
-    assert work(1024, spec.aliases) == step
+    assert spec.aliases  # it is priced as it runs: in the caches' own buffers
+    assert work(32768) == work(1024)  # the same step, whatever the cache length
     types = [TensorType((1, 1, h, 128), "bf16") for h in (32, 8, 8)] + [TensorType((1, 1, 128), "bf16")] * 2 + [
         TensorType((1, 8, 32768, 128), "bf16")] * 2 + [TensorType((1,), "i64")]
     assert kernel_time(spec, types, {}, H200) < 1e-6 + H200.graph_launch_overhead  # not 134 MB of cache traffic

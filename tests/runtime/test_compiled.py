@@ -135,3 +135,12 @@ def test_wrong_inputs_are_refused_with_names(tiny_step):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert hoid.compile is compile
+
+
+def test_compile_given_a_module_says_how_to_get_a_graph():
+    import torch
+
+    import hoid
+
+    with pytest.raises(hoid.NotAGraphError, match="from_torch"):
+        hoid.compile(torch.nn.Linear(2, 2))

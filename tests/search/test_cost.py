@@ -115,3 +115,30 @@ def test_a_weight_with_an_absent_optional_operand_is_folded():
     problem = space.problem(snapshot, lambda call: 1.0)
     (add,) = [n for n, node in snapshot.nodes.items() if node.op == "add"]
     assert problem.costs[add] == 0.0
+
+
+def _kernel_call(spec_id, types, attrs=None):
+    from hoid.ir.ops.kernel import KernelImpl
+    from hoid.kernels import get
+
+    spec = get(spec_id)
+    attrs = {**{a.name: a.default for a in spec.pattern.attrs}, **(attrs or {})}
+    body = spec.pattern.graph(list(types), attrs)
+    impl = KernelImpl(spec.id, spec.version, spec.default_params(), body, attrs)
+    return OpCall("kernel", tuple(types), tuple(v.type for v in body.outputs), impl.node_attrs())
+
+
+def test_a_gather_kernel_is_priced_by_the_rows_it_reads_not_its_table():
+    # issue 11 (e): triton.embedding was priced as reading the whole 622 MB table
+    table, ids = TensorType((151936, 2048), "bf16"), TensorType((1, 1), "i64")
+    kernel = AnalyticCost(H200)(_kernel_call("triton.embedding", (table, ids)))
+    op = AnalyticCost(H200)(OpCall("embedding", (table, ids), (TensorType((1, 1, 2048), "bf16"),), {}))
+    assert kernel == pytest.approx(op) and kernel < 2 * H200.graph_launch_overhead
+
+
+def test_a_cache_append_kernel_is_priced_by_the_rows_it_writes_not_the_cache():
+    q, kv = TensorType((1, 1, 16, 128), "bf16"), TensorType((1, 1, 8, 128), "bf16")
+    w, table, cache = TensorType((128,), "bf16"), TensorType((1, 1, 128), "bf16"), TensorType((1, 8, 4096, 128), "bf16")
+    types = (q, kv, kv, w, w, table, table, cache, cache, TensorType((1,), "i64"))
+    call = _kernel_call("triton.qk_norm_rope_cache", types, {"eps": 1e-6})
+    assert AnalyticCost(H200)(call) < H200.graph_launch_overhead + 2 * cache.nbytes / H200.copy_bandwidth / 100

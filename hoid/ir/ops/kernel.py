@@ -67,6 +67,23 @@ def _reference(*tensors, body, kernel, version, attrs, params):
     return run(body, *tensors)
 
 
+def body_bytes(body: Graph) -> int:
+    """The bytes a kernel replacing `body` moves: its inputs read once and its outputs written once (a fused
+    kernel keeps its intermediates on chip), but never more than the body's own ops count.
+
+    The second bound is what gathers and in-place updates need: `embedding` reads the rows it gathers, not
+    its table, and `index_copy` into a cache writes the new rows, not the cache (each op's own count says
+    so). A kernel that embeds such an op moves no more than the op does, so the kernel is priced by what it
+    touches, not by the size of the tensors it is handed (a whole vocabulary, a whole KV cache)."""
+    from ..registry import get_op
+
+    ins = [v.type for v in body.inputs_of_kind("input", "weight", "state")]
+    through = sum(t.nbytes for t in ins) + sum(v.type.nbytes for v in body.outputs)
+    ops = sum(get_op(n.op).count_bytes([v.type for v in n.inputs], [v.type for v in n.outputs], n.attrs)
+              for n in body.nodes)
+    return min(through, ops)
+
+
 def _count(what):
     def count(ins, outs, attrs):
         from ..registry import get_op
@@ -90,7 +107,7 @@ register_op(OpDef(
     infer=_infer,
     reference=_reference,
     flops=_count("count_flops"),
-    # bytes: what the fused region must read and write, not its intermediates
+    bytes=lambda ins, outs, attrs: body_bytes(attrs["body"]),
     category="kernel",
     doc="a region replaced by an implementation; the body is the reference",
 ))

@@ -19,6 +19,12 @@ def _unary_example(dtype, build):
     return example
 
 
+def _residual_example():
+    b = GraphBuilder("example")
+    residual, x = b.input("residual", (1, 1, 8), "f32"), b.input("x", (1, 2, 4), "f32")
+    return b.build(b.add(residual, b.matmul(x, b.transpose(b.weight("w", (8, 4), "f32"), dim0=0, dim1=1))))
+
+
 RULES = (
     # cast to the dtype a tensor already has is the tensor (torch returns it unchanged)
     Rule("cast-identity", "(rewrite (Cast x (Str d)) x :when ((= (dtype x) d)))",
@@ -57,6 +63,13 @@ RULES = (
          "slice(slice(x, d, a, b), d, c, f) = slice(x, d, a + c, a + f) in bounds",
          _unary_example("f32", lambda b, x: b.exp(b.slice(b.slice(x, dim=-1, start=1, end=4), dim=-1, start=1,
                                                               end=3)))),
+    # r + x @ w is x @ w + r: the library's linear + residual kernels are written matmul first, models add
+    # the projection to the residual stream. Guarded on the structure (a tensor sum, the right operand a
+    # matmul), not blanket commutativity; elementwise add is commutative with broadcasting and dtype
+    # promotion alike, so it needs no type guard (the example broadcasts, so the sides differ in types)
+    Rule("add-matmul-first", "(rewrite (Add r (Matmul x w) (NoAttr)) (Add (Matmul x w) r (NoAttr)))",
+         "r + x @ w = x @ w + r",
+         _residual_example),
     # -(-x) = x exactly, in every dtype
     Rule("neg-neg", "(rewrite (Neg (Neg x)) x)", "-(-x) = x",
          _unary_example("f32", lambda b, x: b.exp(b.neg(b.neg(x))))),

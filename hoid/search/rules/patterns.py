@@ -179,6 +179,44 @@ def _attention(dims: tuple[int, int], masked: bool) -> Rule:
 
 ATTENTION = tuple(_attention(d, m) for d in ((2, 3), (-2, -1)) for m in (True, False))
 
+
+def _repeat_kv(var: str, g: str) -> str:
+    """transformers' repeat_kv of `var` [B, Hkv, S, D] by `g`: [B, Hkv, 1, S, D] expanded to [B, Hkv, g, S, D],
+    copied, viewed as [B, Hkv * g, S, D]; the Ints variables are named after `var`."""
+    return f"(Reshape (Contiguous (Expand (Reshape {var} (Ints {var}5)) (Ints {var}g))) (Ints {var}4))"
+
+
+def _repeat_kv_guard(var: str, g: str) -> str:
+    return (f"(= s{var} (shape {var})) (= (vec-length s{var}) 4) "
+            f"(= {var}5 (vec-of (vec-get s{var} 0) (vec-get s{var} 1) 1 (vec-get s{var} 2) (vec-get s{var} 3))) "
+            f"(= {var}g (vec-of (vec-get s{var} 0) (vec-get s{var} 1) {g} (vec-get s{var} 2) (vec-get s{var} 3))) "
+            f"(= {var}4 (vec-of (vec-get s{var} 0) (* {g} (vec-get s{var} 1)) (vec-get s{var} 2) (vec-get s{var} 3)))")
+
+
+def _gqa_example(b, q, k, v, mask):
+    def repeat(x):
+        B, H, S, D = x.type.shape
+        wide = b.contiguous(b.expand(b.reshape(x, shape=(B, H, 1, S, D)), shape=(B, H, 2, S, D)))
+        return b.reshape(wide, shape=(B, 2 * H, S, D))
+    return b.sdpa(q, repeat(k), repeat(v), mask, scale=0.25)
+
+
+GQA = (
+    # repeat_kv then attention is grouped-query attention over the unexpanded k and v: query head h reads
+    # kv head h // g either way (expand then view puts kv head j at heads j*g .. j*g + g - 1), and torch's
+    # enable_gqa makes the same grouping; so no copy of a cache is needed. Guarded on the exact
+    # reshape -> expand -> contiguous -> reshape shapes of both k and v, with one group size g for both.
+    Rule("gqa-attention",
+         f"""(rule ((= e (Sdpa q {_repeat_kv("k", "g")} {_repeat_kv("v", "g")} mask causal scale (Bool false)))
+                   (= g (vec-get kg 2)) (> g 1) {_repeat_kv_guard("k", "g")} {_repeat_kv_guard("v", "g")}
+                   (= sk sv) (= (dtype k) (dtype v)))
+                  ((union e (Sdpa q k v mask causal scale (Bool true)))))""",
+         "sdpa(q, repeat_kv(k, g), repeat_kv(v, g)) = sdpa(q, k, v, enable_gqa=true): attention reads the "
+         "kv heads as they are cached",
+         _graph([("q", (1, 4, 1, 8), "f32", "input"), ("k", (1, 2, 5, 8), "f32", "input"),
+                 ("v", (1, 2, 5, 8), "f32", "input"), ("mask", (1, 1, 1, 5), "bool", "input")], _gqa_example)),
+)
+
 # --- layer norm (x - mean) * rsqrt(var + eps), then * w + b ---------------------------------------------
 
 LAYER_NORM = (
@@ -202,5 +240,5 @@ LAYER_NORM = (
                 lambda b, x, w, bias: b.add(b.mul(b.layer_norm(x, normalized_shape=[8]), w), bias))),
 )
 
-PATTERNS = RuleSet("patterns", RMSNORM + ACTIVATIONS + ROPE + ATTENTION + LAYER_NORM, __doc__ or "",
+PATTERNS = RuleSet("patterns", RMSNORM + ACTIVATIONS + ROPE + ATTENTION + GQA + LAYER_NORM, __doc__ or "",
                    prelude="(relation rotate-half-of (Tensor Tensor))")

@@ -1,0 +1,151 @@
+"""The H200's prices for the search: every call a search of the zoo's decode steps prices, measured.
+
+For each decode model (Qwen3-1.7B, Qwen3-4B, Llama-3.2-1B, Llama-3.1-8B) at cache lengths 384, 1280 and
+4096, a 2-layer full-width decode step (layers repeat: 2 give every shape the full model has) is searched
+the way `hoid.search.rewrite` does (`hoid.search.prices.priced_calls`): every library kernel injected, at
+its resolved params, and every plain op of the e-graph (both sides of each choice). Each is timed by the
+same timer (`hoid.measure`: CUDA events or CUDA-graph replay, inputs rotated past the L2): a kernel by
+`measure_kernel`; a plain op by the library's torch kernel of the op where there is one (as
+`cost.measured_as` keys it), else by the op's torch reference. Rows go to
+`benchmarks/results/decode_prices.json`, which `hoid.search` reads on any machine.
+
+    python benchmarks/decode_prices.py                 # on the H200: < 6 minutes
+    python benchmarks/decode_prices.py --dry-run       # anywhere: the calls it would measure, no timing
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from collections import Counter
+from datetime import UTC, datetime
+from pathlib import Path
+
+import torch
+
+MODELS = ("qwen3-1.7b", "qwen3-4b", "llama-3.2-1b", "llama-3.1-8b")
+CACHE_LENGTHS = (384, 1280, 4096)  # the decode benchmark's prompt + new tokens, and the kernel table's
+
+
+def decode_graph(name: str, cache_len: int, layers: int = 2):
+    """The model's decode step at full width with `layers` layers (meta weights: never run, only searched)."""
+    from transformers import AutoModelForCausalLM
+
+    from hoid.models.configs import config
+    from hoid.models.llm import decode_step_graph
+
+    cfg = config(name)
+    cfg.num_hidden_layers = layers
+    with torch.device("meta"):
+        lm = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16).eval()
+    return decode_step_graph(lm, cache_len)
+
+
+def all_calls(device) -> dict:
+    """price key -> (call, models it appears in), over every model and cache length."""
+    from hoid.search.prices import price_key, priced_calls
+
+    calls: dict = {}
+    for name in MODELS:
+        for cache_len in CACHE_LENGTHS:
+            for call in priced_calls(decode_graph(name, cache_len), device):
+                entry = calls.setdefault(price_key(device.name, call), (call, set()))
+                entry[1].add(f"{name}@{cache_len}")
+    return calls
+
+
+def measure(call, device, repeat: int):
+    """(median, spread, floor, method) of one call on this GPU."""
+    from hoid.ir.ops.kernel import KernelImpl
+    from hoid.ir.registry import get_op
+    from hoid.kernels import get
+    from hoid.measure import measure_kernel
+    from hoid.measure.inputs import random_inputs
+    from hoid.measure.local import time_on
+    from hoid.measure.roofline import op_floor
+    from hoid.search.cost import measured_as
+
+    if call.op == "kernel":
+        impl = KernelImpl.from_node(call.attrs)
+        m = measure_kernel(get(impl.kernel), call.inputs, impl.attrs, impl.params, device=device, repeat=repeat)
+        return m.median, m.spread, m.floor, "suspect" if m.suspect else "kernel"
+    measured = measured_as(call)
+    if measured is not None:
+        m = measure_kernel(get(measured[0]), call.inputs, call.attrs, measured[2], device=device, repeat=repeat)
+        return m.median, m.spread, m.floor, "suspect" if m.suspect else "torch kernel"
+    op = get_op(call.op)
+    bounds = op.index_bounds(list(call.inputs), call.attrs) if op.index_bounds else {}
+    inputs = random_inputs(call.inputs, device="cuda", index_bounds=bounds)
+    timing = time_on(device, lambda *xs: op.reference(*xs, **call.attrs), inputs, repeat=repeat)
+    floor = max(op_floor(call.op, call.inputs, call.outputs, call.attrs, device))
+    return timing.median, timing.spread, floor, "torch reference"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="benchmarks/results/decode_prices.json")
+    ap.add_argument("--dry-run", action="store_true", help="list the calls (no GPU needed)")
+    ap.add_argument("--repeat", type=int, default=20, help="timer samples per call")
+    ap.add_argument("--deadline", type=float, default=330, help="seconds; calls left are not measured past it")
+    args = ap.parse_args()
+    from hoid.kernels import get
+    from hoid.measure.devices import H200
+    from hoid.measure.local import has_cuda, local_device
+
+    start = time.perf_counter()
+    device = local_device() if (has_cuda() and not args.dry_run) else H200
+    calls = all_calls(device)
+    kinds = Counter(call.name for call, _ in calls.values())
+    print(f"{len(calls)} calls to measure on {device.name} ({time.perf_counter() - start:.1f} s to find them): "
+          + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())), flush=True)
+    if args.dry_run:
+        return 0
+    rows, failed, left = [], [], 0
+    # kernels first: they are what the CI test checks and the costliest to compile
+    for key, (call, models) in sorted(calls.items(), key=lambda kv: (kv[1][0].op != "kernel", kv[0].kernel)):
+        if time.perf_counter() - start > args.deadline:
+            left += 1
+            continue
+        try:
+            median, spread, floor, method = measure(call, device, args.repeat)
+        except Exception as e:  # one failing call must not lose the others' rows
+            failed.append(f"{call.name}({', '.join(map(str, call.inputs))}): {type(e).__name__}: {e}")
+            continue
+        if method == "suspect":  # faster than the roofline allows: never a price
+            failed.append(f"{call.name}({', '.join(map(str, call.inputs))}): suspect, {median * 1e6:.2f} us")
+            continue
+        rows.append({"device": key.device, "kernel": key.kernel, "version": key.version, "params": key.params,
+                     "types": key.types, "attrs": key.attrs, "median": median, "spread": spread, "floor": floor,
+                     "method": method, "name": call.name, "models": sorted(models)})
+    versions = {"torch": torch.__version__, "python": platform.python_version()}
+    try:
+        import triton
+
+        versions["triton"] = triton.__version__
+    except ImportError:
+        pass
+    result = {"benchmark": "decode_prices", "device": device.name,
+              "date": datetime.now(UTC).isoformat(timespec="seconds"), "versions": versions,
+              "models": list(MODELS), "cache_lengths": list(CACHE_LENGTHS),
+              "seconds": round(time.perf_counter() - start, 1), "not_measured_past_deadline": left,
+              "failed": failed, "rows": rows}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    by_name: dict[str, list[float]] = {}
+    for r in rows:
+        by_name.setdefault(r["name"], []).append(r["median"])
+    print(f"\n{'kernel or op':32s} {'rows':>5s} {'min us':>8s} {'max us':>8s}")
+    for name, medians in sorted(by_name.items()):
+        print(f"{name:32s} {len(medians):5d} {min(medians) * 1e6:8.2f} {max(medians) * 1e6:8.2f}")
+    print(f"\n{len(rows)} rows, {len(failed)} failed, {left} left past the deadline, "
+          f"{result['seconds']} s; wrote {args.out}")
+    for line in failed[:20]:
+        print("  failed:", line)
+    _ = get  # imported up front so a broken library fails before the long part
+    return 0 if not failed and not left else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,176 @@
+"""Prices for extraction from measurements of both sides of each choice, or from the model for both.
+
+A kernel is worth choosing when it is faster than the plain torch calls it replaces. Pricing the kernel
+from a measurement and the ops from the roofline compares a real time with an ideal one: a measured
+1.5 us `triton.rmsnorm` loses to an analytic `rmsnorm` near its floor. So `PricedCost` prices a *choice*
+(a kernel and the plain ops of the region it replaces) from measurements only where both sides were
+measured by the same timer at the same shapes, and otherwise prices both sides analytically (the
+roofline scaled by the measured efficiency of each kernel and op): such a choice is *modelled*.
+
+Measurements come as `Prices`: rows keyed as `hoid.measure.cache.MeasureKey`s (device, kernel id and
+version, params, input types, attrs): a kernel by its own id and version; a plain op by the library's torch
+kernel of the op where there is one (`cost.measured_as`), else as `op.<name>` (the op's torch reference).
+The project ships the H200's rows (`SHIPPED`, written by `benchmarks/decode_prices.py` on the H200); on a
+GPU, the local measurement cache adds its rows for that device. A row of an older kernel version has
+another key, so it never prices today's kernel.
+
+Rows are matched on what was measured (device, kernel and version, params, types, attrs), not on the
+software of the machine that reads them: the shipped H200 rows were measured under the H200 machine's
+torch and Triton (recorded in the file, and in `Prices.source`), and price a plan for the H200 on any
+machine as measurements of that configuration. The local cache adds only rows measured under the
+installed torch and Triton (`MeasureCache`'s own rule), which win over shipped ones.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+from collections.abc import Mapping
+from pathlib import Path
+
+from ..ir import Graph
+from ..ir.ops.kernel import KernelImpl
+from ..measure.cache import MeasureKey
+from ..measure.devices import Device
+from .cost import AnalyticCost, OpCall, measured_as
+
+SHIPPED = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "decode_prices.json"
+
+
+def price_key(device: str, call: OpCall) -> MeasureKey:
+    """The key a measurement of `call` on `device` is stored under (see the module doc)."""
+    measured = measured_as(call)
+    if measured is None:
+        measured = (f"op.{call.op}", "", {})
+    attrs = call.attrs["attrs"] if call.op == "kernel" else call.attrs
+    return MeasureKey.of(device, *measured, call.inputs, attrs)
+
+
+def _measured(key: MeasureKey) -> tuple:
+    """What a row measured: its key without the software it was measured under (see the module doc)."""
+    return (key.device, key.kernel, key.version, key.params, key.types, key.attrs)
+
+
+class Prices:
+    """Measured seconds (median) and analytic floors per measured call (`_measured` of its `MeasureKey`),
+    for one device."""
+
+    def __init__(self, device: str, rows: Mapping[tuple, tuple[float, float | None]] | None = None,
+                 source: str = ""):
+        self.device, self.source = device, source
+        self.rows = {(_measured(k) if isinstance(k, MeasureKey) else k): v for k, v in (rows or {}).items()}
+
+    @classmethod
+    def shipped(cls, device: str, path: str | os.PathLike | None = None) -> Prices:
+        """The project's rows for `device` (`HOID_PRICES` or `SHIPPED`); none where the file is absent."""
+        path = Path(path or os.environ.get("HOID_PRICES") or SHIPPED)
+        if not path.is_file():
+            return cls(device, source=f"{path} (absent)")
+        data = json.loads(path.read_text())
+        software = data.get("versions", {})
+        rows = {(r["device"], r["kernel"], r["version"], r["params"], r["types"], r["attrs"]):
+                (r["median"], r.get("floor")) for r in data["rows"] if r["device"] == device}
+        measured_under = ", ".join(f"{k} {software[k]}" for k in ("torch", "triton") if k in software)
+        return cls(device, rows, f"{path} (measured under {measured_under or 'unrecorded versions'})")
+
+    def with_cache(self, cache) -> Prices:
+        """These rows and a `hoid.measure.cache.MeasureCache`'s for the same device (the cache's win)."""
+        from ..measure.cache import installed_versions
+
+        triton, torch = installed_versions()
+        rows = dict(self.rows)
+        rows.update({_measured(e.key): (e.median, e.floor)
+                     for e in cache.entries(device=self.device, triton=triton, torch=torch)})
+        return Prices(self.device, rows, f"{self.source} + {cache.path}")
+
+    def seconds(self, call: OpCall) -> float | None:
+        row = self.rows.get(_measured(price_key(self.device, call)))
+        return row[0] if row else None
+
+    def efficiencies(self) -> dict[str, float]:
+        """Per kernel id or op name (as `OpCall.name`): the median of floor / measured over its rows."""
+        ratios: dict[str, list[float]] = {}
+        for key, (median, floor) in self.rows.items():
+            if floor and median > 0:
+                kernel = key[1]
+                name = kernel[3:] if kernel.startswith("op.") else kernel
+                ratios.setdefault(name, []).append(min(1.0, floor / median))
+        return {name: statistics.median(r) for name, r in ratios.items()}
+
+
+def body_calls(body: Graph) -> list[OpCall]:
+    """The plain calls of a kernel's body as the e-graph prices them (types without layouts)."""
+    return [OpCall(n.op, tuple(v.type.contiguous() for v in n.inputs), tuple(v.type.contiguous() for v in n.outputs),
+                   dict(n.attrs)) for n in body.nodes]
+
+
+class PricedCost:
+    """A `CostModel`: measured seconds for calls whose choices are measured on both sides, the efficiency-
+    scaled roofline for the rest. `kernels`: the kernel implementations the e-graph holds (their bodies
+    are the plain sides); call `prepare(kernels)` again when they change. `status(call)` says how a call
+    was priced: "measured", "modelled", or "free" (a view, which launches nothing)."""
+
+    def __init__(self, device: Device, prices: Prices | None = None,
+                 kernels: Mapping[str, KernelImpl] | None = None):
+        self.device = device
+        self.prices = prices if prices is not None else Prices(device.name)
+        self.analytic = AnalyticCost(device, efficiency=self.prices.efficiencies())
+        self.prepare(kernels or {})
+
+    def prepare(self, kernels: Mapping[str, KernelImpl]) -> None:
+        """Decide, for each kernel, whether its choice is measured on both sides; a plain call on the side
+        of a modelled choice is modelled too, wherever it appears."""
+        self._both: dict[tuple, bool] = {}
+        self._tainted: set[tuple] = set()
+        for impl in kernels.values():
+            plain = [c for c in body_calls(impl.body) if self.analytic(c) > 0]
+            both = all(self.prices.seconds(c) is not None for c in plain)
+            self._both[impl.identity()] = both
+            if not both:
+                self._tainted.update(c.key() for c in plain)
+
+    def status(self, call: OpCall) -> str:
+        if call.op != "kernel" and self.analytic(call) == 0:
+            return "free"
+        if self.prices.seconds(call) is None:
+            return "modelled"
+        if call.op == "kernel":
+            impl = KernelImpl.from_node(call.attrs)
+            both = self._both.get(impl.identity())
+            if both is None:  # a kernel outside the prepared set: look at its body now
+                both = all(self.prices.seconds(c) is not None for c in body_calls(impl.body) if self.analytic(c) > 0)
+            return "measured" if both else "modelled"
+        return "modelled" if call.key() in self._tainted else "measured"
+
+    def __call__(self, call: OpCall) -> float:
+        if not self.prices.rows:  # nothing measured: every price is the model's (no lookups per e-node)
+            return self.analytic(call)
+        if self.status(call) == "measured":
+            return float(self.prices.seconds(call))
+        return self.analytic(call)
+
+
+def priced_calls(graph: Graph, device: Device, kernels=None) -> list[OpCall]:
+    """Every call a search of `graph` for `device` asks prices of: each e-node after the rule sets and the
+    library (kernels with their resolved params), except what is free whatever the prices (inputs,
+    projections, weight-only terms, views), each once by its `price_key`. What the shipped rows must hold."""
+    from .cost import op_call, weight_only_classes
+    from .library import apply_library
+    from .rules import default_rulesets
+    from .snapshot import ABSENT, INPUT, OUT
+    from .space import SearchSpace
+
+    space = SearchSpace(graph, target=device.target())
+    space.saturate(default_rulesets())
+    apply_library(space, kernels)
+    snapshot = space.snapshot()
+    folded = weight_only_classes(snapshot, {v.name for v in graph.weight_inputs})
+    analytic, calls = AnalyticCost(device), {}
+    for node in snapshot.nodes.values():
+        if node.op in (INPUT, ABSENT, OUT) or all(c in folded for c in snapshot.operands(node)):
+            continue
+        call = op_call(snapshot, node, space.encoding.kernels)
+        if call.op == "kernel" or analytic(call) > 0:
+            calls.setdefault(price_key(device.name, call), call)
+    return list(calls.values())
