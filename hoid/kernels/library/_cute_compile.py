@@ -197,6 +197,9 @@ def launch(name: str, key: tuple, make: Callable[[], Any], tensors: Sequence[tor
         if t.device.type != "cuda":
             raise CuteDeviceError(f"CuTe kernel {name} got a tensor on {t.device}: CuTe kernels run on CUDA "
                                   "tensors only (there is no CPU interpreter)")
+        if t.data_ptr() % 16:  # builds assume torch's alignment: 16-byte vector loads and TMA need it
+            raise CuteDeviceError(f"CuTe kernel {name} got a tensor at an address not 16-byte aligned "
+                                  f"({t.data_ptr():#x}, a view at an offset?): pass an aligned copy")
     arch = device_arch(tensors[0].device)
     if arch not in CUTE_TARGETS:
         raise CuteDeviceError(f"CuTe kernel {name} builds for {', '.join(CUTE_TARGETS)}; this GPU is {arch}")
