@@ -11,8 +11,9 @@ no split-K workspace, one launch, and the sum is taken in one fixed order (bitwi
 The products run on the CUDA cores in float32: at M = 1 no tensor-core tile would be more than 1/16
 used; at M = 16 each 16 bytes of weight feed 128 FMAs, which is near the H200's FP32 rate (unmeasured).
 
-One source for sm_90 and sm_100: what differs between them is `rows`, `warps` and `unroll`, chosen per
-`Target` by `choose` (the B200's ~8 TB/s needs more bytes in flight than the H200's 4.8).
+One source for sm_90 and sm_100: what differs between them is a parameter, chosen per `Target` by
+`choose` (`unroll`: the B200's ~8 TB/s needs more bytes in flight than the H200's 4.8; `rows` and `warps`
+are the same until tuning on each says otherwise).
 """
 
 
@@ -30,7 +31,7 @@ EPILOGUES = ("none", "add", "swiglu")
 PARAMS = (
     Param("rows", ("auto", 1, 2, 4), "auto"),
     Param("warps", ("auto", 4, 8), "auto"),
-    Param("unroll", ("auto", 1, 2, 4, 8), "auto"),
+    Param("unroll", ("auto", 1, 2, 4, 8, 16), "auto"),
 )
 VECTOR_BYTES = 16  # one 128-bit load per lane: the widest global load there is
 
@@ -45,7 +46,7 @@ def choose(m: int, n_out: int, k: int, target: Target, rows="auto", warps="auto"
     if unroll == "auto":
         unroll = 8 if m <= 2 else 4 if m <= 4 else 2 if m <= 8 else 1
         if target.arch == "sm_100" and m <= 4:
-            unroll = min(8, unroll * 2) if unroll < 8 else 8
+            unroll *= 2
     return {"rows": rows, "warps": warps, "unroll": unroll}
 
 
@@ -174,8 +175,9 @@ def launch_linear_swiglu(x, w, out, **params) -> None:
 
 # --- builds without a GPU ----------------------------------------------------------------------------
 
-# Decode shapes the CI build covers: Qwen3-1.7B's o projection (M = 1) and its gate/up at M = 16.
-BUILD_SHAPES = {"none": ((1, 2048, 4096),), "add": ((1, 2048, 2048),), "swiglu": ((1, 2048, 6144), (16, 2048, 6144))}
+# Decode shapes the CI build covers, (M, K, N): Qwen3-1.7B's qkv, its down projection + residual (K = 6144:
+# a K loop that the unroll does not swallow whole) and its gate/up at M = 1 and 16.
+BUILD_SHAPES = {"none": ((1, 2048, 4096),), "add": ((1, 6144, 2048),), "swiglu": ((1, 2048, 6144), (16, 2048, 6144))}
 
 
 def _all_builds(epilogue: str):
