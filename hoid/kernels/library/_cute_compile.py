@@ -47,7 +47,8 @@ class CuteDeviceError(HoidError, RuntimeError):
 
 
 def have_cute() -> bool:
-    """True where CuTe DSL can be imported (checked without importing it)."""
+    """True where CuTe DSL can be imported: `cutlass.cute` is found (which imports the top `cutlass` package,
+    not the DSL's compiler; registration never calls this, a bind of a CuTe node does)."""
     import importlib.util
 
     try:
