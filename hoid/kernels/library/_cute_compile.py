@@ -23,6 +23,7 @@ import functools
 import importlib
 import os
 import re
+import sys
 import tempfile
 import threading
 from collections.abc import Callable, Sequence
@@ -47,14 +48,19 @@ class CuteDeviceError(HoidError, RuntimeError):
 
 
 def have_cute() -> bool:
-    """True where CuTe DSL can be imported: `cutlass.cute` is found (which imports the top `cutlass` package,
-    not the DSL's compiler; registration never calls this, a bind of a CuTe node does)."""
+    """True where CuTe DSL can be imported: a `cutlass` package with a `cute` subpackage (NVIDIA's; PyPI has
+    other `cutlass`es), found without importing either (importing CuTe DSL takes seconds)."""
     import importlib.util
 
     try:
-        return importlib.util.find_spec("cutlass.cute") is not None
-    except (ImportError, ValueError):  # a `cutlass` that is not NVIDIA's has no `cute`
+        spec = importlib.util.find_spec("cutlass")
+    except (ImportError, ValueError):  # ValueError: sys.modules["cutlass"] is None, as tests set it
         return False
+    if spec is None:
+        return False
+    if "cutlass.cute" in sys.modules:
+        return sys.modules["cutlass.cute"] is not None
+    return any(os.path.isdir(os.path.join(d, "cute")) for d in (spec.submodule_search_locations or ()))
 
 
 @functools.cache
