@@ -125,7 +125,20 @@ def bind(node, *, arch: str | None = None, kernels=None) -> BoundKernel:
                                 f"{impl.version} (its source changed since): re-run the search or re-verify it")
     if arch is not None and arch != "cpu" and spec.backend != "torch" and arch not in spec.archs:
         raise KernelUnavailable(f"kernel {spec.id} builds for {', '.join(spec.archs)}, not {arch}")
+    if spec.backend == "cute":
+        _require_cute_runs(spec, arch)
     return bind_spec(spec, types, impl.attrs, impl.params)
+
+
+def _require_cute_runs(spec: KernelSpec, arch: str | None) -> None:
+    """CuTe kernels have no CPU path (no interpreter, unlike Triton's) and need CuTe DSL installed: where
+    either fails the node is unavailable, and the runtime runs its body."""
+    from .library._cute_compile import INSTALL, have_cute
+
+    if arch == "cpu" or (arch is None and not torch.cuda.is_available()):  # None: here, wherever that is
+        raise KernelUnavailable(f"kernel {spec.id} is a CuTe DSL kernel: it runs on a CUDA GPU only")
+    if not have_cute():
+        raise KernelUnavailable(f"kernel {spec.id} needs CUTLASS's CuTe DSL, which is not installed: {INSTALL}")
 
 
 def _lookup(kernel_id: str, kernels) -> KernelSpec:

@@ -211,7 +211,12 @@ def apply_library(space: SearchSpace, kernels: KernelSet | None = None) -> Libra
     by_op = _nodes_by_op(snapshot)
     handle_of = {cls: h for h, cls in snapshot.handles.items()}
     rules, kernel_of, pinned = [], {}, []
+    arch = getattr(space.target, "arch", None)
     for spec in specs:
+        if arch is not None and spec.backend != "torch" and arch not in spec.archs:
+            # e.g. the WGMMA GEMM on sm_100: the region keeps the other kernels (the vendor GEMM).
+            report.skipped[spec.id] = f"builds for {', '.join(spec.archs)}, not the target's {arch}"
+            continue
         if not has_op(spec.pattern.name) and spec.examples is None:
             report.skipped[spec.id] = "a fused pattern without examples cannot be matched structurally"
             continue

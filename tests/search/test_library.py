@@ -149,3 +149,17 @@ def test_library_kernel_nodes_hold_concrete_params_resolved_for_the_target():
     assert apply_library(space, KernelSet([spec])).injected == {spec.id: 1}
     impls = [i for i in space.encoding.kernels.values() if i.kernel == spec.id]
     assert impls and all(v != "auto" for i in impls for v in i.params.values())
+
+
+def test_a_kernel_the_target_arch_lacks_is_skipped_and_the_others_stay():
+    from hoid.kernels import Target
+
+    def only_hopper(kernel_id):
+        return KernelSpec(kernel_id, op_pattern("rmsnorm", 2), "cute", launch=lambda *a, **k: None, archs=("sm_90",))
+
+    for target, injected in ((Target.H200, {"test.hopper": 1, "test.any": 1}), (Target.B200, {"test.any": 1})):
+        space = SearchSpace(block(layers=1), target=target)
+        space.saturate(default_rulesets())
+        report = apply_library(space, [only_hopper("test.hopper"), _spec("test.any", op_pattern("rmsnorm", 2))])
+        assert report.injected == injected
+    assert report.skipped == {"test.hopper": "builds for sm_90, not the target's sm_100"}

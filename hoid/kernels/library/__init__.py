@@ -1,11 +1,14 @@
 """The kernel library: one module (or folder) per kernel, each registering its `KernelSpec`.
 
 The Triton kernels register whether or not triton is installed (their modules import it guarded);
-launching one without it raises `MissingTritonError`, which names the package.
+launching one without it raises `MissingTritonError`, which names the package. The CuTe DSL kernels
+likewise (`MissingCuteError`, which names `pip install 'hoid[cute]'`).
 """
 
 from ..registry import register_library
 from . import (
+    cute_gemm,
+    cute_gemv,
     torch_matmul,
     torch_rmsnorm,
     torch_rope,
@@ -42,6 +45,19 @@ TRITON_SPECS = (
 )
 
 for _spec in TRITON_SPECS:
+    register_library(_spec)
+
+# The CuTe DSL kernels register whether or not CuTe DSL is installed: their modules import it only when one
+# is launched or built (`_cute_compile`), and then a missing install raises `MissingCuteError` with the fix.
+CUTE_SPECS = (
+    cute_gemv.LINEAR_SPEC,
+    cute_gemv.LINEAR_ADD_SPEC,
+    cute_gemv.LINEAR_SWIGLU_SPEC,
+    cute_gemm.LINEAR_SPEC,
+    cute_gemm.LINEAR_ADD_SPEC,
+)
+
+for _spec in CUTE_SPECS:
     register_library(_spec)
 
 # The vendor kernels: a correct, measurable fallback for every pattern the library implements.

@@ -1,0 +1,261 @@
+"""The CuTe DSL kernels on the GPU at hand, in one run with what they compete against: the GEMVs at every
+decode matrix of the zoo's four decode models against `triton.*` (same pattern), cuBLAS through torch
+and a torch copy of the same bytes; the Hopper GEMM at 4096^3 and Qwen3-1.7B's prefill (prompt 128 and
+1024) against cuBLAS.
+
+    PYTHONPATH=. python3 benchmarks/kernels_cute.py --parts decode,prefill     # ~5 min on the H200 (estimate)
+    PYTHONPATH=. python3 benchmarks/kernels_cute.py --parts model              # ~4 min (estimate)
+    PYTHONPATH=. python3 benchmarks/kernels_cute.py --parts decode --tune      # + a GEMV param sweep
+
+The part `model`: Qwen3-1.7B's decode tokens/s through `hoid.compile` with the CuTe GEMVs, and the same
+rewrite with the Triton GEMVs. On the H200 without network, `benchmarks/cute_h200.sh` wraps these.
+
+Every time is hoid's CUDA timer (`hoid.measure.time_cuda`): CUDA-graph replay of back-to-back calls over
+input copies totalling 4x the L2, so weights come from memory. "of copy" is the time of a torch copy
+moving the same bytes (read + written) over the kernel's time: the practical ceiling at that size;
+"of BW" is the kernel's bytes per second over a 2 GiB copy's. The issue's targets are checked per row:
+GEMV >= 90% of the copy, >= 80% of the bandwidth from 50 MB up, faster than triton; GEMM within 10% of
+cuBLAS. Writes kernels_cute.json and kernels_cute.md under --out; a case that fails is reported, not fatal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import itertools
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from hoid.ir import TensorType
+from hoid.kernels import Target, all_kernels
+from hoid.kernels.launch import bind_spec, resolve_params
+from hoid.measure import time_cuda
+
+sys.path.insert(0, str(Path(__file__).parent))
+from kernels import copy_bandwidth, copy_seconds  # noqa: E402
+
+# hidden, intermediate, q heads, kv heads, head dim, vocabulary (hoid/models/configs.py)
+MODELS = {"Qwen3-1.7B": (2048, 6144, 16, 8, 128, 151936), "Qwen3-4B": (2560, 9728, 32, 8, 128, 151936),
+          "Llama-3.2-1B": (2048, 8192, 32, 8, 64, 128256), "Llama-3.1-8B": (4096, 14336, 32, 8, 128, 128256)}
+EAGER = {"linear": lambda x, w: F.linear(x, w), "linear_add": lambda x, w, r: F.linear(x, w) + r,
+         "linear_swiglu_merged": lambda x, w: _swiglu(F.linear(x, w))}
+TUNE_GRID = [dict(rows=r, unroll=u, warps=w) for r, u, w in itertools.product((1, 2), (4, 8), (4, 8))]
+
+
+def _swiglu(y):
+    gate, up = y.chunk(2, dim=-1)
+    return F.silu(gate) * up
+
+
+def decode_cases(m: int):
+    """(model, what, pattern, weight rows, K) of every projection of a decode step."""
+    for name, (hidden, inter, q, kv, hd, vocab) in MODELS.items():
+        yield name, "qkv", "linear", (q + 2 * kv) * hd, hidden
+        yield name, "o + residual", "linear_add", hidden, q * hd
+        yield name, "gate/up + SiLU", "linear_swiglu_merged", 2 * inter, hidden
+        yield name, "down + residual", "linear_add", hidden, inter
+        yield name, "lm head", "linear", vocab, hidden
+
+
+def prefill_cases():
+    yield "square", "4096^3", "linear", 4096, 4096, 4096
+    hidden, inter, q, kv, hd, _ = MODELS["Qwen3-1.7B"]
+    for prompt in (128, 1024):
+        yield "Qwen3-1.7B", f"qkv p{prompt}", "linear", prompt, (q + 2 * kv) * hd, hidden
+        yield "Qwen3-1.7B", f"o + residual p{prompt}", "linear_add", prompt, hidden, q * hd
+        yield "Qwen3-1.7B", f"gate/up p{prompt}", "linear", prompt, 2 * inter, hidden
+        yield "Qwen3-1.7B", f"down + residual p{prompt}", "linear_add", prompt, hidden, inter
+
+
+def make_inputs(pattern: str, m: int, rows: int, k: int) -> list[torch.Tensor]:
+    x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    w = (torch.randn(rows, k, device="cuda") / k**0.5).to(torch.bfloat16)
+    n_out = rows // 2 if pattern == "linear_swiglu_merged" else rows
+    return [x, w] + ([torch.randn(m, n_out, device="cuda", dtype=torch.bfloat16)] if pattern == "linear_add" else [])
+
+
+def hoid_seconds(kernel_id: str, inputs, params: dict | None = None, repeat: int = 20) -> tuple[float, dict, float]:
+    """(seconds, the params it ran with, relative L2 error against torch in float32), through the launcher."""
+    spec = all_kernels()[kernel_id]
+    types = [TensorType.of(x) for x in inputs]
+    params = resolve_params(spec, types, {}, params, Target.H200)
+    call = bind_spec(spec, types, {}, params)
+    out = call(*inputs)[0].float()
+    ref = EAGER[spec.pattern.name](*[x.float() for x in inputs])
+    err = ((out - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+    seconds = time_cuda(call.launch_flat, call.flat(inputs), graph=True, repeat=repeat).median
+    return seconds, params, err
+
+
+def eager_seconds(pattern: str, inputs, repeat: int = 20) -> float:
+    fn = EAGER[pattern]
+    return time_cuda(lambda *a: fn(*a), inputs, graph=True, repeat=repeat).median
+
+
+def moved_bytes(inputs, n_out: int) -> int:
+    return sum(x.numel() * x.element_size() for x in inputs) + inputs[0].shape[0] * n_out * 2
+
+
+def run_decode(m: int, bandwidth: float, tune: bool, only: str) -> list[dict]:
+    rows = []
+    for model, what, pattern, w_rows, k in decode_cases(m):
+        if only and only not in model:
+            continue
+        row = {"model": model, "what": what, "m": m, "shape": f"[{m},{k}] x [{w_rows},{k}]"}
+        try:
+            inputs = make_inputs(pattern, m, w_rows, k)
+            n_out = w_rows // 2 if pattern == "linear_swiglu_merged" else w_rows
+            moved = moved_bytes(inputs, n_out)
+            cute_s, params, err = hoid_seconds(f"cute.{pattern}", inputs)
+            if tune:
+                for cand in TUNE_GRID:
+                    s, p, e = hoid_seconds(f"cute.{pattern}", inputs, cand)
+                    if s < cute_s:
+                        cute_s, params, err = s, p, e
+            triton_s, _, triton_err = hoid_seconds(f"triton.{pattern}", inputs)
+            copy_s = copy_seconds(moved // 4)  # moved // 4 bf16 elements: moved bytes read + written
+            row.update(moved_bytes=moved, params=params, rel_error=err, triton_rel_error=triton_err,
+                       seconds={"cute": cute_s, "triton": triton_s, "cublas": eager_seconds(pattern, inputs),
+                                "copy": copy_s},
+                       of_copy=copy_s / cute_s, of_bandwidth=moved / cute_s / bandwidth,
+                       vs_triton=triton_s / cute_s)
+            row["targets_met"] = (row["of_copy"] >= 0.9 and row["vs_triton"] > 1.0
+                                  and (moved < 50e6 or row["of_bandwidth"] >= 0.8))
+        except Exception as e:  # one broken case must not lose the others' figures
+            row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
+        rows.append(row)
+        print(json.dumps(row, default=str), flush=True)
+    return rows
+
+
+def run_prefill(only: str) -> list[dict]:
+    rows = []
+    for model, what, pattern, m, n, k in prefill_cases():
+        if only and only not in model:
+            continue
+        row = {"model": model, "what": what, "m": m, "shape": f"[{m},{k}] x [{n},{k}]"}
+        try:
+            inputs = make_inputs(pattern, m, n, k)
+            kernel = "cute.gemm_linear_add" if pattern == "linear_add" else "cute.gemm_linear"
+            cute_s, params, err = hoid_seconds(kernel, inputs)
+            cublas_s = eager_seconds(pattern, inputs)
+            row.update(params=params, rel_error=err, seconds={"cute": cute_s, "cublas": cublas_s},
+                       tflops=2 * m * n * k / cute_s / 1e12, vs_cublas=cublas_s / cute_s)
+            row["targets_met"] = cute_s <= 1.1 * cublas_s
+        except Exception as e:
+            row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
+        rows.append(row)
+        print(json.dumps(row, default=str), flush=True)
+    return rows
+
+
+def whole_model(model: str, cache_len: int, steps: int) -> list[dict]:
+    """Decode tokens/s of `model` through `hoid.compile`: the same rewrite with the CuTe GEMVs, then with the
+    Triton GEMVs, each set lacking the other's (the rest of the library unchanged)."""
+    from decode import tokens_per_second  # benchmarks/ is on the path
+
+    import hoid
+    from hoid.kernels import KernelSet
+    from hoid.models import build_model, decode_step_graph
+    from hoid.runtime import compile as hoid_compile
+    from hoid.runtime.sampling import Greedy
+
+    lm = build_model(model, dtype=torch.bfloat16, device="cuda")
+    graph = decode_step_graph(lm, cache_len)
+    gemvs = {"cute": ["cute.linear", "cute.linear_add", "cute.linear_swiglu_merged"],
+             "triton": ["triton.linear", "triton.linear_add", "triton.linear_swiglu_merged"]}
+    rows = []
+    for mine, other in (("cute", "triton"), ("triton", "cute")):
+        kernels = KernelSet.default()
+        for kernel_id in gemvs[other]:
+            kernels = kernels.without(kernel_id)
+        row = {"model": model, "gemvs": mine, "cache_len": cache_len, "steps": steps}
+        try:
+            rewritten = hoid.search.rewrite(graph, device="h200", kernels=kernels)
+            compiled = hoid_compile(rewritten, sample=Greedy())
+            state = compiled.state
+            row["tokens_per_s"] = tokens_per_second(lambda t, p, c=compiled, s=state: c(t, p, *s)[0], steps)
+            used = [n.attrs["kernel"] for n in compiled.plan.steps if n.op == "kernel"]
+            row.update(captured=compiled.captured, fallbacks=compiled.fallbacks,
+                       gemv_nodes=sum(k in gemvs[mine] for k in used), kernels=sorted(set(used)))
+        except Exception as e:
+            row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
+        rows.append(row)
+        print(json.dumps(row, default=str), flush=True)
+    return rows
+
+
+def table(decode: list[dict], prefill: list[dict]) -> str:
+    us = lambda r, k: f"{r['seconds'][k] * 1e6:.2f}" if k in r.get("seconds", {}) else "-"  # noqa: E731
+    lines = ["| model | matrix | M | cute us | triton us | cuBLAS us | copy us | of copy | of BW | vs triton | err "
+             "| ok |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for r in decode:
+        if "error" in r:
+            lines.append(f"| {r['model']} | {r['what']} | {r['m']} | {r['error']} |||||||||")
+            continue
+        lines.append(f"| {r['model']} | {r['what']} | {r['m']} | {us(r, 'cute')} | {us(r, 'triton')} | "
+                     f"{us(r, 'cublas')} | {us(r, 'copy')} | {r['of_copy']:.0%} | {r['of_bandwidth']:.0%} | "
+                     f"{r['vs_triton']:.2f}x | {r['rel_error']:.1e} | {'yes' if r['targets_met'] else 'NO'} |")
+    lines += ["", "| model | GEMM | cute us | cuBLAS us | cute TFLOP/s | vs cuBLAS | err | ok |",
+              "|---|---|---:|---:|---:|---:|---:|---|"]
+    for r in prefill:
+        if "error" in r:
+            lines.append(f"| {r['model']} | {r['what']} | {r['error']} ||||||")
+            continue
+        lines.append(f"| {r['model']} | {r['what']} | {us(r, 'cute')} | {us(r, 'cublas')} | {r['tflops']:.0f} | "
+                     f"{r['vs_cublas']:.2f}x | {r['rel_error']:.1e} | {'yes' if r['targets_met'] else 'NO'} |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="benchmarks/results")
+    ap.add_argument("--tune", action="store_true", help=f"also try {len(TUNE_GRID)} GEMV param sets per matrix")
+    ap.add_argument("--m", default="1,16", help="comma-separated decode rows (batch x tokens)")
+    ap.add_argument("--only", default="", help="run the cases of the models whose name contains this")
+    ap.add_argument("--parts", default="decode,prefill,model",
+                    help="what to run: decode (GEMVs), prefill (GEMM), model (whole-model decode tokens/s); "
+                         "parts left out keep their rows from an existing kernels_cute.json")
+    ap.add_argument("--model", default="qwen3-1.7b", help="the whole-model part's model")
+    ap.add_argument("--steps", type=int, default=128, help="decode steps the whole-model part times")
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.time()
+    bandwidth = copy_bandwidth("cuda")
+    print(f"copy bandwidth {bandwidth / 1e12:.2f} TB/s on {torch.cuda.get_device_name()}", flush=True)
+    parts = set(args.parts.split(","))
+    path = out / "kernels_cute.json"
+    old = json.loads(path.read_text()) if path.exists() else {}
+    decode = ([r for m in map(int, args.m.split(",")) for r in run_decode(m, bandwidth, args.tune, args.only)]
+              if "decode" in parts else old.get("decode", []))
+    hopper = torch.cuda.get_device_capability()[0] == 9
+    prefill = run_prefill(args.only) if "prefill" in parts and hopper else old.get("prefill", [])
+    models = whole_model(args.model, 1024, args.steps) if "model" in parts else old.get("whole_model", [])
+    import cutlass
+
+    result = {"device": torch.cuda.get_device_name(),
+              "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+              "torch": torch.__version__, "cutlass_dsl": getattr(cutlass, "__version__", "?"),
+              "python": platform.python_version(), "copy_bandwidth": bandwidth, "tuned": args.tune,
+              "parts_run": sorted(parts), "timer": "hoid.measure.time_cuda: CUDA-graph replay, rotation past 4x L2",
+              "seconds_total": time.time() - start, "decode": decode, "prefill": prefill, "whole_model": models}
+    (out / "kernels_cute.json").write_text(json.dumps(result, indent=1, default=str))
+    (out / "kernels_cute.md").write_text(table(decode, prefill) + "\n")
+    print(table(decode, prefill))
+    for r in models:
+        print(f"{r['model']} decode with the {r['gemvs']} GEMVs: "
+              f"{r.get('tokens_per_s', float('nan')):.1f} tokens/s {r.get('error', '')}")
+    print(f"{time.time() - start:.0f} s")
+    return 0 if all(r.get("targets_met") for r in decode + prefill) and not any("error" in r for r in models) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,287 @@
+"""A Hopper GEMM in CUTLASS's CuTe DSL for prefill shapes: TMA loads into a multi-stage shared-memory ring,
+WGMMA from shared memory into float32 registers, and a fused epilogue (`cute.gemm_linear`: x @ w.T;
+`cute.gemm_linear_add`: + residual), for the patterns the GEMVs and `torch.matmul` implement.
+
+WGMMA exists on sm_90a only (Blackwell's tensor cores take tcgen05 instead, a different instruction set:
+that would be a second module, the one place a per-arch module is right), so these specs declare
+`archs=("sm_90",)`, and on sm_100 `bind` refuses them and the search takes the vendor GEMM.
+
+The main loop: warp 0 keeps `stages` K tiles of x and w in flight through TMA (each stage's mbarrier
+counts the bytes that land); the warpgroups wait on a stage, issue its WGMMAs asynchronously, keep one
+stage of WGMMAs outstanding and release the stage before it back to the loads. The epilogue rounds the
+accumulator to the output dtype, adds the residual as the unfused ops would, and stores from registers,
+predicated on the tile's bounds (TMA zero-fills loads past M, N and K, so any M works; K and N must be
+multiples of 8: TMA needs 16-byte strides).
+"""
+
+import functools
+import random
+
+from ...ir import TensorType
+from ..pattern import Pattern
+from ..spec import KernelSpec, Param
+from . import _constraints as C
+from ._cute_compile import compile_for, cute_module, fake_tensor, launch, null_stream
+from .triton_gemv import LINEAR, LINEAR_ADD
+
+EPILOGUES = ("none", "add")
+PARAMS = (
+    Param("tile_n", ("auto", 64, 128, 256), "auto"),
+    Param("stages", ("auto", 2, 3, 4, 5, 6), "auto"),
+)
+TILE_M, TILE_K = 128, 64  # a WGMMA is 64 rows; K of 64 bf16 is one 128-byte swizzle row
+SMEM_BYTES = 227 * 1024  # the H200's shared memory per block
+
+
+def choose(m: int, n: int, k: int, tile_n="auto", stages="auto") -> dict:
+    """Unmeasured (the H200 run of benchmarks/kernels_cute.py is to tune it): 128 x 256 tiles (two consumer
+    warpgroups, CUTLASS's usual Hopper bf16 tile) where there are enough of them to fill the 132
+    multiprocessors, else 128 x 128; as many stages as shared memory holds, at most 6."""
+    if tile_n == "auto":
+        tiles_256 = -(-m // TILE_M) * -(-n // 256)
+        tile_n = 256 if tiles_256 >= 132 else 128
+    if stages == "auto":
+        per_stage = (TILE_M + tile_n) * TILE_K * 2
+        stages = max(2, min(6, (SMEM_BYTES - 1024) // per_stage))
+    return {"tile_n": tile_n, "stages": stages}
+
+
+def _kernels(cutlass, cute, driver):
+    """The CuTe code (see `_cute_compile`: built once, where CuTe DSL is installed)."""
+    import cutlass.pipeline as pipeline
+    import cutlass.utils.hopper_helpers as sm90
+    from cutlass.memory import SmemAllocator
+    from cutlass.tensor_utils import LayoutEnum
+
+    class Gemm:
+        def __init__(self, epilogue: str, tile_n: int, stages: int):
+            self.epilogue, self.stages = epilogue, stages
+            self.tile = (TILE_M, tile_n, TILE_K)
+            # Two warpgroups split a 128 x 256 tile's accumulator (one would hold 256 floats a thread and
+            # spill); smaller tiles take one, which runs its 64-row WGMMAs twice down M.
+            self.atoms = (2, 1, 1) if tile_n > 128 else (1, 1, 1)
+            self.threads = 128 * self.atoms[0]
+
+        @cute.jit
+        def __call__(self, a: cute.Tensor, b: cute.Tensor, res: cute.Tensor, c: cute.Tensor,
+                     stream: driver.CUstream):
+            a_layout, b_layout = LayoutEnum.from_tensor(a), LayoutEnum.from_tensor(b)
+            mma = sm90.make_trivial_tiled_mma(a.element_type, b.element_type, a_layout.sm90_mma_major_mode(),
+                                              b_layout.sm90_mma_major_mode(), cutlass.Float32, self.atoms,
+                                              tiler_mn=(64, self.tile[1]))
+            sa_layout = sm90.make_smem_layout_a(a_layout, self.tile, a.element_type, self.stages)
+            sb_layout = sm90.make_smem_layout_b(b_layout, self.tile, b.element_type, self.stages)
+            load = cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp()
+            tma_a, ta = cute.nvgpu.cpasync.make_tiled_tma_atom(
+                load, a, cute.slice_(sa_layout, (None, None, 0)), (self.tile[0], self.tile[2]))
+            tma_b, tb = cute.nvgpu.cpasync.make_tiled_tma_atom(
+                load, b, cute.slice_(sb_layout, (None, None, 0)), (self.tile[1], self.tile[2]))
+
+            @cute.struct
+            class Shared:
+                barriers: cute.struct.MemRange[cutlass.Int64, self.stages * 2]
+                sa: cute.struct.Align[cute.struct.MemRange[a.element_type, cute.cosize(sa_layout)], 1024]
+                sb: cute.struct.Align[cute.struct.MemRange[b.element_type, cute.cosize(sb_layout)], 1024]
+
+            self.shared = Shared
+            self.stage_bytes = (cute.size_in_bytes(a.element_type, cute.slice_(sa_layout, (None, None, 0)))
+                                + cute.size_in_bytes(b.element_type, cute.slice_(sb_layout, (None, None, 0))))
+            m, n = cute.size(c, mode=[0]), cute.size(c, mode=[1])
+            grid = ((m + self.tile[0] - 1) // self.tile[0], (n + self.tile[1] - 1) // self.tile[1], 1)
+            self.kernel(tma_a, ta, tma_b, tb, res, c, mma, sa_layout, sb_layout).launch(
+                grid=grid, block=(self.threads, 1, 1), cluster=(1, 1, 1), stream=stream)
+
+        @cute.kernel
+        def kernel(self, tma_a: cute.CopyAtom, ta: cute.Tensor, tma_b: cute.CopyAtom, tb: cute.Tensor,
+                   res: cute.Tensor, c: cute.Tensor, mma: cute.TiledMma, sa_layout: cute.ComposedLayout,
+                   sb_layout: cute.ComposedLayout):
+            warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+            tidx, _, _ = cute.arch.thread_idx()
+            bm, bn, _ = cute.arch.block_idx()
+            if warp == 0:
+                cute.nvgpu.cpasync.prefetch_descriptor(tma_a)
+                cute.nvgpu.cpasync.prefetch_descriptor(tma_b)
+            storage = SmemAllocator().allocate(self.shared)
+            ring = pipeline.PipelineTmaAsync.create(
+                barrier_storage=storage.barriers.data_ptr(), num_stages=self.stages,
+                producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+                consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.threads // 32),
+                tx_count=self.stage_bytes, cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)), defer_sync=True)
+            pipeline.pipeline_init_arrive(cluster_shape_mn=(1, 1), is_relaxed=True)
+            sa = storage.sa.get_tensor(sa_layout.outer, swizzle=sa_layout.inner)
+            sb = storage.sb.get_tensor(sb_layout.outer, swizzle=sb_layout.inner)
+
+            coord = (bm, bn, None)
+            ga = cute.local_tile(ta, self.tile, coord, proj=(1, None, 1))  # (bM, bK, k tiles)
+            gb = cute.local_tile(tb, self.tile, coord, proj=(None, 1, 1))  # (bN, bK, k tiles)
+            gc = cute.local_tile(c, self.tile, coord, proj=(1, 1, None))   # (bM, bN)
+            ta_s, ta_g = cute.nvgpu.cpasync.tma_partition(tma_a, 0, cute.make_layout(1), cute.group_modes(sa, 0, 2),
+                                                          cute.group_modes(ga, 0, 2))
+            tb_s, tb_g = cute.nvgpu.cpasync.tma_partition(tma_b, 0, cute.make_layout(1), cute.group_modes(sb, 0, 2),
+                                                          cute.group_modes(gb, 0, 2))
+            group = cute.arch.make_warp_uniform(tidx // 128)
+            thr = mma.get_slice(cute.make_layout(self.atoms[0], stride=128)(group))
+            fa = mma.make_fragment_A(thr.partition_A(sa))
+            fb = mma.make_fragment_B(thr.partition_B(sb))
+            acc = cute.make_rmem_tensor(thr.partition_C(gc).shape, cutlass.Float32)
+            pipeline.pipeline_init_wait(cluster_shape_mn=(1, 1))
+
+            k_tiles = cute.size(ga, mode=[2])
+            put = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
+            if warp == 0:  # fill the ring
+                for _ in cutlass.range(cutlass.min(self.stages, k_tiles), unroll=1):
+                    ring.producer_acquire(put)
+                    cute.copy(tma_a, ta_g[(None, put.count)], ta_s[(None, put.index)],
+                              tma_bar_ptr=ring.producer_get_barrier(put))
+                    cute.copy(tma_b, tb_g[(None, put.count)], tb_s[(None, put.index)],
+                              tma_bar_ptr=ring.producer_get_barrier(put))
+                    ring.producer_commit(put)
+                    put.advance()
+
+            get = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+            done = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+            blocks = cute.size(fa, mode=[2])
+            mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, False)
+            for t in cutlass.range(k_tiles, unroll=1):
+                ring.consumer_wait(get)
+                cute.nvgpu.warpgroup.fence()
+                for kb in cutlass.range(blocks, unroll_full=True):
+                    cute.gemm(mma, acc, fa[(None, None, kb, get.index)], fb[(None, None, kb, get.index)], acc)
+                    mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
+                cute.nvgpu.warpgroup.commit_group()
+                get.advance()
+                if t > 0:
+                    # The previous stage's WGMMAs are done once at most this one's are outstanding.
+                    cute.nvgpu.warpgroup.wait_group(1)
+                    ring.consumer_release(done)
+                    done.advance()
+                    if warp == 0 and put.count < k_tiles:
+                        ring.producer_acquire(put)
+                        cute.copy(tma_a, ta_g[(None, put.count)], ta_s[(None, put.index)],
+                                  tma_bar_ptr=ring.producer_get_barrier(put))
+                        cute.copy(tma_b, tb_g[(None, put.count)], tb_s[(None, put.index)],
+                                  tma_bar_ptr=ring.producer_get_barrier(put))
+                        ring.producer_commit(put)
+                        put.advance()
+            cute.nvgpu.warpgroup.wait_group(0)
+
+            # Epilogue from registers: each thread's accumulator values at their (row, col) of the tile.
+            # The accumulator is per thread: its coordinates come from this thread's slice of the MMA (the
+            # warpgroup's slice above is what WGMMA's shared-memory operands take).
+            mine = mma.get_slice(tidx)
+            m, n = cute.size(c, mode=[0]), cute.size(c, mode=[1])
+            cc = mine.partition_C(cute.local_tile(cute.make_identity_tensor((m, n)), self.tile, coord,
+                                                  proj=(1, 1, None)))
+            out = mine.partition_C(gc)
+            dtype = c.element_type
+            # Unrolled at trace time (CuTe warns it is slow to compile: ~10 s): every index is static, so the
+            # accumulator stays in registers.
+            for i in cutlass.range_constexpr(cute.size(acc)):
+                if cute.elem_less(cc[i], (m, n)):
+                    row, col = cc[i]
+                    # Rounds as the unfused ops would: the matmul's result, then the add's.
+                    y = acc[i].to(dtype).to(cutlass.Float32)
+                    if cutlass.const_expr(self.epilogue == "add"):
+                        y = y + res[row, col].to(cutlass.Float32)
+                    out[i] = y.to(dtype)
+
+    return Gemm
+
+
+@functools.cache
+def _jit(epilogue: str, tile_n: int, stages: int):
+    return cute_module(_kernels, "the CuTe Hopper GEMM")(epilogue, tile_n, stages)
+
+
+def prepare(x, w, residual, out, epilogue: str, *, tile_n="auto", stages="auto") -> tuple:
+    """What a launch needs: (build name, cache key, jit factory, the tensors as the kernel takes them)."""
+    k = x.shape[-1]
+    m = x.numel() // max(k, 1)
+    n = out.shape[-1]
+    cfg = choose(m, n, k, tile_n, stages)
+    x2, out2 = x.reshape(m, k), out.view(m, n)
+    res2 = residual.reshape(m, n) if residual is not None else out2
+    key = (epilogue, str(x.dtype), m, k, n, cfg["tile_n"], cfg["stages"])
+    return f"cute.gemm.{epilogue}", key, lambda: _jit(epilogue, cfg["tile_n"], cfg["stages"]), [x2, w, res2, out2]
+
+
+def _launch(x, w, residual, out, epilogue: str, **params) -> None:
+    launch(*prepare(x, w, residual, out, epilogue, **params))
+
+
+def launch_linear(x, w, out, **params) -> None:
+    """out <- x @ w.T (destination-passing)."""
+    _launch(x, w, None, out, "none", **params)
+
+
+def launch_linear_add(x, w, residual, out, **params) -> None:
+    """out <- x @ w.T + residual (destination-passing)."""
+    _launch(x, w, residual, out, "add", **params)
+
+
+# --- builds without a GPU ----------------------------------------------------------------------------
+
+# One build per config "auto" picks for the issue's targets: 128 x 256 tiles (4096^3; Qwen3-1.7B's prefill
+# at prompt 1024 takes the same) and 128 x 128 with the residual (its o projection at prompt 128).
+BUILD_SHAPES = {"none": ((4096, 4096, 4096),), "add": ((128, 2048, 2048),)}
+
+
+def _all_builds(epilogue: str):
+    def build(arch: str):
+        out = []
+        for m, k, n in BUILD_SHAPES[epilogue]:
+            cfg = choose(m, n, k)
+            args = [fake_tensor("bf16", s) for s in ((m, k), (n, k), (m, n), (m, n))]
+            jit = _jit(epilogue, cfg["tile_n"], cfg["stages"])
+            out.append(compile_for(f"cute.gemm.{epilogue}", jit, [*args, null_stream()], arch))
+        return out
+    return build
+
+
+# --- specs -------------------------------------------------------------------------------------------
+
+def _fits(types) -> bool:
+    x, w = types[0], types[1]
+    return w.rank == 2 and x.rank >= 1 and x.shape[-1:] == w.shape[1:] and x.numel > 0
+
+
+def _constraints(pattern: Pattern, extra=()) -> tuple:
+    ops = pattern.operands
+    return (C.shape_holds(f"{', '.join(ops)}: one dtype, bf16 or f16 (WGMMA's 16-bit inputs)",
+                          lambda t: len({x.dtype for x in t}) == 1 and t[0].dtype in ("bf16", "f16")),
+            C.contiguous(ops, *ops),
+            C.shape_holds("x [..., K], weight [N, K]", _fits),
+            C.shape_holds("K and N multiples of 8 (TMA needs 16-byte strides)",
+                          lambda t: t[0].shape[-1] % 8 == 0 and t[1].shape[0] % 8 == 0), *extra)
+
+
+def _examples(with_residual: bool):
+    def draw(rng: random.Random):
+        m, k, n = rng.choice((17, 128, 300)), rng.choice((64, 256, 1000)), rng.choice((64, 200, 512))
+        k, n = k - k % 8, n - n % 8
+        dtype = rng.choice(("bf16", "f16"))
+        types = [TensorType((m, k), dtype), TensorType((n, k), dtype)]
+        return types + ([TensorType((m, n), dtype)] if with_residual else []), {}
+    return draw
+
+
+def _resolve(types, attrs, params, target) -> dict:
+    x, w = types[0], types[1]
+    k = x.shape[-1]
+    return choose(x.numel // max(k, 1), w.shape[0], k, **params)
+
+
+def _spec(kernel_id: str, pattern: Pattern, launch_fn, epilogue: str, doc: str, extra=()) -> KernelSpec:
+    return KernelSpec(id=kernel_id, pattern=pattern, backend="cute", launch=launch_fn,
+                      constraints=_constraints(pattern, extra), params=PARAMS, deterministic=True,
+                      examples=_examples(epilogue == "add"), compile=_all_builds(epilogue), archs=("sm_90",),
+                      resolve=_resolve, doc=doc)
+
+
+LINEAR_SPEC = _spec("cute.gemm_linear", LINEAR, launch_linear, "none",
+                    "Hopper x @ w.T: TMA + WGMMA, for prefill (sm_90 only)")
+LINEAR_ADD_SPEC = _spec(
+    "cute.gemm_linear_add", LINEAR_ADD, launch_linear_add, "add",
+    "Hopper x @ w.T + residual: TMA + WGMMA with the add in the epilogue (sm_90 only)",
+    extra=(C.shape_holds("residual: the output's shape",
+                         lambda t: t[2].shape == t[0].shape[:-1] + t[1].shape[:1]),))

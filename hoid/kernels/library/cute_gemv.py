@@ -1,0 +1,246 @@
+"""Small-M matmul against a linear layer's weight (GEMV at M = 1, up to M = 16) in CUTLASS's CuTe DSL, with
+the Triton GEMV's fused epilogues and patterns, so the two compete in extraction: `cute.linear`,
+`cute.linear_add` (+ residual) and `cute.linear_swiglu_merged` (SiLU gating of a merged gate/up).
+
+At decode the weight [N, K] is read once and the time is its bytes over the bandwidth; what loses
+bandwidth is too few bytes in flight. So one warp owns `rows` whole rows of the weight (two sets of rows
+with the swiglu epilogue: gate row n and up row n), its lanes read 16 bytes each per step (a warp moves
+512 contiguous bytes of a row at a time), and the K loop is unrolled `unroll` steps so that many loads are
+issued before the first is used. A warp's partial sums meet in a butterfly of shuffles: no shared memory,
+no split-K workspace, one launch, and the sum is taken in one fixed order (bitwise deterministic).
+The products run on the CUDA cores in float32: at M = 1 no tensor-core tile would be more than 1/16
+used; at M = 16 each 16 bytes of weight feed 128 FMAs, which is near the H200's FP32 rate (unmeasured).
+
+One source for sm_90 and sm_100: what differs between them is a parameter, chosen per `Target` by
+`choose` (`unroll`: the B200's ~8 TB/s needs more bytes in flight than the H200's 4.8; `rows` and `warps`
+are the same until tuning on each says otherwise).
+"""
+
+
+import functools
+import random
+
+from ...ir import TensorType
+from ..pattern import Pattern
+from ..spec import KernelSpec, Param, Target
+from . import _constraints as C
+from ._cute_compile import CUTE_TARGETS, compile_for, cute_module, fake_tensor, launch, null_stream
+from .triton_gemv import LINEAR, LINEAR_ADD, LINEAR_SWIGLU, MAX_M
+
+EPILOGUES = ("none", "add", "swiglu")
+PARAMS = (
+    Param("rows", ("auto", 1, 2, 4), "auto"),
+    Param("warps", ("auto", 4, 8), "auto"),
+    Param("unroll", ("auto", 1, 2, 4, 8, 16), "auto"),
+)
+VECTOR_BYTES = 16  # one 128-bit load per lane: the widest global load there is
+
+
+def choose(m: int, n_out: int, k: int, target: Target, rows="auto", warps="auto", unroll="auto") -> dict:
+    """The launch shape. Unmeasured so far (the H200 run of benchmarks/kernels_cute.py is to tune it): one row
+    per warp spreads a small N over most warps of the GPU (2048 rows are 2048 warps); 8 warps a block; the K
+    loop unrolled so that a lane has 8 loads of 16 bytes in flight at M = 1 on the H200, twice that on the
+    B200 (more bandwidth to cover at the same latency), fewer as M grows (x's rows take the registers)."""
+    rows = 1 if rows == "auto" else rows
+    warps = 8 if warps == "auto" else warps
+    if unroll == "auto":
+        unroll = 8 if m <= 2 else 4 if m <= 4 else 2 if m <= 8 else 1
+        if target.arch == "sm_100" and m <= 4:
+            unroll *= 2
+    return {"rows": rows, "warps": warps, "unroll": unroll}
+
+
+def _kernels(cutlass, cute, driver):
+    """The CuTe code (see `_cute_compile`: built once, where CuTe DSL is installed)."""
+
+    class Gemv:
+        def __init__(self, epilogue: str, rows: int, warps: int, unroll: int):
+            self.epilogue, self.rows, self.warps, self.unroll = epilogue, rows, warps, unroll
+
+        @cute.jit
+        def __call__(self, x: cute.Tensor, w: cute.Tensor, res: cute.Tensor, out: cute.Tensor,
+                     stream: driver.CUstream):
+            n_out = cute.size(out, mode=[1])
+            per_block = self.rows * self.warps
+            grid = ((n_out + per_block - 1) // per_block, 1, 1)
+            self.kernel(x, w, res, out).launch(grid=grid, block=(32 * self.warps, 1, 1), stream=stream)
+
+        @cute.jit
+        def step(self, tx: cute.Tensor, tw: cute.Tensor, acc: cute.Tensor, first: cutlass.Int32,
+                 kv: cutlass.Int32, m_rows: cutlass.Constexpr, w_rows: cutlass.Constexpr,
+                 n_out: cutlass.Constexpr):
+            """acc[m, r] += x[m, 16 bytes at kv] . w[row r, the same 16 bytes], for every row of x and w."""
+            vec = cutlass.const_expr(cute.size(tx, mode=[0]))
+            wv = cute.make_rmem_tensor((w_rows, vec), cutlass.Float32)
+            for r in cutlass.range_constexpr(w_rows):
+                # A row past the end reads the last row (in bounds) and is never stored.
+                n = cutlass.min(first + r % self.rows, n_out - 1) + (r // self.rows) * n_out
+                wv[r, None].store(tw[(0, None), (n, kv)].load().to(cutlass.Float32))
+            for mi in cutlass.range_constexpr(m_rows):
+                xv = tx[(0, None), (mi, kv)].load().to(cutlass.Float32)
+                for r in cutlass.range_constexpr(w_rows):
+                    acc[mi * w_rows + r] += (xv * wv[r, None].load()).reduce(cute.ReductionOp.ADD, 0.0, 0)
+
+        @cute.kernel
+        def kernel(self, x: cute.Tensor, w: cute.Tensor, res: cute.Tensor, out: cute.Tensor):
+            tidx, _, _ = cute.arch.thread_idx()
+            bidx, _, _ = cute.arch.block_idx()
+            lane = tidx % 32
+            warp = tidx // 32
+            m_rows = cutlass.const_expr(cute.size(x, mode=[0]))
+            k_len = cutlass.const_expr(cute.size(x, mode=[1]))
+            n_out = cutlass.const_expr(cute.size(out, mode=[1]))
+            vec = cutlass.const_expr(VECTOR_BYTES * 8 // x.element_type.width)
+            step = cutlass.const_expr(32 * vec)
+            halves = cutlass.const_expr(2 if self.epilogue == "swiglu" else 1)
+            w_rows = cutlass.const_expr(self.rows * halves)
+            first = (bidx * self.warps + warp) * self.rows
+            acc = cute.make_rmem_tensor((m_rows * w_rows,), cutlass.Float32)
+            acc.fill(0.0)
+            # Views of 16 bytes a lane: ((1, vec), (rows, K / vec)) tiles of x and the weight.
+            tx = cute.zipped_divide(x, (1, vec))
+            tw = cute.zipped_divide(w, (1, vec))
+            # Whole steps need no bounds check, so the unrolled loads do not wait on branches and are issued
+            # together; the last, partial step (K not a multiple of 32 x vec) checks each lane.
+            for s in cutlass.range(k_len // step, unroll=self.unroll):
+                self.step(tx, tw, acc, first, s * 32 + lane, m_rows, w_rows, n_out)
+            if cutlass.const_expr(k_len % step != 0):
+                kv = (k_len // step) * 32 + lane
+                if kv * vec < k_len:
+                    self.step(tx, tw, acc, first, kv, m_rows, w_rows, n_out)
+            for i in cutlass.range_constexpr(m_rows * w_rows):
+                acc[i] = cute.arch.warp_reduction_sum(acc[i])
+            if lane == 0:
+                dtype = out.element_type
+                for mi in cutlass.range_constexpr(m_rows):
+                    for r in cutlass.range_constexpr(self.rows):
+                        n = first + r
+                        if n < n_out:
+                            # Rounds as the unfused ops would: the matmul's result, then each op's result.
+                            y = acc[mi * w_rows + r].to(dtype).to(cutlass.Float32)
+                            if cutlass.const_expr(self.epilogue == "add"):
+                                y = y + res[mi, n].to(cutlass.Float32)
+                            if cutlass.const_expr(self.epilogue == "swiglu"):
+                                up = acc[mi * w_rows + self.rows + r].to(dtype).to(cutlass.Float32)
+                                silu = (y / (1.0 + cute.math.exp(-y))).to(dtype).to(cutlass.Float32)
+                                y = silu * up
+                            out[mi, n] = y.to(dtype)
+
+    return Gemv
+
+
+@functools.cache
+def _jit(epilogue: str, rows: int, warps: int, unroll: int):
+    return cute_module(_kernels, "the CuTe GEMV")(epilogue, rows, warps, unroll)
+
+
+def prepare(x, w, residual, out, epilogue: str, *, rows="auto", warps="auto", unroll="auto") -> tuple:
+    """What a launch needs: (build name, cache key, jit factory, the tensors as the kernel takes them)."""
+    k = x.shape[-1]
+    m = x.numel() // max(k, 1)
+    n_out = out.shape[-1]
+    target = Target(f"sm_{''.join(map(str, _capability(x)))}", 0)
+    cfg = choose(m, n_out, k, target, rows, warps, unroll)
+    x2, out2 = x.reshape(m, k), out.view(m, n_out)
+    res2 = residual.reshape(m, n_out) if residual is not None else out2
+    key = (epilogue, str(x.dtype), m, k, n_out, cfg["rows"], cfg["warps"], cfg["unroll"])
+    return (f"cute.gemv.{epilogue}", key, lambda: _jit(epilogue, cfg["rows"], cfg["warps"], cfg["unroll"]),
+            [x2, w, res2, out2])
+
+
+def _launch(x, w, residual, out, epilogue: str, **params) -> None:
+    launch(*prepare(x, w, residual, out, epilogue, **params))
+
+
+def _capability(x) -> tuple[int, int]:
+    import torch
+
+    return torch.cuda.get_device_capability(x.device) if x.device.type == "cuda" else (9, 0)
+
+
+def launch_linear(x, w, out, **params) -> None:
+    """out <- x @ w.T (destination-passing)."""
+    _launch(x, w, None, out, "none", **params)
+
+
+def launch_linear_add(x, w, residual, out, **params) -> None:
+    """out <- x @ w.T + residual (destination-passing)."""
+    _launch(x, w, residual, out, "add", **params)
+
+
+def launch_linear_swiglu(x, w, out, **params) -> None:
+    """out <- silu(g) * u where [g | u] = x @ w.T, w the merged [gate; up] weight (destination-passing)."""
+    _launch(x, w, None, out, "swiglu", **params)
+
+
+# --- builds without a GPU ----------------------------------------------------------------------------
+
+# Decode shapes the CI build covers, (M, K, N): Qwen3-1.7B's qkv, its down projection + residual (K = 6144:
+# a K loop that the unroll does not swallow whole) and its gate/up at M = 1 and 16.
+BUILD_SHAPES = {"none": ((1, 2048, 4096),), "add": ((1, 6144, 2048),), "swiglu": ((1, 2048, 6144), (16, 2048, 6144))}
+
+
+def _all_builds(epilogue: str):
+    def build(arch: str):
+        out = []
+        for m, k, n_out in BUILD_SHAPES[epilogue]:
+            cfg = choose(m, n_out, k, Target(arch, 0))
+            rows = n_out * (2 if epilogue == "swiglu" else 1)
+            args = [fake_tensor("bf16", s) for s in ((m, k), (rows, k), (m, n_out), (m, n_out))]
+            jit = _jit(epilogue, cfg["rows"], cfg["warps"], cfg["unroll"])
+            out.append(compile_for(f"cute.gemv.{epilogue}", jit, [*args, null_stream()], arch))
+        return out
+    return build
+
+
+# --- specs -------------------------------------------------------------------------------------------
+
+def _weight_fits(types) -> bool:
+    x, w = types[0], types[1]
+    rows = x.numel // max(x.shape[-1], 1) if x.rank >= 1 else 0
+    return w.rank == 2 and x.shape[-1:] == w.shape[1:] and 0 < rows <= MAX_M
+
+
+def _constraints(pattern: Pattern, extra=()) -> tuple:
+    ops = pattern.operands
+    return (C.float_dtype(ops, *ops), C.contiguous(ops, *ops),
+            C.shape_holds(f"x [..., K] with at most {MAX_M} rows, weight [N, K]", _weight_fits),
+            C.shape_holds("K a multiple of 8 (16-byte rows: each lane loads 16 bytes)",
+                          lambda t: t[0].shape[-1] % 8 == 0), *extra)
+
+
+def _examples(rows_per_out: int, with_residual: bool):
+    def draw(rng: random.Random):
+        m, k, n = rng.choice((1, 1, 2, 5, 16)), rng.choice((64, 200, 520, 2048)), rng.choice((8, 48, 100))
+        k -= k % 8
+        dtype = rng.choice(("f32", "f16", "bf16"))
+        types = [TensorType((m, k), dtype), TensorType((rows_per_out * n, k), dtype)]
+        return types + ([TensorType((m, n), dtype)] if with_residual else []), {}
+    return draw
+
+
+def _resolver(rows_per_out: int):
+    def resolve(types, attrs, params, target) -> dict:
+        x, w = types[0], types[1]
+        k = x.shape[-1]
+        return choose(x.numel // max(k, 1), w.shape[0] // rows_per_out, k, target, **params)
+    return resolve
+
+
+def _spec(kernel_id: str, pattern: Pattern, launch_fn, epilogue: str, doc: str, extra=()) -> KernelSpec:
+    rows_per_out = 2 if epilogue == "swiglu" else 1
+    return KernelSpec(id=kernel_id, pattern=pattern, backend="cute", launch=launch_fn,
+                      constraints=_constraints(pattern, extra), params=PARAMS, deterministic=True,
+                      examples=_examples(rows_per_out, epilogue == "add"), compile=_all_builds(epilogue),
+                      archs=tuple(CUTE_TARGETS), resolve=_resolver(rows_per_out), doc=doc)
+
+
+LINEAR_SPEC = _spec("cute.linear", LINEAR, launch_linear, "none", "small-M x @ w.T, a warp per weight row")
+LINEAR_ADD_SPEC = _spec(
+    "cute.linear_add", LINEAR_ADD, launch_linear_add, "add", "small-M x @ w.T + residual in one launch",
+    extra=(C.shape_holds("residual: the output's shape",
+                         lambda t: t[2].shape == t[0].shape[:-1] + t[1].shape[:1]),))
+LINEAR_SWIGLU_SPEC = _spec(
+    "cute.linear_swiglu_merged", LINEAR_SWIGLU, launch_linear_swiglu, "swiglu",
+    "small-M merged gate/up projection with SiLU gating in the epilogue",
+    extra=(C.shape_holds("weight: an even number of rows (gate then up)", lambda t: t[1].shape[0] % 2 == 0),))

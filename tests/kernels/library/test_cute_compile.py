@@ -1,0 +1,144 @@
+"""The CuTe DSL backend on the CPU: the library registers its CuTe kernels without CuTe DSL installed and
+says how to install it when one is launched; with CuTe DSL installed (CI installs the `cute` extra), the
+GEMV builds for sm_90 and sm_100 (PTX targets sm_90a / sm_100a) and the Hopper GEMM for sm_90, with
+WGMMA and TMA (`cp.async.bulk.tensor`) in its PTX.
+
+Without CuTe DSL the build tests skip, except where HOID_REQUIRE_CUTE=1 (as `.ci/run` sets): there a
+missing install fails them, so CI cannot pass by skipping."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from hoid.kernels import KernelUnavailable, Target, all_kernels, bind
+from hoid.kernels.library._cute_compile import CUTE_TARGETS, have_cute
+
+CUTE_IDS = sorted(k.id for k in all_kernels().values() if k.backend == "cute")
+GEMV_IDS = ["cute.linear", "cute.linear_add", "cute.linear_swiglu_merged"]
+GEMM_IDS = ["cute.gemm_linear", "cute.gemm_linear_add"]
+
+needs_cute = pytest.mark.skipif(not have_cute() and os.environ.get("HOID_REQUIRE_CUTE") != "1",
+                                reason="CuTe DSL is not installed (pip install 'hoid[cute]'); "
+                                       "HOID_REQUIRE_CUTE=1 makes this a failure")
+
+
+def test_the_library_registers_its_cute_kernels():
+    assert set(GEMV_IDS + GEMM_IDS) <= set(CUTE_IDS)
+    # The GEMVs take the Triton GEMV's patterns, so the two compete for the same regions.
+    for cute_id, triton_id in zip(GEMV_IDS, ["triton.linear", "triton.linear_add", "triton.linear_swiglu_merged"]):
+        assert all_kernels()[cute_id].pattern is all_kernels()[triton_id].pattern
+
+
+def test_one_arch_spelling():
+    assert set(CUTE_TARGETS) == {Target.H200.arch, Target.B200.arch}
+    for kernel_id in GEMV_IDS:
+        assert all_kernels()[kernel_id].archs == ("sm_90", "sm_100")
+    for kernel_id in GEMM_IDS:  # WGMMA is sm_90a's alone
+        assert all_kernels()[kernel_id].archs == ("sm_90",)
+
+
+def test_an_unknown_arch_is_refused():
+    from hoid.kernels.library._cute_compile import cute_target
+
+    with pytest.raises(ValueError, match="sm_90, sm_100"):
+        cute_target("sm_90a")
+
+
+def test_without_cute_the_library_registers_and_a_launch_names_the_extra():
+    script = (
+        "import sys; sys.modules['cutlass'] = None; sys.modules['cutlass.cute'] = None\n"
+        "import torch, hoid.kernels as K\n"
+        "spec = K.get('cute.linear')\n"
+        "try:\n"
+        "    spec.launch(torch.ones(1, 8), torch.ones(4, 8), torch.empty(1, 4), **spec.default_params())\n"
+        "except Exception as e:\n"
+        "    print(type(e).__name__, e)\n"
+        "print('cutlass' in sys.modules and sys.modules['cutlass'] is not None)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    first, second = done.stdout.splitlines()[:2]
+    assert first.startswith("MissingCuteError") and "pip install 'hoid[cute]'" in first
+    assert second == "False"
+
+
+def test_registration_does_not_import_cutlass():
+    script = "import sys, hoid.kernels as K; K.all_kernels(); print('cutlass' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
+
+
+def test_a_cute_node_is_unavailable_on_the_cpu():
+    from hoid.ir import TensorType
+    from hoid.ir.ops.kernel import KernelImpl
+
+    spec = all_kernels()["cute.linear"]
+    types = [TensorType((1, 64), "bf16"), TensorType((16, 64), "bf16")]
+    impl = KernelImpl(spec.id, spec.version, spec.default_params(), spec.pattern.graph(types, {}), {})
+    with pytest.raises(KernelUnavailable, match="CUDA GPU only"):
+        bind((impl, types), arch="cpu")
+    with pytest.raises(KernelUnavailable, match="builds for sm_90, not sm_100"):
+        bind((KernelImpl("cute.gemm_linear", all_kernels()["cute.gemm_linear"].version, {},
+                         spec.pattern.graph(types, {}), {}), types), arch="sm_100")
+
+
+@needs_cute
+def test_cpu_tensors_are_refused_with_the_reason():
+    import torch
+
+    from hoid.kernels.library._cute_compile import CuteDeviceError
+
+    spec = all_kernels()["cute.linear"]
+    with pytest.raises(CuteDeviceError, match="CUDA tensors only"):
+        spec.launch(torch.ones(1, 8), torch.ones(4, 8), torch.empty(1, 4), **spec.default_params())
+
+
+@needs_cute
+@pytest.mark.parametrize("arch", ["sm_90", "sm_100"])
+@pytest.mark.parametrize("kernel_id", GEMV_IDS)
+def test_the_gemv_builds_for_arch(kernel_id, arch):
+    builds = all_kernels()[kernel_id].compile(arch)
+    assert builds
+    for b in builds:
+        assert b.ptx_target == CUTE_TARGETS[arch] and b.cubin_bytes > 0, b.kernel
+        # Every weight load moves 16 bytes a lane; a narrower one would take 8x the instructions.
+        assert b.count("ld.global.v4") >= 2 and b.count("ld.global.v4") == b.count("ld.global.") - b.count(
+            "ld.global.b16") - b.count("ld.global.u16"), b.kernel
+        assert b.count("shfl.sync.bfly") >= 5, b.kernel  # the warp's butterfly reduction
+
+
+@needs_cute
+@pytest.mark.slow
+@pytest.mark.parametrize("kernel_id", GEMM_IDS)
+def test_the_hopper_gemm_builds_with_wgmma_and_tma(kernel_id):
+    builds = all_kernels()[kernel_id].compile("sm_90")
+    assert builds
+    for b in builds:
+        assert b.ptx_target == "sm_90a" and b.cubin_bytes > 0
+        assert b.count("wgmma.mma_async") >= 1, "no WGMMA in the GEMM's PTX"
+        assert b.count("cp.async.bulk.tensor") >= 2, "no TMA load (cp.async.bulk.tensor) in the GEMM's PTX"
+
+
+@needs_cute
+@pytest.mark.parametrize("module, epilogue, m, k, rows", [
+    ("cute_gemv", "none", 1, 2048, 4096), ("cute_gemv", "add", 5, 520, 100), ("cute_gemv", "swiglu", 16, 2048, 256),
+    ("cute_gemm", "add", 300, 1000, 200)])
+def test_the_launch_path_builds_over_torch_tensors(module, epilogue, m, k, rows):
+    """A launch compiles over DLPack views of torch tensors (static shapes, so `const_expr` sizes hold):
+    built here over CPU tensors, which compile as CUDA ones would."""
+    import importlib
+
+    import torch
+
+    from hoid.kernels.library._cute_compile import compiled_for, dlpack_views, null_stream
+
+    mod = importlib.import_module(f"hoid.kernels.library.{module}")
+    n_out = rows // 2 if epilogue == "swiglu" else rows
+    x, w = torch.zeros(m, k, dtype=torch.bfloat16), torch.zeros(rows, k, dtype=torch.bfloat16)
+    out = torch.empty(m, n_out, dtype=torch.bfloat16)
+    residual = torch.zeros(m, n_out, dtype=torch.bfloat16) if epilogue == "add" else None
+    name, key, make, tensors = mod.prepare(x, w, residual, out, epilogue)
+    assert compiled_for(name, key, make, dlpack_views(tensors), null_stream(), "sm_90") is not None

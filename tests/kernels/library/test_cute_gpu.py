@@ -1,0 +1,99 @@
+"""The CuTe DSL kernels on a GPU: each passes `hoid.verify.check_kernel` over its examples, matches its
+pattern in float64 at the zoo's decode matrices (the GEMVs, M = 1 and 16) and prefill shapes (the GEMM),
+and replays inside a CUDA graph (how hoid's timer and runtime launch it).
+
+    python -m pytest -m gpu tests/kernels/library/test_cute_gpu.py
+
+Skips without CUDA, and without CuTe DSL unless HOID_REQUIRE_CUTE=1 (then a missing install fails)."""
+
+import os
+
+import pytest
+import torch
+
+from hoid.kernels import Target, all_kernels
+from hoid.kernels.library._cute_compile import have_cute
+from hoid.verify import check_kernel
+
+from .reference import assert_matches
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+    pytest.mark.skipif(not have_cute() and os.environ.get("HOID_REQUIRE_CUTE") != "1",
+                       reason="needs CuTe DSL (pip install 'hoid[cute]')"),
+]
+
+CUTE_IDS = sorted(k.id for k in all_kernels().values() if k.backend == "cute")
+# hidden, intermediate, q heads, kv heads, head dim (hoid/models/configs.py)
+MODELS = {"qwen3-1.7b": (2048, 6144, 16, 8, 128), "qwen3-4b": (2560, 9728, 32, 8, 128),
+          "llama-3.2-1b": (2048, 8192, 32, 8, 64), "llama-3.1-8b": (4096, 14336, 32, 8, 128)}
+
+
+def _is_hopper() -> bool:
+    return torch.cuda.is_available() and torch.cuda.get_device_capability()[0] == 9
+
+
+def decode_cases():
+    """(kernel id, x rows, weight rows, K, with residual) for every projection of the four models."""
+    for name, (hidden, inter, q, kv, hd) in MODELS.items():
+        yield name, "qkv", "cute.linear", (q + 2 * kv) * hd, hidden, False
+        yield name, "o+res", "cute.linear_add", hidden, q * hd, True
+        yield name, "gate_up+silu", "cute.linear_swiglu_merged", 2 * inter, hidden, False
+        yield name, "down+res", "cute.linear_add", hidden, inter, True
+
+
+def _inputs(m, rows, k, residual, seed):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=g)
+    w = (torch.randn(rows, k, device="cuda", dtype=torch.bfloat16, generator=g) / k**0.5).to(torch.bfloat16)
+    return [x, w] + ([torch.randn(m, rows, device="cuda", dtype=torch.bfloat16, generator=g)] if residual else [])
+
+
+@pytest.mark.parametrize("kernel_id", CUTE_IDS)
+def test_passes_verify_on_the_gpu(kernel_id):
+    spec = all_kernels()[kernel_id]
+    if not _is_hopper() and "sm_90" in spec.archs and len(spec.archs) == 1:
+        pytest.skip(f"{kernel_id} runs on sm_90 only")
+    verdict = check_kernel(spec, examples=4, seed=11, device="cuda")
+    assert verdict.ok, verdict.reason
+
+
+@pytest.mark.parametrize("m", [1, 16])
+@pytest.mark.parametrize("case", list(decode_cases()), ids=lambda c: f"{c[0]}-{c[1]}")
+def test_gemv_matches_float64_at_decode_matrices(case, m):
+    _, _, kernel_id, rows, k, residual = case
+    assert_matches(all_kernels()[kernel_id], _inputs(m, rows, k, residual, seed=m), {})
+
+
+@pytest.mark.skipif(torch.cuda.is_available() and not _is_hopper(), reason="WGMMA: sm_90 only")
+@pytest.mark.parametrize("shape", [(4096, 4096, 4096, False), (128, 4096, 2048, False), (128, 2048, 2048, True),
+                                   (1024, 12288, 2048, False), (1024, 2048, 6144, True), (300, 200, 1000, True)],
+                         ids=lambda s: "x".join(map(str, s[:3])) + ("+res" if s[3] else ""))
+def test_gemm_matches_float64_at_prefill_shapes(shape):
+    m, n, k, residual = shape
+    kernel_id = "cute.gemm_linear_add" if residual else "cute.gemm_linear"
+    assert_matches(all_kernels()[kernel_id], _inputs(m, n, k, residual, seed=3), {})
+
+
+@pytest.mark.parametrize("kernel_id", ["cute.linear_add", "cute.gemm_linear"])
+def test_replays_in_a_cuda_graph(kernel_id):
+    from hoid.ir import TensorType
+    from hoid.kernels.launch import bind_spec, resolve_params
+
+    spec = all_kernels()[kernel_id]
+    if kernel_id.startswith("cute.gemm") and not _is_hopper():
+        pytest.skip("WGMMA: sm_90 only")
+    m = 1 if kernel_id == "cute.linear_add" else 256
+    inputs = _inputs(m, 512, 1024, len(spec.pattern.operands) == 3, seed=5)
+    types = [TensorType.of(x) for x in inputs]
+    call = bind_spec(spec, types, {}, resolve_params(spec, types, {}, None, Target.H200))
+    eager = call(*inputs)[0].clone()  # compiles outside the capture
+    out = torch.full_like(eager, float("nan"))
+    stream = torch.cuda.Stream()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=stream):
+        call(*inputs, out=[out])
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, eager)
