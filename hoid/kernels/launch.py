@@ -139,6 +139,12 @@ def _require_cute_runs(spec: KernelSpec, arch: str | None) -> None:
         raise KernelUnavailable(f"kernel {spec.id} is a CuTe DSL kernel: it runs on a CUDA GPU only")
     if not have_cute():
         raise KernelUnavailable(f"kernel {spec.id} needs CUTLASS's CuTe DSL, which is not installed: {INSTALL}")
+    from .library._cute_compile import MissingCuteError, cute_modules
+
+    try:  # found is not loadable: a broken install must fall back to the body, not crash the first call
+        cute_modules()
+    except MissingCuteError as e:
+        raise KernelUnavailable(f"kernel {spec.id}: {e}") from None
 
 
 def _lookup(kernel_id: str, kernels) -> KernelSpec:

@@ -88,6 +88,15 @@ class Prices:
         row = self.rows.get(_measured(price_key(self.device, call)))
         return row[0] if row else None
 
+    def fastest(self, kernel_ids, call: OpCall) -> float | None:
+        """The lowest measured median among `kernel_ids` at `call`'s input types and attrs (any params)."""
+        if not kernel_ids:
+            return None
+        key = price_key(self.device, call)
+        found = [median for (_, kernel, _, _, types, attrs), (median, _) in self.rows.items()
+                 if kernel in kernel_ids and types == key.types and attrs == key.attrs]
+        return min(found) if found else None
+
     def efficiencies(self) -> dict[str, float]:
         """Per kernel id or op name (as `OpCall.name`): the median of floor / measured over its rows."""
         ratios: dict[str, list[float]] = {}
@@ -115,12 +124,14 @@ class PricedCost:
                  kernels: Mapping[str, KernelImpl] | None = None):
         self.device = device
         self.prices = prices if prices is not None else Prices(device.name)
-        self.analytic = AnalyticCost(device, efficiency=self.prices.efficiencies())
+        self._measured_efficiency = self.prices.efficiencies()
         self.prepare(kernels or {})
 
     def prepare(self, kernels: Mapping[str, KernelImpl]) -> None:
         """Decide, for each kernel, whether its choice is measured on both sides; a plain call on the side
         of a modelled choice is modelled too, wherever it appears."""
+        self.analytic = AnalyticCost(self.device, efficiency=self._measured_efficiency)
+        self._rivals = rival_kernels(kernels)
         self._both: dict[tuple, bool] = {}
         self._tainted: set[tuple] = set()
         for impl in kernels.values():
@@ -148,7 +159,31 @@ class PricedCost:
             return self.analytic(call)
         if self.status(call) == "measured":
             return float(self.prices.seconds(call))
+        if call.op == "kernel" and self.prices.seconds(call) is None:
+            rival = self.prices.fastest(self._rivals.get(call.attrs["kernel"], ()), call)
+            if rival is not None:  # modelled all the same, but never cheaper than what was measured here
+                return max(self.analytic(call), rival * UNMEASURED_PENALTY)
         return self.analytic(call)
+
+
+# An unmeasured kernel is priced as the fastest measured kernel of its pattern at the same call, this much
+# slower: on the roofline alone (efficiency 1) it would always beat a measured rival (a CuTe GEMV never
+# timed displaced the Triton GEMV measured at that shape), so it must be measured to win.
+UNMEASURED_PENALTY = 1.05
+
+
+def rival_kernels(kernels: Mapping[str, KernelImpl]) -> dict[str, set[str]]:
+    """kernel id -> the other kernel ids of the same pattern (rivals for the same regions)."""
+    from ..kernels import all_kernels
+
+    specs = all_kernels()
+    by_pattern: dict[str, set[str]] = {}
+    for kernel_id in {impl.kernel for impl in kernels.values()}:
+        if kernel_id in specs:
+            by_pattern.setdefault(specs[kernel_id].pattern.name, set()).add(kernel_id)
+    for name, ids in list(by_pattern.items()):  # rivals outside the e-graph's set still price a newcomer
+        ids.update(k for k, spec in specs.items() if spec.pattern.name == name)
+    return {k: ids - {k} for ids in by_pattern.values() for k in ids}
 
 
 def priced_calls(graph: Graph, device: Device, kernels=None) -> list[OpCall]:

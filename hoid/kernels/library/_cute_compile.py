@@ -76,6 +76,9 @@ def cute_modules():
     except ImportError as e:
         raise MissingCuteError(f"CuTe DSL kernels need CUTLASS's CuTe DSL, which is not installed ({e}): "
                                f"{INSTALL}") from None
+    except Exception as e:  # installed but unloadable (a part missing: CuTe raises RuntimeError for its libraries)
+        raise MissingCuteError(f"CuTe DSL is installed but does not load ({type(e).__name__}: {e}): reinstall "
+                               f"it: {INSTALL}") from None
     return cutlass, cute, driver
 
 
