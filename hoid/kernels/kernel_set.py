@@ -79,6 +79,16 @@ class KernelSet:
         accepted = Accepted(spec, tuple(types), dict(attrs or {}), dict(params or {}), evidence)
         return KernelSet(self._library.values(), [*self._accepted.values(), accepted])
 
+    def runnable_here(self) -> KernelSet:
+        """A copy without the kernels this process cannot launch (CuTe DSL kernels where CuTe DSL is not
+        installed): what to search with when the result is compiled here rather than planned for elsewhere
+        (a node of a kernel that cannot launch runs its body, correct but slow)."""
+        from .library._cute_compile import have_cute
+
+        drop = {s.id for s in self.specs() if s.backend == "cute" and not have_cute()}
+        return KernelSet([s for s in self._library.values() if s.id not in drop],
+                         [a for a in self._accepted.values() if a.spec.id not in drop])
+
     def without(self, kernel_id: str) -> KernelSet:
         return KernelSet([s for s in self._library.values() if s.id != kernel_id],
                          [a for a in self._accepted.values() if a.spec.id != kernel_id])

@@ -60,3 +60,12 @@ def test_a_changed_kernel_comes_back_stale_and_modelled_evidence_is_never_stored
         assert found.current == [] and "now at" in found.stale[0][1]
         with pytest.raises(ValueError, match="provisional"):
             store.save("NVIDIA H200", Accepted(_spec(), (X, W), evidence="modelled"))
+
+
+def test_runnable_here_drops_cute_kernels_without_cute_dsl(monkeypatch):
+    import hoid.kernels.library._cute_compile as cute
+
+    monkeypatch.setattr(cute, "have_cute", lambda: False)
+    here = KernelSet.default().runnable_here()
+    assert "triton.linear" in here and not any(s.backend == "cute" for s in here)
+    assert any(s.backend == "cute" for s in KernelSet.default())

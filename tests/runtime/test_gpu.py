@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import hoid
+import hoid.kernels
 from hoid.models import build_model, decode_step_graph
 from hoid.runtime import compile
 from hoid.runtime.decode import generate
@@ -15,7 +16,8 @@ pytestmark = pytest.mark.gpu
 @pytest.fixture(scope="module")
 def gpu_step():
     lm = build_model("qwen3-1.7b-tiny", dtype=torch.float16, device="cuda")
-    return hoid.search.rewrite(decode_step_graph(lm, 64), device="h200")
+    kernels = hoid.kernels.KernelSet.default().runnable_here()  # CuTe's kernels only where CuTe DSL is here
+    return hoid.search.rewrite(decode_step_graph(lm, 64), device="h200", kernels=kernels)
 
 
 def _args(compiled, position=3):
