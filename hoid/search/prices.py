@@ -130,8 +130,9 @@ class PricedCost:
     def prepare(self, kernels: Mapping[str, KernelImpl]) -> None:
         """Decide, for each kernel, whether its choice is measured on both sides; a plain call on the side
         of a modelled choice is modelled too, wherever it appears."""
-        self.analytic = AnalyticCost(self.device, efficiency=self._measured_efficiency)
         self._rivals = rival_kernels(kernels)
+        self.analytic = AnalyticCost(self.device, efficiency=unmeasured_efficiencies(self._measured_efficiency,
+                                                                                    self._rivals))
         self._both: dict[tuple, bool] = {}
         self._tainted: set[tuple] = set()
         for impl in kernels.values():
@@ -184,6 +185,18 @@ def rival_kernels(kernels: Mapping[str, KernelImpl]) -> dict[str, set[str]]:
     for name, ids in list(by_pattern.items()):  # rivals outside the e-graph's set still price a newcomer
         ids.update(k for k, spec in specs.items() if spec.pattern.name == name)
     return {k: ids - {k} for ids in by_pattern.values() for k in ids}
+
+
+def unmeasured_efficiencies(measured: Mapping[str, float], rivals: Mapping[str, set[str]]) -> dict[str, float]:
+    """`measured` (kernel id or op name -> efficiency), plus, for a kernel with none of its own, the lowest
+    measured efficiency of its rivals over `UNMEASURED_PENALTY`: where no rival was measured at a call
+    either, the model still does not let a never-timed kernel beat a timed one on the roofline."""
+    out = dict(measured)
+    for kernel_id, ids in rivals.items():
+        known = [measured[k] for k in ids if k in measured]
+        if kernel_id not in out and known:
+            out[kernel_id] = min(known) / UNMEASURED_PENALTY
+    return out
 
 
 def priced_calls(graph: Graph, device: Device, kernels=None) -> list[OpCall]:

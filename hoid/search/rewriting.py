@@ -125,4 +125,5 @@ def rewrite(graph: Graph, *, device: str | Device = "h200", cost: CostModel | No
             limits: Limits | None = None, rulesets: list[RuleSet] | None = None,
             kernels: KernelSet | None = None) -> Graph:
     """`search(...).graph`: the cheapest graph equivalent to `graph` (see `search`)."""
+    graph = expect_graph(graph, "hoid.search.rewrite")
     return search(graph, device=device, cost=cost, limits=limits, rulesets=rulesets, kernels=kernels).graph

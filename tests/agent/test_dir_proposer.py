@@ -50,8 +50,10 @@ def test_wrong_kernel_rejected_with_counterexample_and_slow_one_discarded(small)
     assert "replay with seed=" in wrong["verdict_reason"]  # the counterexample can be replayed
     assert wrong["source"].count("eps dropped") == 1  # the journal holds the source that was checked
     assert slow["verdict"] == "passed" and not slow["kept"]
-    assert slow["kernel_evidence"] == "measured" and slow["graph_s"] is not None
-    assert slow["why"].startswith("whole graph") and "(measured)" in slow["why"]  # discarded on the CPU timer
+    assert slow["kernel_evidence"] == "measured"  # timed on the CPU, then discarded on that time: by the
+    # extraction, which its measured price keeps out of every finalist, or by the whole graph's measurement
+    assert slow["why"].startswith("no finalist uses it") or (
+        slow["graph_s"] is not None and slow["why"].startswith("whole graph") and "(measured)" in slow["why"])
     assert not any(n.op == "kernel" and n.attrs["kernel"].startswith("dir.") for n in opt.graph.nodes)
 
 
