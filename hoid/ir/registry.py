@@ -59,6 +59,14 @@ class OpDef:
       output written once; views move nothing).
     sample(rng) -> (input types, attrs): a valid call, for tests and random graphs. Integer operands
       that index take `index_bounds(types, attrs) -> {operand position: exclusive upper bound}`.
+    triton: how `hoid.kernels.codegen` writes the op inside a generated Triton kernel, as plain text (so
+      that `hoid.ir` never imports triton): an expression template over the operands by name (`{x}`,
+      `{a}`, `{b}`; `{b}` is the `scalar=` literal when the op has one) and attrs (`{eps}`; `{dtype}` as a
+      Triton dtype), with `{mask}` (the tile's valid lanes) and `{n}` (the row length) for row ops. Lines
+      before the last are assignments to `_names`, private to the op's one use. A mapping chooses among
+      templates by condition, the first that holds: "attr=value", "operands=N", or the kind of the
+      output, "float"/"int"/"bool" (a plain string serves float and int outputs; a bool output needs a
+      "bool" key). None: the generator does not fuse the op (and says so).
     """
 
     name: str
@@ -73,6 +81,7 @@ class OpDef:
     category: str = "misc"
     is_view: bool = False
     doc: str = ""
+    triton: str | dict[str, str] | None = field(default=None, compare=False)
     attr_map: dict[str, Attr] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
