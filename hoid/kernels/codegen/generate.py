@@ -60,6 +60,25 @@ def body_pattern(name: str, body: Graph) -> Pattern:
     return Pattern(name, operands, build, doc=f"a generated fusion of {len(nodes)} ops ({ops})")
 
 
+def canonical(body: Graph) -> Graph:
+    """`body` with its values renamed by position (inputs in0.., nodes t0..): the same region in every layer
+    gives the same text, so one kernel (one id, one version) serves them all."""
+    from ...ir.graph import GraphInput, Node
+
+    names: dict[str, Value] = {}
+    for i, gi in enumerate(body.inputs):
+        names[gi.value.name] = Value(f"in{i}", gi.value.type)
+    nodes = []
+    for node in body.nodes:
+        outs = []
+        for o in node.outputs:
+            names[o.name] = Value(f"t{len(names) - len(body.inputs)}", o.type)
+            outs.append(names[o.name])
+        nodes.append(Node(node.op, tuple(names[v.name] for v in node.inputs), dict(node.attrs), tuple(outs)))
+    return Graph("region", [GraphInput(names[gi.value.name], "input") for gi in body.inputs], nodes,
+                 [names[v.name] for v in body.outputs]).validate()
+
+
 def _exactly(types: tuple[TensorType, ...]) -> Constraint:
     shown = ", ".join(map(str, types))
 
@@ -72,13 +91,15 @@ def _exactly(types: tuple[TensorType, ...]) -> Constraint:
                       holds)
 
 
-def generate(body: Graph, *, title: str | None = None) -> Generated:
-    """The kernel for `body` (a region's body: `hoid.ir.Region.body()`); raises `Refused` with the reason."""
+def generate(body: Graph) -> Generated:
+    """The kernel for `body` (a region's body: `hoid.ir.Region.body()`, its values renamed by position: see
+    `canonical`); raises `Refused` with the reason."""
+    body = canonical(body)
     layout = check(body)
     digest = hashlib.sha256(dumps(body).encode()).hexdigest()[:10]
     kernel_id = f"codegen.{digest}"
     ops = "+".join(dict.fromkeys(n.op for n in body.nodes))
-    text, facts = emit(body, layout, title=title or f"{kernel_id}, a fusion of {ops}")
+    text, facts = emit(body, layout, title=f"{kernel_id}, a fusion of {ops}")
     source = KernelSource(text, "launch")
     types = tuple(gi.value.type for gi in body.inputs)
     auto = auto_params(layout)

@@ -127,8 +127,7 @@ def find_regions(graph: Graph, *, generate_kernels: bool = True) -> Found:
             found.regions.append(FusedRegion(region, None))
             continue
         try:
-            generated = generate(region.body(), title=f"a region of {graph.name}: {region.nodes[0].name} .. "
-                                                      f"{region.nodes[-1].name}")
+            generated = generate(region.body())
         except Refused as e:  # legal above, so this is the generator's own limit: say so, never crash
             found.refusals.append(Refusal("skipped", tuple(n.name for n in region.nodes), str(e)))
             continue
