@@ -118,8 +118,13 @@ register_op(OpDef(
     triton=_ROW_MEAN,
 ))
 
-_ROW_MAX = {"float": 'tl.max(tl.where({mask}, {x}, -float("inf")), axis=1, keep_dims=True)'}
-_ROW_MIN = {"float": 'tl.min(tl.where({mask}, {x}, float("inf")), axis=1, keep_dims=True)'}
+# Triton's max and min pass NaN over; torch's amax and amin return it: a row holding one gives NaN
+_ROW_MAX = {"float": """_x = tl.where({mask}, {x}, -float("inf"))
+_nan = tl.max(tl.where(_x != _x, 1, 0), axis=1, keep_dims=True)
+tl.where(_nan > 0, float("nan"), tl.max(_x, axis=1, keep_dims=True))"""}
+_ROW_MIN = {"float": """_x = tl.where({mask}, {x}, float("inf"))
+_nan = tl.max(tl.where(_x != _x, 1, 0), axis=1, keep_dims=True)
+tl.where(_nan > 0, float("nan"), tl.min(_x, axis=1, keep_dims=True))"""}
 
 for _name, _fn, _what, _triton in (("amax", torch.amax, "maximum", _ROW_MAX),
                                    ("amin", torch.amin, "minimum", _ROW_MIN)):
