@@ -6,6 +6,7 @@ proposer, the journal, the executor and the report. Nothing here imports egglog 
 """
 
 from .budget import Budget, Spend
+from .codegen_proposer import CodegenProposer
 from .executor import Evidence, Executor, LocalExecutor
 from .journal import Journal
 from .library_proposer import LibraryProposer
@@ -13,6 +14,6 @@ from .loop import Optimized, optimize
 from .proposer import Context, Outcome, Proposal, Proposer, RegionInfo, proposer_names, register_proposer
 from .report import Report
 
-__all__ = ["Budget", "Context", "Evidence", "Executor", "Journal", "LibraryProposer", "LocalExecutor", "Optimized",
-           "Outcome", "Proposal", "Proposer", "RegionInfo", "Report", "Spend", "optimize", "proposer_names",
-           "register_proposer"]
+__all__ = ["Budget", "CodegenProposer", "Context", "Evidence", "Executor", "Journal", "LibraryProposer",
+           "LocalExecutor", "Optimized", "Outcome", "Proposal", "Proposer", "RegionInfo", "Report", "Spend",
+           "optimize", "proposer_names", "register_proposer"]
