@@ -196,6 +196,7 @@ def _add_profile(sub, common) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     from . import __version__
+    from .agent.proposer import DEFAULT_AGENTS
     from .models.examples import EXAMPLES
 
     parser = argparse.ArgumentParser(prog="hoid", description="An e-graph optimizer for PyTorch models.")
@@ -213,7 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     op = sub.add_parser("optimize", parents=[common], help="optimize a .hoid document (or example:NAME) with the "
                         "agent loop and print the report")
     op.add_argument("file", help="a .hoid document, or example:NAME for a built-in example")
-    op.add_argument("--agent", default="library", help="proposer name(s), comma-separated (default: library)")
+    op.add_argument("--agent", default=",".join(DEFAULT_AGENTS),
+                    help=f"proposer name(s), comma-separated (default: {','.join(DEFAULT_AGENTS)})")
     op.add_argument("--budget", default=None, help='e.g. 10m, "50 attempts", "10m,50 attempts" (default: none)')
     op.add_argument("--device", default=None, help="h200, b200 or cpu (default: this GPU, else an H200 plan)")
     op.add_argument("--journal", default=None, help="the journal file (default: HOID_JOURNAL or the user cache)")

@@ -6,6 +6,7 @@ proposer, the journal, the executor and the report. Nothing here imports egglog 
 """
 
 from .budget import Budget, Spend
+from .codegen_proposer import CodegenProposer
 from .dir_proposer import DirectoryProposer
 from .executor import Evidence, Executor, LocalExecutor
 from .journal import Journal
@@ -14,7 +15,6 @@ from .loop import Optimized, optimize
 from .proposer import Context, Outcome, Proposal, Proposer, RegionInfo, proposer_names, register_proposer
 from .report import Report
 
-__all__ = ["Budget", "Context", "DirectoryProposer",
-           "Evidence", "Executor", "Journal", "LibraryProposer", "LocalExecutor", "Optimized",
-           "Outcome", "Proposal", "Proposer", "RegionInfo", "Report", "Spend", "optimize", "proposer_names",
-           "register_proposer"]
+__all__ = ["Budget", "CodegenProposer", "Context", "DirectoryProposer", "Evidence", "Executor", "Journal",
+           "LibraryProposer", "LocalExecutor", "Optimized", "Outcome", "Proposal", "Proposer", "RegionInfo",
+           "Report", "Spend", "optimize", "proposer_names", "register_proposer"]

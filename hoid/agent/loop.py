@@ -27,7 +27,7 @@ from ..measure.timing import Timing
 from .budget import Budget, Spend
 from .executor import Evidence, LocalExecutor
 from .journal import Journal, graph_hash
-from .proposer import Context, Outcome, Proposal, proposers_for
+from .proposer import DEFAULT_AGENTS, Context, Outcome, Proposal, proposers_for
 from .regions import discover
 from .report import Report
 
@@ -80,15 +80,16 @@ def resolve_device(device) -> Device:
     return get_device(device)
 
 
-def optimize(graph: Graph, *, agent="library", budget: Budget | None = None, device=None, journal=None,
+def optimize(graph: Graph, *, agent=DEFAULT_AGENTS, budget: Budget | None = None, device=None, journal=None,
              rules: bool = True, k: int = 3, cache=None, store=None, executor=None, trials: int | None = None,
              progress=None) -> Optimized:
     """Optimize `graph` for `device` with the proposers of `agent` within `budget`; see `hoid/agent/loop.py`.
 
-    agent: a proposer name ("library"), a proposer object, or a list of them. budget: `hoid.Budget`
-    (default: until the proposers run dry). device: "h200", "b200", "cpu", a `Device`, or None (this GPU,
-    else a modelled H200 plan). journal: the journal file (default `HOID_JOURNAL`, else the user cache);
-    an unfinished run of the same graph, device and proposers there is resumed. rules: saturate the rule
+    agent: a proposer name ("library", "codegen"), a proposer object, or a list of them (default: the library
+    proposer, then the codegen proposer's generated kernels for the regions no library kernel covers).
+    budget: `hoid.Budget` (default: until the proposers run dry). device: "h200", "b200", "cpu", a `Device`,
+    or None (this GPU, else a modelled H200 plan). journal: the journal file (default `HOID_JOURNAL`, else the
+    user cache); an unfinished run of the same graph, device and proposers there is resumed. rules: saturate the rule
     sets first. k: finalists per extraction. cache: a `hoid.measure.MeasureCache`; store: a
     `hoid.kernels.AcceptedStore` or its path (default: `HOID_KERNELS`'s; False for none): measured
     acceptances, stored and reused per device; executor: where checks and
@@ -147,7 +148,8 @@ class Runner:
                                                         for s in getattr(p, "region_specs", list)()]
             regions = discover(self.space, specs, self.device,
                                measured=self.executor.on_device if hasattr(self.executor, "on_device") else False)
-            context = Context(self.graph, regions, self.device, self.accepted, self.history, self._spend_llm)
+            context = Context(self.graph, regions, self.device, self.accepted, self.history, self._spend_llm,
+                              self._skip)
             self._emit(kind="regions", count=len(regions))
             if self.rules:
                 self._try_rules_only()
@@ -317,6 +319,20 @@ class Runner:
         from ..kernels.launch import resolve_params
 
         return resolve_params(spec, region.types, region.attrs, params, self.device.target())
+
+    def _skip(self, proposer: str, what: str, reason: str) -> None:
+        """A region a proposer left without a proposal, journaled as a finished attempt "skipped" (no
+        kernel, no budget spent) so that the report and the journal say why."""
+        from types import SimpleNamespace
+
+        key = f"{proposer}|{what}|skipped"
+        if self.journal.finished_attempt(self.run_id, key) is not None:
+            return
+        region = SimpleNamespace(key=what, types=(), attrs={})
+        attempt = self.journal.begin_attempt(self.run_id, key, proposer, region,
+                                             SimpleNamespace(id="-", version="-"), (), None)
+        self.journal.update_attempt(attempt, verdict="skipped", kept=False, why=reason, finished=1)
+        self._emit(kind="region skipped", proposer=proposer, region=what, why=reason)
 
     def _spend_llm(self, tokens: int, turns: int) -> None:
         self.spend.tokens += tokens

@@ -98,12 +98,26 @@ class Context:
     accepted: object
     history: list[Outcome] = field(default_factory=list)
     _spend: Callable[[int, int], None] | None = None
+    _skip: Callable[[str, str, str], None] | None = None
 
     def region(self, key: str) -> RegionInfo:
         for r in self.regions:
             if r.key == key:
                 return r
         raise KeyError(f"no region {key!r} in this context")
+
+    def add_region(self, region: RegionInfo) -> RegionInfo:
+        """Make a region the proposer cut itself (the codegen proposer's fusions: `hoid.ir.Region`) one
+        that proposals may name; a region already there (same key) is kept as it is."""
+        if all(r.key != region.key for r in self.regions):
+            self.regions.append(region)
+        return self.region(region.key)
+
+    def skip(self, proposer: str, what: str, reason: str) -> None:
+        """Record that `proposer` left `what` (a region, in words) without a proposal, and why: the journal
+        keeps it beside the attempts (a refused fusion, say)."""
+        if self._skip is not None:
+            self._skip(proposer, what, reason)
 
     def spend(self, *, tokens: int = 0, turns: int = 0) -> None:
         """Report LLM tokens and turns spent, against the run's budget."""
@@ -167,6 +181,9 @@ def proposers_for(agent) -> list[Proposer]:
     return out
 
 
+DEFAULT_AGENTS = ("library", "codegen")  # what `hoid.optimize` asks when no agent is named
+
+
 def _builtins() -> None:
     if "library" not in _FACTORIES:
         from .library_proposer import LibraryProposer
@@ -176,3 +193,7 @@ def _builtins() -> None:
         from .dir_proposer import DirectoryProposer
 
         register_proposer("dir:", DirectoryProposer)
+    if "codegen" not in _FACTORIES:
+        from .codegen_proposer import CodegenProposer
+
+        register_proposer("codegen", CodegenProposer)

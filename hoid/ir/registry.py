@@ -62,6 +62,14 @@ class OpDef:
     inplace(*tensors, **attrs) -> Tensor: the reference writing its result into its first operand and
       returning it, for ops that update a buffer (`index_copy`); the runtime uses it to update state in
       place where nothing later reads the old value.
+    triton: how `hoid.kernels.codegen` writes the op inside a generated Triton kernel, as plain text (so
+      that `hoid.ir` never imports triton): an expression template over the operands by name (`{x}`,
+      `{a}`, `{b}`; `{b}` is the `scalar=` literal when the op has one) and attrs (`{eps}`; `{dtype}` as a
+      Triton dtype), with `{mask}` (the tile's valid lanes) and `{n}` (the row length) for row ops. Lines
+      before the last are assignments to `_names`, private to the op's one use. A mapping chooses among
+      templates by condition, the first that holds: "attr=value", "operands=N", or the kind of the
+      output, "float"/"int"/"bool" (a plain string serves float and int outputs; a bool output needs a
+      "bool" key). None: the generator does not fuse the op (and says so).
     """
 
     name: str
@@ -77,6 +85,7 @@ class OpDef:
     is_view: bool = False
     inplace: Callable[..., Any] | None = None
     doc: str = ""
+    triton: str | dict[str, str] | None = field(default=None, compare=False)
     attr_map: dict[str, Attr] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):

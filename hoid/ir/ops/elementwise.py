@@ -35,27 +35,36 @@ def _unary_sample(float_only: bool):
     return sample
 
 
-# (name, torch function, flops per element, float only, doc): one row per unary op.
+_TANH = """_x2 = {x} * {x}
+_series = {x} * (1.0 + _x2 * (-0.3333333333333333 + _x2 * (0.13333333333333333 + _x2 * -0.05396825396825397)))
+tl.where(tl.abs({x}) < 0.0625, _series, 2.0 * tl.sigmoid(2.0 * {x}) - 1.0)"""
+
+# (name, torch function, flops per element, float only, doc, Triton template): one row per unary op. The
+# template is how a generated kernel writes the op (see `OpDef.triton`); operands arrive in float32 (float64
+# for f64) or their integer dtype.
 UNARY = [
-    ("neg", torch.neg, 1, False, "-x"),
-    ("abs", torch.abs, 1, False, "|x|"),
-    ("exp", torch.exp, 4, True, "e^x"),
-    ("log", torch.log, 4, True, "natural logarithm"),
-    ("sqrt", torch.sqrt, 2, True, "square root"),
-    ("rsqrt", torch.rsqrt, 2, True, "1/sqrt(x)"),
-    ("reciprocal", torch.reciprocal, 1, True, "1/x"),
-    ("sin", torch.sin, 4, True, "sine"),
-    ("cos", torch.cos, 4, True, "cosine"),
-    ("tanh", torch.tanh, 4, True, "hyperbolic tangent"),
-    ("sigmoid", torch.sigmoid, 4, True, "1/(1+e^-x)"),
-    ("relu", torch.relu, 1, False, "max(x, 0)"),
-    ("silu", F.silu, 5, True, "x * sigmoid(x)"),
-    ("erf", torch.erf, 4, True, "the error function"),
-    ("floor", torch.floor, 1, True, "round down"),
-    ("logical_not", torch.logical_not, 1, False, "not x, as bool"),
+    ("neg", torch.neg, 1, False, "-x", "-{x}"),
+    ("abs", torch.abs, 1, False, "|x|", "tl.abs({x})"),
+    ("exp", torch.exp, 4, True, "e^x", "tl.exp({x})"),
+    ("log", torch.log, 4, True, "natural logarithm", "tl.log({x})"),
+    ("sqrt", torch.sqrt, 2, True, "square root", "tl.sqrt_rn({x})"),
+    ("rsqrt", torch.rsqrt, 2, True, "1/sqrt(x)", "tl.rsqrt({x})"),
+    ("reciprocal", torch.reciprocal, 1, True, "1/x", "1.0 / {x}"),
+    ("sin", torch.sin, 4, True, "sine", "tl.sin({x})"),
+    ("cos", torch.cos, 4, True, "cosine", "tl.cos({x})"),
+    # Triton has no tanh outside libdevice: 2 sigmoid(2x) - 1, exact in real arithmetic, cancels near 0, where
+    # the series (to x^7, below 1e-12 relative for |x| < 1/16) takes over
+    ("tanh", torch.tanh, 4, True, "hyperbolic tangent", _TANH),
+    ("sigmoid", torch.sigmoid, 4, True, "1/(1+e^-x)", "tl.sigmoid({x})"),
+    # where, not maximum: NaN stays NaN, as in torch
+    ("relu", torch.relu, 1, False, "max(x, 0)", "tl.where({x} < 0, 0, {x})"),
+    ("silu", F.silu, 5, True, "x * sigmoid(x)", "{x} * tl.sigmoid({x})"),
+    ("erf", torch.erf, 4, True, "the error function", "tl.erf({x})"),
+    ("floor", torch.floor, 1, True, "round down", "tl.floor({x})"),
+    ("logical_not", torch.logical_not, 1, False, "not x, as bool", {"bool": "{x} == 0"}),
 ]
 
-for _name, _fn, _flops, _float_only, _doc in UNARY:
+for _name, _fn, _flops, _float_only, _doc, _triton in UNARY:
     register_op(OpDef(
         name=_name,
         operands=("x",),
@@ -66,6 +75,7 @@ for _name, _fn, _flops, _float_only, _doc in UNARY:
         sample=_unary_sample(_float_only),
         category="elementwise",
         doc=_doc,
+        triton=_triton,
     ))
 
 register_op(OpDef(
@@ -79,6 +89,9 @@ register_op(OpDef(
                         {"approximate": rng.choice(("none", "tanh"))}),
     category="elementwise",
     doc="GELU, exact (erf) or with the tanh approximation",
+    # tanh form: 0.5 x (1 + tanh(u)) = x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x^3)
+    triton={"approximate=none": "0.5 * {x} * (1.0 + tl.erf({x} * 0.7071067811865476))",
+            "approximate=tanh": "{x} * tl.sigmoid(1.5957691216057308 * ({x} + 0.044715 * {x} * {x} * {x}))"},
 ))
 
 
@@ -137,28 +150,43 @@ def _binary_sample(int_ok: bool):
 _NO_PYTHON_SCALARS = {"maximum", "minimum", "logical_and", "logical_or"}
 _SCALAR = Attr("scalar", "number", None, optional=True, doc="the second operand, when it is a Python number")
 
-# (name, torch function, result dtype or None for promotion, int inputs ok, flops per element, doc)
+# Python's floor division and modulo on integers (Triton's // and % truncate toward zero, as C does)
+_INT_FLOOR_DIVIDE = """_q = {a} // {b}
+tl.where((({a} % {b}) != 0) & (({a} < 0) != ({b} < 0)), _q - 1, _q)"""
+_INT_REMAINDER = """_r = {a} % {b}
+tl.where((_r != 0) & ((_r < 0) != ({b} < 0)), _r + {b}, _r)"""
+
+# (name, torch function, result dtype or None for promotion, int inputs ok, flops per element, doc, Triton
+# template: see `OpDef.triton`)
 BINARY = [
-    ("add", torch.add, None, True, 1, "a + b"),
-    ("sub", torch.sub, None, True, 1, "a - b"),
-    ("mul", torch.mul, None, True, 1, "a * b"),
-    ("div", torch.div, None, False, 1, "a / b (true division)"),
-    ("pow", torch.pow, None, False, 4, "a ** b"),
-    ("maximum", torch.maximum, None, True, 1, "elementwise max (NaN propagates)"),
-    ("minimum", torch.minimum, None, True, 1, "elementwise min (NaN propagates)"),
-    ("remainder", torch.remainder, None, True, 1, "a mod b, with the sign of b (Python's %)"),
-    ("floor_divide", torch.floor_divide, None, True, 1, "floor(a / b)"),
-    ("eq", torch.eq, "bool", True, 1, "a == b"),
-    ("ne", torch.ne, "bool", True, 1, "a != b"),
-    ("lt", torch.lt, "bool", True, 1, "a < b"),
-    ("le", torch.le, "bool", True, 1, "a <= b"),
-    ("gt", torch.gt, "bool", True, 1, "a > b"),
-    ("ge", torch.ge, "bool", True, 1, "a >= b"),
-    ("logical_and", torch.logical_and, "bool", True, 1, "a and b, as bool"),
-    ("logical_or", torch.logical_or, "bool", True, 1, "a or b, as bool"),
+    ("add", torch.add, None, True, 1, "a + b", "{a} + {b}"),
+    ("sub", torch.sub, None, True, 1, "a - b", "{a} - {b}"),
+    ("mul", torch.mul, None, True, 1, "a * b", "{a} * {b}"),
+    ("div", torch.div, None, False, 1, "a / b (true division)", {"float": "{a} / {b}"}),
+    # only the exponents models write as scalars; a general pow needs libdevice
+    ("pow", torch.pow, None, False, 4, "a ** b", {"scalar=1": "{a}", "scalar=2": "{a} * {a}",
+                                                  "scalar=3": "{a} * {a} * {a}", "scalar=0.5": "tl.sqrt_rn({a})",
+                                                  "scalar=-0.5": "tl.rsqrt({a})", "scalar=-1": "1.0 / {a}"}),
+    # (a > b) | (a != a): NaN in either operand propagates, as in torch
+    ("maximum", torch.maximum, None, True, 1, "elementwise max (NaN propagates)",
+     "tl.where(({a} > {b}) | ({a} != {a}), {a}, {b})"),
+    ("minimum", torch.minimum, None, True, 1, "elementwise min (NaN propagates)",
+     "tl.where(({a} < {b}) | ({a} != {a}), {a}, {b})"),
+    ("remainder", torch.remainder, None, True, 1, "a mod b, with the sign of b (Python's %)",
+     {"float": "{a} - tl.floor({a} / {b}) * {b}", "int": _INT_REMAINDER}),
+    ("floor_divide", torch.floor_divide, None, True, 1, "floor(a / b)",
+     {"float": "tl.floor({a} / {b})", "int": _INT_FLOOR_DIVIDE}),
+    ("eq", torch.eq, "bool", True, 1, "a == b", {"bool": "{a} == {b}"}),
+    ("ne", torch.ne, "bool", True, 1, "a != b", {"bool": "{a} != {b}"}),
+    ("lt", torch.lt, "bool", True, 1, "a < b", {"bool": "{a} < {b}"}),
+    ("le", torch.le, "bool", True, 1, "a <= b", {"bool": "{a} <= {b}"}),
+    ("gt", torch.gt, "bool", True, 1, "a > b", {"bool": "{a} > {b}"}),
+    ("ge", torch.ge, "bool", True, 1, "a >= b", {"bool": "{a} >= {b}"}),
+    ("logical_and", torch.logical_and, "bool", True, 1, "a and b, as bool", {"bool": "({a} != 0) & ({b} != 0)"}),
+    ("logical_or", torch.logical_or, "bool", True, 1, "a or b, as bool", {"bool": "({a} != 0) | ({b} != 0)"}),
 ]
 
-for _name, _fn, _result, _int_ok, _flops, _doc in BINARY:
+for _name, _fn, _result, _int_ok, _flops, _doc, _triton in BINARY:
     register_op(OpDef(
         name=_name,
         operands=("a", "b?"),
@@ -169,6 +197,7 @@ for _name, _fn, _result, _int_ok, _flops, _doc in BINARY:
         sample=_binary_sample(_int_ok),
         category="elementwise",
         doc=_doc,
+        triton=_triton,
     ))
 
 
@@ -196,6 +225,8 @@ register_op(OpDef(
     sample=_where_sample,
     category="elementwise",
     doc="a where condition else b, broadcast",
+    triton={"float": "tl.where({condition}, {a}, {b})", "int": "tl.where({condition}, {a}, {b})",
+            "bool": "tl.where({condition}, {a}, {b})"},
 ))
 
 register_op(OpDef(
@@ -208,6 +239,8 @@ register_op(OpDef(
                         {"dtype": rng.choice(("f32", "f16", "bf16", "f64"))}),
     category="elementwise",
     doc="convert to another dtype (round to nearest even for floats, truncation toward zero to ints)",
+    # the rounding is kept even where the kernel computes in float32: a cast down is never skipped
+    triton={"bool": "{x} != 0", "float": "{x}.to({dtype})", "int": "{x}.to({dtype})"},
 ))
 
 
@@ -227,5 +260,9 @@ register_op(OpDef(
     sample=lambda rng: ([TensorType(rand_shape(rng), rand_float_dtype(rng))], {"min": -0.5, "max": 0.5}),
     category="elementwise",
     doc="limit values to [min, max]",
+    # where, not maximum/minimum: NaN stays NaN, as in torch
+    triton={"min=None": "tl.where({x} > {max}, {max}, {x})", "max=None": "tl.where({x} < {min}, {min}, {x})",
+            "float": "tl.where({x} < {min}, {min}, tl.where({x} > {max}, {max}, {x}))",
+            "int": "tl.where({x} < {min}, {min}, tl.where({x} > {max}, {max}, {x}))"},
 ))
 

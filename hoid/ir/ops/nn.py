@@ -42,7 +42,17 @@ def _softmax_sample(rng):
     return [x], {"dim": rand_dim(rng, x.rank)}
 
 
-for _name, _fn in (("softmax", F.softmax), ("log_softmax", F.log_softmax)):
+# Triton templates (`OpDef.triton`) of the row ops over the last dim: `{x}` a [rows, cols] tile whose padding
+# lanes hold anything, `{mask}` the valid lanes, `{n}` the row length. Every statistic is taken over the tile
+# in float32, once per row.
+_SOFTMAX = """_x = tl.where({mask}, {x}, -float("inf"))
+_e = tl.exp(_x - tl.max(_x, axis=1, keep_dims=True))
+_e / tl.sum(_e, axis=1, keep_dims=True)"""
+_LOG_SOFTMAX = """_x = tl.where({mask}, {x}, -float("inf"))
+_s = _x - tl.max(_x, axis=1, keep_dims=True)
+_s - tl.log(tl.sum(tl.exp(_s), axis=1, keep_dims=True))"""
+
+for _name, _fn, _triton in (("softmax", F.softmax, _SOFTMAX), ("log_softmax", F.log_softmax, _LOG_SOFTMAX)):
     register_op(OpDef(
         name=_name,
         operands=("x",),
@@ -53,10 +63,14 @@ for _name, _fn in (("softmax", F.softmax), ("log_softmax", F.log_softmax)):
         sample=_softmax_sample,
         category="nn",
         doc=f"torch.nn.functional.{_fn.__name__} along dim",
+        triton=_triton,
     ))
 
 
 # --- rmsnorm, layer_norm, group_norm ---------------------------------------------------------------
+
+_RMS = "_r = tl.rsqrt(tl.sum(tl.where({mask}, {x} * {x}, 0.0), axis=1, keep_dims=True) / {n} + {eps})"
+
 
 def _rmsnorm_infer(types, attrs):
     x, weight = types[0], types[1] if len(types) > 1 else None
@@ -91,7 +105,15 @@ register_op(OpDef(
     sample=_rmsnorm_sample,
     category="nn",
     doc="weight * (x32 * rsqrt(mean(x32^2, -1) + eps)).to(x.dtype), x32 = x in float32 (transformers' form)",
+    # the normed value is not rounded to x's dtype before the weight: higher precision, as docs/design.md allows
+    triton={"operands=1": _RMS + "\n{x} * _r", "operands=2": _RMS + "\n{weight} * ({x} * _r)"},
 ))
+
+
+# two passes over the tile: the mean, then the variance of x - mean (no cancellation)
+_LAYER_NORM = """_mean = tl.sum(tl.where({mask}, {x}, 0.0), axis=1, keep_dims=True) / {n}
+_d = tl.where({mask}, {x} - _mean, 0.0)
+_rstd = tl.rsqrt(tl.sum(_d * _d, axis=1, keep_dims=True) / {n} + {eps})"""
 
 
 def _layer_norm_infer(types, attrs):
@@ -127,6 +149,8 @@ register_op(OpDef(
     sample=_layer_norm_sample,
     category="nn",
     doc="(x - mean) / sqrt(var + eps) * weight + bias over the trailing normalized_shape dims",
+    triton={"operands=1": _LAYER_NORM + "\n_d * _rstd", "operands=2": _LAYER_NORM + "\n_d * _rstd * {weight}",
+            "operands=3": _LAYER_NORM + "\n_d * _rstd * {weight} + {bias}"},
 ))
 
 

@@ -29,6 +29,15 @@ _KEEPDIM = Attr("keepdim", "bool", False, doc="keep reduced dims as size 1")
 _DIMS = Attr("dim", "ints", None, optional=True, doc="the dims to reduce; none = all")
 _ACC_DTYPE = Attr("dtype", "dtype", None, optional=True, doc="accumulate and return in this dtype")
 
+# Triton templates (`OpDef.triton`) of a row reduction over the last dim: `{x}` a [rows, cols] tile whose
+# padding lanes hold anything, `{mask}` the valid lanes, `{n}` the row length; each keeps a [rows, 1] result.
+_ROW_SUM = "tl.sum(tl.where({mask}, {x}, 0), axis=1, keep_dims=True)"
+_ROW_MEAN = "tl.sum(tl.where({mask}, {x}, 0.0), axis=1, keep_dims=True) / {n}"
+# two passes over the tile (the mean first), not E[x^2] - E[x]^2, which cancels
+_ROW_VAR = """_mean = tl.sum(tl.where({mask}, {x}, 0.0), axis=1, keep_dims=True) / {n}
+_d = tl.where({mask}, {x} - _mean, 0.0)
+tl.sum(_d * _d, axis=1, keep_dims=True) / ({n} - {correction})"""
+
 
 def _reduced(x: TensorType, attrs: dict, dtype: str) -> TensorType:
     dims = attrs["dim"]
@@ -87,6 +96,7 @@ register_op(OpDef(
     sample=_sum_sample,
     category="reduction",
     doc="the sum over dim (integers and bools sum in i64 unless dtype says otherwise)",
+    triton=_ROW_SUM,
 ))
 
 
@@ -105,9 +115,19 @@ register_op(OpDef(
     sample=_reduce_sample("ints", int_ok=False),
     category="reduction",
     doc="the arithmetic mean over dim (floating point only)",
+    triton=_ROW_MEAN,
 ))
 
-for _name, _fn, _what in (("amax", torch.amax, "maximum"), ("amin", torch.amin, "minimum")):
+# Triton's max and min pass NaN over; torch's amax and amin return it: a row holding one gives NaN
+_ROW_MAX = {"float": """_x = tl.where({mask}, {x}, -float("inf"))
+_nan = tl.max(tl.where(_x != _x, 1, 0), axis=1, keep_dims=True)
+tl.where(_nan > 0, float("nan"), tl.max(_x, axis=1, keep_dims=True))"""}
+_ROW_MIN = {"float": """_x = tl.where({mask}, {x}, float("inf"))
+_nan = tl.max(tl.where(_x != _x, 1, 0), axis=1, keep_dims=True)
+tl.where(_nan > 0, float("nan"), tl.min(_x, axis=1, keep_dims=True))"""}
+
+for _name, _fn, _what, _triton in (("amax", torch.amax, "maximum", _ROW_MAX),
+                                   ("amin", torch.amin, "minimum", _ROW_MIN)):
     register_op(OpDef(
         name=_name,
         operands=("x",),
@@ -118,6 +138,7 @@ for _name, _fn, _what in (("amax", torch.amax, "maximum"), ("amin", torch.amin, 
         sample=_reduce_sample("ints", int_ok=True),
         category="reduction",
         doc=f"the {_what} over dim (NaN propagates)",
+        triton=_triton,
     ))
 
 
@@ -159,6 +180,7 @@ register_op(OpDef(
     sample=_var_sample,
     category="reduction",
     doc="the variance over dim, dividing by N - correction",
+    triton=_ROW_VAR,
 ))
 
 

@@ -183,6 +183,8 @@ register_op(OpDef(
     category="shape",
     is_view=True,
     doc="broadcast size-1 dims to a larger size without copying (stride 0)",
+    # inside a generated kernel every value is a tile broadcast over the iteration shape already
+    triton={"float": "{x}", "int": "{x}", "bool": "{x}"},
 ))
 
 

@@ -25,13 +25,20 @@ def _sample(rng):
     return [TensorType(rand_shape(rng), rand_float_dtype(rng))], {}
 
 
-# (name, torch function, doc): one row per op.
+# Kahan's forms, accurate for tiny x without libdevice: the rounding error of u = 1 + x (or u = e^x) cancels
+_LOG1P = """_u = 1.0 + {x}
+tl.where(_u == 1.0, {x}, tl.where(_u == float("inf"), _u, tl.log(_u) * ({x} / (_u - 1.0))))"""
+_EXPM1 = """_u = tl.exp({x})
+_m = _u - 1.0
+tl.where(_u == 1.0, {x}, tl.where((_m == -1.0) | (_u == float("inf")), _m, _m * ({x} / tl.log(_u))))"""
+
+# (name, torch function, doc, Triton template: see `OpDef.triton`): one row per op.
 SPECIAL = [
-    ("log1p", torch.log1p, "log(1 + x), accurate for small x"),
-    ("expm1", torch.expm1, "exp(x) - 1, accurate for small x"),
+    ("log1p", torch.log1p, "log(1 + x), accurate for small x", _LOG1P),
+    ("expm1", torch.expm1, "exp(x) - 1, accurate for small x", _EXPM1),
 ]
 
-for _name, _fn, _doc in SPECIAL:
+for _name, _fn, _doc, _triton in SPECIAL:
     register_op(OpDef(
         name=_name,
         operands=("x",),
@@ -41,4 +48,5 @@ for _name, _fn, _doc in SPECIAL:
         sample=_sample,
         category="elementwise",
         doc=_doc,
+        triton=_triton,
     ))
