@@ -75,3 +75,15 @@ def test_eager_attention_becomes_sdpa():
     inputs = _inputs(graph, seed=2)
     for expected, got in zip(run(graph, *inputs), run(out, *inputs), strict=True):
         torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
+
+
+def test_a_users_bf16_rmsnorm_without_the_upcast_becomes_the_rmsnorm_kernel():
+    """The precision policy (docs/design.md, Precision): a float32-computing RMSNorm may replace a region
+    computed in bfloat16; before the rule, this user's norm was left as six plain ops."""
+    import hoid
+
+    b = hoid.GraphBuilder("user")
+    x, w = b.input("x", (1, 4, 64), "bf16"), b.weight("w", (64,), "bf16")
+    b_out = b.mul(w, b.mul(x, b.rsqrt(b.add(b.mean(b.pow(x, 2), dim=[-1], keepdim=True), 1e-6))))
+    out = hoid.search.rewrite(b.build(b_out), device="h200")
+    assert [n.attrs.get("kernel") for n in out.nodes] == ["triton.rmsnorm"]

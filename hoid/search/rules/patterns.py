@@ -45,9 +45,25 @@ def _rmsnorm_core(two: str) -> Rule:
                lambda b, x: _rms_core(b, x, 2 if two.startswith("(Int") else 2.0)))
 
 
+def _rmsnorm_core_low(dtype: str) -> Rule:
+    # a user's RMSNorm written without the upcast: the same core computed in bf16 or f16 is rmsnorm of h,
+    # which computes in float32 and rounds once: more accurate, which the precision policy allows
+    # (docs/design.md, Precision: a higher-precision replacement of a lower-precision region)
+    return Rule(
+        f"rmsnorm-core-{dtype}",
+        f"""(rule ((= e (Mul h (Rsqrt (Add (Mean (Pow h (Absent) (Int 2)) {LAST} (Bool true)) (Absent) (Float eps)))
+                         (NoAttr)))
+                   (= (dtype h) "{dtype}"))
+                  ((union e (Rmsnorm h (Absent) (Float eps)))))""",
+        f"the RMSNorm core computed in {dtype} (no upcast) is rmsnorm, computed in float32",
+        _graph([("x", (2, 3, 64), dtype, "input")], lambda b, x: _rms_core(b, x)))
+
+
 RMSNORM = (
     _rmsnorm_core("(Int 2)"),
     _rmsnorm_core("(Float 2.0)"),
+    _rmsnorm_core_low("bf16"),
+    _rmsnorm_core_low("f16"),
     # x cast to f32, normalized, cast back to x's dtype: rmsnorm of x itself (the op casts the same way)
     Rule("rmsnorm-casts",
          """(rule ((= e (Cast (Rmsnorm (Cast x (Str "f32")) (Absent) eps) (Str d))) (= (dtype x) d))
