@@ -61,11 +61,11 @@ def _signature(args, lifted: frozenset) -> tuple:
 class _Compiled:
     """One signature's compiled graph and how a call's arguments feed it."""
 
-    def __init__(self, gm: torch.fx.GraphModule, args: tuple):
+    def __init__(self, gm: torch.fx.GraphModule, args: tuple, lifted: frozenset[int]):
         from .ir.from_torch import from_torch
         from .ir.from_torch.fx import bind_graph_module
 
-        binding = bind_graph_module(gm, args)
+        binding = bind_graph_module(gm, args, lifted)
         graph = from_torch(binding.module, binding.args, name="dynamo_subgraph")
         tensors = [p for p in binding.free if isinstance(args[p], torch.Tensor)]
         states = graph.inputs_of_kind("state")
@@ -140,11 +140,10 @@ class HoidCallable:
     """What the backend returns for one subgraph: compiled graphs by signature, or `gm`'s own forward."""
 
     def __init__(self, gm: torch.fx.GraphModule, example_inputs):
-        from .ir.from_torch.fx import is_lifted
+        from .ir.from_torch.fx import lifted_positions
 
         self.gm = gm
-        nodes = [n for n in gm.graph.nodes if n.op == "placeholder"]
-        self.lifted = frozenset(i for i, (n, e) in enumerate(zip(nodes, example_inputs)) if is_lifted(n, e))
+        self.lifted = lifted_positions(gm, example_inputs)  # now: dynamo drops what says so after we return
         self.compiled: dict[tuple, _Compiled | None] = {}  # None: this signature falls back
         self.reasons: dict[tuple, str] = {}
 
@@ -168,7 +167,7 @@ class HoidCallable:
             entry, reason = None, f"more than {MAX_SIGNATURES} input signatures"
         else:
             try:
-                entry, reason = _Compiled(self.gm, args), None
+                entry, reason = _Compiled(self.gm, args, self.lifted), None
             except Exception as e:  # anything hoid cannot import or compile runs as torch would
                 entry, reason = None, f"{type(e).__name__}: {e}"
         self.compiled[key] = entry

@@ -67,14 +67,22 @@ class Binding:
     args: tuple
 
 
-def bind_graph_module(gm: torch.fx.GraphModule, example_inputs) -> Binding:
-    """`gm` ready for `torch.export`: lifted parameters and buffers bound, SymInts made concrete."""
+def lifted_positions(gm: torch.fx.GraphModule, example_inputs) -> frozenset[int]:
+    """The placeholders of `gm` dynamo lifted from the module. Ask while the backend runs: dynamo drops
+    the placeholders' `grapharg` once the backend returns (a call sees only plain tensors for buffers)."""
+    return frozenset(i for i, (n, e) in enumerate(zip(_placeholders(gm), example_inputs)) if is_lifted(n, e))
+
+
+def bind_graph_module(gm: torch.fx.GraphModule, example_inputs, lifted: frozenset[int] | None = None) -> Binding:
+    """`gm` ready for `torch.export`: lifted parameters and buffers (`lifted`, default found from the
+    placeholders) bound, SymInts made concrete."""
     nodes, example_inputs = _placeholders(gm), list(example_inputs)
+    lifted_at = lifted_positions(gm, example_inputs) if lifted is None else lifted
     if len(nodes) != len(example_inputs):
         raise ValueError(f"the GraphModule has {len(nodes)} placeholders, given {len(example_inputs)} inputs")
     lifted, free, args = {}, [], []
     for i, (node, value) in enumerate(zip(nodes, example_inputs)):
-        if is_lifted(node, value):
+        if i in lifted_at:
             lifted[i] = (node.name, value)
         else:
             free.append(i)
