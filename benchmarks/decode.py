@@ -7,6 +7,7 @@ QKV and gate/up weights, static cache updated with `index_copy_`, one step funct
 
     python benchmarks/decode.py                     # writes benchmarks/results/decode.json
     python benchmarks/decode.py --modes reduce-overhead --steps 128 --no-profile
+    python benchmarks/decode.py --modes --no-profile   # hoid and torch.compile(backend="hoid") alone
 
 Reports tokens/s of each, hoid's in-context profile (slowest nodes, their floors) and the gap between
 hoid's step time and the sum of its kernels' durations.
@@ -113,6 +114,26 @@ def stock(lm, cache_len: int, mode: str, steps: int) -> dict:
     return {"name": f"gpt-fast-style torch.compile {mode}", "tokens_per_s": rate, "compile_s": compile_s}
 
 
+def hoid_backend(lm, cache_len: int, steps: int) -> dict:
+    """The same gpt-fast-style step through `torch.compile(backend="hoid")` (hoid/backend.py): the FX graph
+    imported, rewritten with the rules and the kernels accepted for this GPU (HOID_KERNELS, filled by an
+    optimize run), compiled by hoid's runtime; a subgraph hoid cannot take runs eagerly and is logged."""
+    import logging
+
+    logging.basicConfig()
+    from hoid.backend import backend  # what backend="hoid" resolves to once `pip install` wrote the entry point
+
+    torch._dynamo.reset()
+    model = FastQwen3(lm, cache_len)
+    fn = torch.compile(model.forward, backend=backend, fullgraph=True)
+    begin = time.perf_counter()
+    with torch.no_grad():
+        fn(torch.zeros((1, 1), dtype=torch.long, device="cuda"), torch.zeros(1, dtype=torch.long, device="cuda"))
+        compile_s = time.perf_counter() - begin
+        rate = tokens_per_second(lambda t, p: fn(t, p), steps)
+    return {"name": "torch.compile(backend='hoid')", "tokens_per_s": rate, "compile_s": compile_s}
+
+
 def hoid_run(lm, cache_len: int, steps: int, profile: bool) -> dict:
     import hoid
     from hoid.models import decode_step_graph
@@ -154,6 +175,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=256)
     ap.add_argument("--modes", nargs="*", default=["reduce-overhead", "max-autotune"])
     ap.add_argument("--no-profile", action="store_true")
+    ap.add_argument("--no-backend", action="store_true", help="skip the torch.compile(backend='hoid') row")
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "decode.json")
     args = ap.parse_args()
     if not torch.cuda.is_available():
@@ -165,6 +187,9 @@ def main() -> None:
     print(json.dumps({k: v for k, v in rows[0].items() if k != "profile"}, default=str))
     for mode in args.modes:
         rows.append(stock(lm, args.cache_len, mode, args.steps))
+        print(json.dumps(rows[-1]))
+    if not args.no_backend:
+        rows.append(hoid_backend(lm, args.cache_len, args.steps))
         print(json.dumps(rows[-1]))
     import triton
 

@@ -9,7 +9,8 @@ for the order of inputs and outputs, `outputs.py` for how a pytree result is fla
 
 Modules: `export` (driving torch.export), `aten_table` (which ATen op becomes which hoid ops) and
 its lowerings (`lower_<family>`, one module per family of hoid ops), `convert` (the walk over the program),
-`unsupported` (collecting every op that cannot be imported), `outputs` (result flattening).
+`unsupported` (collecting every op that cannot be imported), `outputs` (result flattening),
+`fx` (the GraphModule a torch.compile backend receives).
 """
 
 from __future__ import annotations
@@ -22,12 +23,15 @@ from .aten_table import register_lowering
 from .convert import convert
 from .emitter import Emitter, NotLowerable
 from .export import decompose_refused, export_program
+from .fx import bind_graph_module
 from .outputs import flatten_outputs
 
 
 def from_torch(module: torch.nn.Module, args, kwargs: dict | None = None, *,
                name: str | None = None) -> Graph:
-    """The hoid graph of `module(*args, **kwargs)`.
+    """The hoid graph of `module(*args, **kwargs)`; `module` may be the FX `GraphModule` and `args` the
+    example inputs a `torch.compile` backend receives (see `fx.py`: lifted parameters and buffers become
+    weights or state, the other tensors inputs, SymInts their concrete sizes).
 
     Tensor arguments become the graph's inputs; parameters, read-only buffers and tensor constants
     become weights named by their module path and bound to the graph; buffers the module mutates
@@ -41,6 +45,9 @@ def from_torch(module: torch.nn.Module, args, kwargs: dict | None = None, *,
     if isinstance(args, torch.Tensor):
         args = (args,)
     name = name or type(module).__name__
+    if isinstance(module, torch.fx.GraphModule):
+        binding = bind_graph_module(module, args)
+        module, args = binding.module, binding.args
     program = export_program(module, tuple(args), kwargs, name)
     try:
         return convert(program, name)
