@@ -22,7 +22,7 @@ __all__ += ["search"]
 
 # Loaded on first use, so that importing hoid stays light: public name -> the package that defines it.
 _LAZY = {
-    "compile": "runtime", "CompiledGraph": "runtime",  # the runtime (hoid/runtime/)
+    "compile": "runtime", "CompiledGraph": "runtime", "export": "runtime",  # the runtime (hoid/runtime/)
     "optimize": "agent", "Budget": "agent",  # the loop (hoid/agent/)
 }
 __all__ += sorted(_LAZY)
