@@ -6,8 +6,8 @@ Importing hoid must not import egglog, openai or CuTe DSL: they load lazily wher
 from .errors import ExportError, GraphError, HoidError, InputError, NotAGraphError, ParseError, UnsupportedOpError
 from .ir import Graph, GraphBuilder, Node, TensorType, Value, register_op, run
 from .ir.from_torch import from_torch
-from .ir.io import load, save
 from .ir.text import dumps, loads
+from .kernels.documents import load, save  # hoid.ir.io's, with the kernel files beside the document
 
 __version__ = "0.1.0"
 
