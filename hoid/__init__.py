@@ -7,7 +7,6 @@ from .errors import ExportError, GraphError, HoidError, InputError, NotAGraphErr
 from .ir import Graph, GraphBuilder, Node, TensorType, Value, register_op, run
 from .ir.from_torch import from_torch
 from .ir.text import dumps, loads
-from .kernels.documents import load, save  # hoid.ir.io's, with the kernel files beside the document
 
 __version__ = "0.1.0"
 
@@ -24,8 +23,10 @@ __all__ += ["search"]
 _LAZY = {
     "compile": "runtime", "CompiledGraph": "runtime", "export": "runtime",  # the runtime (hoid/runtime/)
     "optimize": "agent", "Budget": "agent",  # the loop (hoid/agent/)
+    # hoid.ir.io's save/load with the kernel files beside the document; lazy, so hoid.ir never loads kernels
+    "save": "kernels.documents", "load": "kernels.documents",
 }
-__all__ += sorted(_LAZY)
+__all__ += sorted(set(_LAZY) - set(__all__))
 
 
 def __getattr__(name: str):

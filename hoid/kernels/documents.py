@@ -68,10 +68,13 @@ def load(path: str | os.PathLike, *, device: str | torch.device = "cpu", strict:
     """`hoid.ir.io.load`, then every non-library kernel node's file found in `kernels/` and re-checked."""
     graph = ir_io.load(path, device=device)
     files = ir_io.kernel_files(path)
-    library = library_kernels()
+    library, known = library_kernels(), all_kernels()
     for node in _kernel_nodes(graph):
         kid, version = node.attrs["kernel"], node.attrs["version"]
-        if kid in library:
+        # no file is owed for the library, a node without a version, or a kernel registered from Python code
+        # (it lives in its author's module); one built from source, or unknown here, must have its file
+        if kid in library or not version or (
+                kid in known and not isinstance(getattr(known[kid].launch, "source", None), KernelSource)):
             continue
         name = file_name(kid, version)
         problem = None
