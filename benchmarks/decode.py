@@ -168,6 +168,36 @@ def hoid_run(lm, cache_len: int, steps: int, profile: bool) -> dict:
     return out
 
 
+def exported_run(lm, cache_len: int, steps: int) -> dict:
+    """The same rewritten graph as `hoid_run`, shipped through `hoid.export` and run as plain PyTorch: the
+    package loaded from a temporary directory, under torch.compile(reduce-overhead) as a user would."""
+    import importlib
+    import sys
+    import tempfile
+
+    import hoid
+    from hoid.models import decode_step_graph
+
+    graph = hoid.search.rewrite(decode_step_graph(lm, cache_len), device="h200")
+    folder = tempfile.mkdtemp()
+    hoid.export(graph, Path(folder) / "hoid_decode_export")
+    sys.path.insert(0, folder)
+    model = importlib.import_module("hoid_decode_export").load("cuda")
+    fn = torch.compile(model, mode="reduce-overhead", fullgraph=True)
+    state = [torch.zeros(v.type.shape, dtype=v.type.torch_dtype, device="cuda")
+             for v in graph.inputs_of_kind("state")]
+
+    def step(token, pos):
+        logits, *new = fn(token, pos, *state)
+        for old, t in zip(state, new):
+            if t.data_ptr() != old.data_ptr():
+                old.copy_(t)
+        return logits[:, -1:].argmax(dim=-1)
+
+    rate = tokens_per_second(step, steps)
+    return {"name": "hoid.export package, torch.compile reduce-overhead", "tokens_per_s": rate}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="qwen3-1.7b")
@@ -185,6 +215,8 @@ def main() -> None:
     lm = build_model(args.model, dtype=torch.bfloat16, device="cuda")
     rows = [hoid_run(lm, args.cache_len, args.steps, not args.no_profile)]
     print(json.dumps({k: v for k, v in rows[0].items() if k != "profile"}, default=str))
+    rows.append(exported_run(lm, args.cache_len, args.steps))
+    print(json.dumps(rows[-1]))
     for mode in args.modes:
         rows.append(stock(lm, args.cache_len, mode, args.steps))
         print(json.dumps(rows[-1]))

@@ -6,7 +6,6 @@ Importing hoid must not import egglog, openai or CuTe DSL: they load lazily wher
 from .errors import ExportError, GraphError, HoidError, InputError, NotAGraphError, ParseError, UnsupportedOpError
 from .ir import Graph, GraphBuilder, Node, TensorType, Value, register_op, run
 from .ir.from_torch import from_torch
-from .ir.io import load, save
 from .ir.text import dumps, loads
 
 __version__ = "0.1.0"
@@ -22,10 +21,12 @@ __all__ += ["search"]
 
 # Loaded on first use, so that importing hoid stays light: public name -> the package that defines it.
 _LAZY = {
-    "compile": "runtime", "CompiledGraph": "runtime",  # the runtime (hoid/runtime/)
+    "compile": "runtime", "CompiledGraph": "runtime", "export": "runtime",  # the runtime (hoid/runtime/)
     "optimize": "agent", "Budget": "agent",  # the loop (hoid/agent/)
+    # hoid.ir.io's save/load with the kernel files beside the document; lazy, so hoid.ir never loads kernels
+    "save": "kernels.documents", "load": "kernels.documents",
 }
-__all__ += sorted(_LAZY)
+__all__ += sorted(set(_LAZY) - set(__all__))
 
 
 def __getattr__(name: str):

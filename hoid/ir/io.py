@@ -33,9 +33,23 @@ def weights_path(path: str | os.PathLike) -> Path:
     return path.with_suffix(".safetensors")
 
 
-def save(graph: Graph, path: str | os.PathLike) -> None:
+KERNELS_DIR = "kernels"  # beside the document: the source of its kernels that are not in the library
+
+
+def kernel_files(path: str | os.PathLike) -> dict[str, str]:
+    """file name -> text of the kernel files beside the document at `path` (which ones are needed, and how
+    they are checked, is `hoid.kernels.documents`' business: this package cannot import kernels)."""
+    folder = Path(path).parent / KERNELS_DIR
+    if not folder.is_dir():
+        return {}
+    return {f.name: f.read_text(encoding="utf-8") for f in sorted(folder.glob("*.py"))}
+
+
+def save(graph: Graph, path: str | os.PathLike, *, kernel_sources: dict[str, str] | None = None) -> None:
     """Write `graph` as a `.hoid` document at `path`, and its bound weights (`graph.weights`), if any,
-    to a safetensors file beside it with the same stem. Weights are stored as contiguous CPU copies."""
+    to a safetensors file beside it with the same stem. Weights are stored as contiguous CPU copies.
+    kernel_sources: file name -> text, written into `kernels/` beside the document (`hoid.save` passes
+    the source of every kernel node not in the library)."""
     graph = expect_graph(graph, "hoid.save")
     path, target = Path(path), weights_path(path)
     graph.validate()
@@ -47,6 +61,10 @@ def save(graph: Graph, path: str | os.PathLike) -> None:
         tensors = _separate_storage(graph.weights)
         _replace_atomically(target, lambda tmp: save_file(tensors, str(tmp), metadata=metadata))
         weights_file = target.name
+    for name, source in (kernel_sources or {}).items():
+        folder = path.parent / KERNELS_DIR
+        folder.mkdir(exist_ok=True)
+        _replace_atomically(folder / name, lambda tmp, s=source: tmp.write_text(s, encoding="utf-8"))
     text = format_document(graph, weights_file=weights_file)
     _replace_atomically(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 

@@ -1,0 +1,118 @@
+"""The fixed text of an exported package (`hoid.export`): its `__init__.py`, and the headers of `model.py`
+and `ops.py`. Kept as text, apart from the code that fills it in, so a reader sees the package whole."""
+
+INIT = '''"""A model exported by hoid (hoid.export): plain PyTorch, its kernels as torch.library ops.
+
+    import <this package> as pkg
+    model = pkg.load("cuda")                 # a torch.nn.Module
+    outputs = model(*inputs)                 # the graph's inputs and outputs, in its order
+
+It imports torch, safetensors and triton, never hoid. META says what it was exported for.
+"""
+
+import json
+import os
+from pathlib import Path
+
+import torch
+
+_HERE = Path(__file__).parent
+META = json.loads((_HERE / "meta.json").read_text())
+
+
+class UnsupportedDeviceError(RuntimeError):
+    """The package's kernels do not build for the device it is loaded on."""
+
+
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def check_device(device) -> None:
+    """Refuse a device whose arch the kernels do not build for, saying which they do."""
+    device = torch.device(device)
+    archs = META["archs"]
+    if archs is None:  # no Triton kernel: torch ops run anywhere torch does
+        return
+    if device.type == "cuda":
+        major, minor = torch.cuda.get_device_capability(device)
+        arch = f"sm_{major}{minor}"
+        if arch not in archs:
+            raise UnsupportedDeviceError(
+                f"{META['graph']}: its kernels were chosen for {META['arch']} and build for "
+                f"{', '.join(archs)}; {torch.cuda.get_device_name(device)} is {arch}. Export the graph again "
+                f"on that device (hoid.export), or load it on one of {', '.join(archs)}")
+    elif not _interpreting():
+        raise UnsupportedDeviceError(
+            f"{META['graph']}: its Triton kernels run on a CUDA GPU ({', '.join(archs)}); on the CPU only "
+            "under the Triton interpreter (set TRITON_INTERPRET=1 before importing triton)")
+
+
+def load(device=None) -> torch.nn.Module:
+    """The model on `device` (default: the GPU when there is one, else the CPU), in eval mode."""
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    check_device(device)
+    from safetensors.torch import load_file
+
+    from .model import Model
+
+    tensors = load_file(str(_HERE / "weights.safetensors"), device=str(torch.device(device)))
+    return Model([tensors[f"t{i}"] for i in range(len(tensors))]).eval()
+'''
+
+MODEL = '''"""The graph as a torch.nn.Module: one line a node, in graph order (exported by hoid.export)."""
+
+import torch
+
+from . import ops
+
+NAMES = {names}  # the graph's name of each frozen tensor t<i>
+
+
+class Model(torch.nn.Module):
+    def __init__(self, tensors):
+        super().__init__()
+        assert len(tensors) == {count}, "weights.safetensors does not belong to this model"
+        for i, t in enumerate(tensors):
+            self.register_buffer(f"t{{i}}", t)
+
+    def forward({params}):
+{body}
+'''
+
+OPS_HEADER = '''"""The kernels as torch.library ops, and each op node's torch code (exported by hoid.export).
+
+A Triton kernel is a `triton_op` where Triton compiles (a GPU): torch.compile and torch.export trace into it
+through `wrap_triton`. Under Triton's CPU interpreter, whose kernels wrap_triton cannot trace, and for
+kernels that are not launched through the package's Triton wrapper, it is a `custom_op`. Each has a fake.
+"""
+
+from math import inf, nan  # noqa: F401  (traced code spells infinities so)
+
+import torch
+
+NAMESPACE = "{namespace}"
+
+
+def _triton_compiles() -> bool:
+    try:
+        import triton.language as tl
+    except ImportError:
+        return False
+    return type(tl.standard.sum).__name__ != "InterpretedFunction"
+
+
+_TRITON_OP = _triton_compiles()
+
+
+def _op(name, mutates_args, traceable):
+    def register(fn):
+        qualified = f"{{NAMESPACE}}::{{name}}"
+        if traceable and _TRITON_OP:
+            return torch.library.triton_op(qualified, fn, mutates_args=mutates_args)
+        return torch.library.custom_op(qualified, fn, mutates_args=mutates_args)
+    return register
+
+
+'''

@@ -1,0 +1,104 @@
+"""hoid.export: the package of each tiny zoo graph (rewritten, with kernel nodes), run in a fresh process
+where `import hoid` fails, matches hoid.compile eager, under torch.compile(fullgraph=True) and under
+torch.export; its kernels are torch ops of its own namespace; a device it does not build for is refused."""
+
+import json
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+import hoid
+from hoid.models import NAMES
+from hoid.verify.compare import compare_output
+from hoid.verify.tolerance import tolerance_for
+
+WORKER = Path(__file__).with_name("export_worker.py")
+TINY = [n for n in NAMES if n.endswith("-tiny")]
+
+
+def _rewritten(name):
+    from hoid.models import build_model, decode_step_graph
+
+    step = decode_step_graph(build_model(name), 16)
+    return hoid.search.rewrite(step, device="h200", kernels=hoid.kernels.KernelSet.default().runnable_here())
+
+
+def _inputs(graph):
+    g = torch.Generator().manual_seed(0)
+    states = [torch.randn(v.type.shape, generator=g) for v in graph.inputs_of_kind("state")]
+    return [torch.tensor([[7]]), torch.tensor([5]), *states]
+
+
+def _run_fresh(tmp_path, package: Path, inputs, backend):
+    torch.save(inputs, tmp_path / "inputs.pt")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["TRITON_INTERPRET"] = "1"
+    proc = subprocess.run([sys.executable, str(WORKER), str(package.parent), package.name,
+                           str(tmp_path / "inputs.pt"), str(tmp_path / "outputs.pt"), backend],
+                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return torch.load(tmp_path / "outputs.pt")
+
+
+# inductor (C++ codegen on the CPU) for one model, aot_eager (functionalization and the fakes, no codegen)
+# for the others: each inductor build costs a minute on the shared CPU
+@pytest.mark.parametrize("name", TINY)
+def test_exported_package_matches_the_compiled_graph_without_hoid(name, tmp_path):
+    graph = _rewritten(name)
+    assert "kernel" in graph.op_counts()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # CuTe nodes run their bodies on the CPU, here as in hoid.compile
+        package = hoid.export(graph, tmp_path / "pkg")
+        compiled = hoid.compile(graph, device="cpu")
+    source = (package / "model.py").read_text() + (package / "ops.py").read_text()
+    assert "hoid" not in source.replace("hoid.export", "").replace(json.loads(
+        (package / "meta.json").read_text())["namespace"], "")
+    inputs = _inputs(graph)
+    ref = compiled(*[t.clone() for t in inputs])
+    backend = "inductor" if name == TINY[0] else "aot_eager"
+    got = _run_fresh(tmp_path, package, inputs, backend)
+    assert not got["hoid_loaded"]
+    assert got["custom_ops"], "the kernels appear as the package's own torch ops in the exported program"
+    for how in ("eager", "compiled", "exported"):
+        assert len(got[how]) == len(ref)
+        for k, (a, b) in enumerate(zip(got[how], ref)):
+            assert compare_output(k, a, b, tolerance_for(b.dtype)) is None, f"{how}: output {k}"
+
+
+def test_package_refuses_a_device_its_kernels_do_not_build_for(tmp_path, monkeypatch):
+    graph = _rewritten(TINY[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        package = hoid.export(graph, tmp_path / "pkg_arch")
+    meta = json.loads((package / "meta.json").read_text())
+    assert meta["arch"] == "sm_90" and "sm_90" in meta["archs"]
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import pkg_arch
+
+        monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 0))
+        monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "A100")
+        with pytest.raises(pkg_arch.UnsupportedDeviceError, match="sm_80"):
+            pkg_arch.check_device(torch.device("cuda", 0))
+        monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+        with pytest.raises(pkg_arch.UnsupportedDeviceError, match="TRITON_INTERPRET"):
+            pkg_arch.check_device("cpu")
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("pkg_arch", None)
+
+
+def test_export_refuses_a_directory_that_cannot_be_imported(tmp_path):
+    with pytest.raises(hoid.ExportError, match="identifier"):
+        hoid.export(_small_graph(), tmp_path / "not-a-name")
+
+
+def _small_graph():
+    b = hoid.GraphBuilder("small")
+    x = b.input("x", (2, 4), "f32")
+    return b.build(b.op("relu", x))
