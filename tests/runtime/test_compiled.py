@@ -60,8 +60,12 @@ def test_state_is_owned_updated_in_place_and_recognised_by_pointer(tiny_rewritte
 def test_calls_reuse_their_buffers(tiny_rewritten):
     compiled = compile(tiny_rewritten, device="cpu")
     args = _inputs(tiny_rewritten)
-    first = compiled(*args)[0].data_ptr()
-    assert compiled(*args)[0].data_ptr() == first  # the logits land in the same planned buffer
+    producers = tiny_rewritten.producers()
+    planned = [i for i, v in enumerate(tiny_rewritten.outputs) if producers[v.name].op == "kernel"]
+    assert planned  # the updated caches at least (written in place by the attention prelude kernel)
+    first = [t.data_ptr() for t in compiled(*args)]
+    again = [t.data_ptr() for t in compiled(*args)]
+    assert [again[i] for i in planned] == [first[i] for i in planned]  # the same planned buffers
     # liveness lets buffers be shared: fewer slots than kernel outputs
     outputs = sum(len(n.outputs) for n in compiled.plan.steps if n.op == "kernel")
     assert 0 < len(compiled.plan.slots) < outputs
