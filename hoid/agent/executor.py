@@ -178,21 +178,15 @@ class LocalExecutor:
         where = tensor_device(self.local)
         inputs = random_inputs([v.type for v in graph.runtime_inputs], device=where,
                                index_bounds=index_bounds(graph))
-        if self.local.arch != "cpu":
-            try:
-                from .. import runtime
+        if self.local.arch != "cpu":  # the runtime owns compiling; this times its CUDA-graph replays
+            from ..measure.cuda import time_cuda
+            from ..runtime import compile as compile_graph
 
-                compile_graph = runtime.compile
-            except (ImportError, AttributeError):
-                compile_graph = None
-            if compile_graph is not None:  # the runtime owns compiling; we only time its CUDA-graph replay
-                from ..measure.cuda import time_cuda
-
-                fn = compile_graph(graph, device="cuda")
-                samples: list[float] = []
-                for _ in range(repeats):
-                    samples.append(time_cuda(fn, inputs, rotate=False, graph=True).median)
-                return samples, "hoid.compile, CUDA-graph replay"
+            fn = compile_graph(graph, device="cuda")
+            # graph=False: each call already replays the compiled graph's own CUDA graph (one cannot be
+            # captured inside another)
+            samples = [time_cuda(fn, inputs, rotate=False, graph=False).median for _ in range(repeats)]
+            return samples, "hoid.compile, CUDA-graph replay"
         # each node timed alone, kernels launched (the interpreter would run their bodies), summed
         totals = [profile_graph(graph, mode="measured", device=self.local, inputs=inputs).total for _ in range(repeats)]
         return totals, f"per-node {'wall clock' if self.local.arch == 'cpu' else 'CUDA timing'}, summed"
