@@ -85,7 +85,9 @@ OPS_HEADER = '''"""The kernels as torch.library ops, and each op node's torch co
 
 A Triton kernel is a `triton_op` where Triton compiles (a GPU): torch.compile and torch.export trace into it
 through `wrap_triton`. Under Triton's CPU interpreter, whose kernels wrap_triton cannot trace, and for
-kernels that are not launched through the package's Triton wrapper, it is a `custom_op`. Each has a fake.
+kernels that are not launched through the package's Triton wrapper, it is a `custom_op`; so is an in-place
+kernel (one that mutates its inputs), whose host code checks where its outputs live (`data_ptr`), which
+tracing cannot see: opaque, it runs as it was checked. Each has a fake.
 """
 
 from math import inf, nan  # noqa: F401  (traced code spells infinities so)
@@ -109,7 +111,7 @@ _TRITON_OP = _triton_compiles()
 def _op(name, mutates_args, traceable):
     def register(fn):
         qualified = f"{{NAMESPACE}}::{{name}}"
-        if traceable and _TRITON_OP:
+        if traceable and _TRITON_OP and not mutates_args:
             return torch.library.triton_op(qualified, fn, mutates_args=mutates_args)
         return torch.library.custom_op(qualified, fn, mutates_args=mutates_args)
     return register
