@@ -50,11 +50,15 @@ class AdvisoryProposer:
         by_region: dict[str, list[Proposal]] = {}
         for p in self.library.propose(context):
             by_region.setdefault(p.region, []).append(p)
-        for i, region in enumerate(context.regions):
+        asked = 0
+        for region in context.regions:
             candidates = by_region.get(region.key, [])
             if not candidates:
                 continue
-            advice = self._advise(context, region, candidates) if i < self.regions and len(candidates) > 0 else {}
+            advice = {}
+            if asked < self.regions and (len(candidates) > 1 or candidates[0].kernel.params):  # else nothing to advise
+                asked += 1
+                advice = self._advise(context, region, candidates)
             yield from self._ordered(context, candidates, advice)
 
     def _ordered(self, context: Context, candidates: list[Proposal], advice: dict) -> list[Proposal]:

@@ -160,6 +160,8 @@ class Runner:
                         raise _Stop
                     self._attempt(proposer.name, proposal, context)
                     context.accepted = self.accepted
+            # a proposer that stops itself on the budget (an LLM conversation) ends dry: say which limit
+            stop = self.spend.exhausted(self.budget) or stop
         except _Stop:
             pass
         except KeyboardInterrupt:  # Ctrl-C: stop cleanly with the best so far; the run stays resumable
