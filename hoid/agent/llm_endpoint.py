@@ -141,8 +141,10 @@ class Endpoint:
             raise CallFailed(f"the body is not a chat completion: {self.redact(e)[:300]}") from None
         except (ValueError, TypeError, KeyError, AttributeError) as e:  # a JSON decode error is a ValueError
             raise CallFailed(f"the body is not JSON: {type(e).__name__}: {self.redact(e)[:200]}") from None
+        if isinstance(response, (str, bytes)):  # the client hands back a body that is not JSON as text
+            raise CallFailed(f"the body is not JSON: {self.redact(response[:200])!r}")
         choices = getattr(response, "choices", None)
-        if isinstance(response, str) or not isinstance(choices, list) or not choices:
+        if not isinstance(choices, list) or not choices:
             raise CallFailed(f"the answer has no choices: {self.redact(repr(response))[:200]}")
         choice = choices[0]
         message = getattr(choice, "message", None)

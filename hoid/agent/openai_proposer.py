@@ -179,7 +179,8 @@ class _Conversation:
         if self.context.exhausted() is not None:
             return "budget"
         left = self.context.seconds_left()
-        if left is not None and left < 0.5:
+        if left is not None and left < 0.5:  # too little for a request: let the last moment pass, so that the
+            time.sleep(left)                 # loop reads the budget as spent and says so
             return "budget"
         o = self.owner
         if self.turn >= o.turns or self.tokens >= o.tokens or time.monotonic() >= self.deadline:

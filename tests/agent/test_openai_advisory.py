@@ -89,4 +89,4 @@ def test_no_advice_leaves_the_library_order(tmp_path):
         library, advised, opt = _run(tmp_path, advisor)
     assert [(p.region, p.kernel.id, p.sweep) for p in advised] == [(p.region, p.kernel.id, p.sweep) for p in library]
     [failure] = opt.report.attempts
-    assert failure["verdict"] == "failed" and "no answer: the body is not" in failure["why"], failure["why"]
+    assert failure["verdict"] == "failed" and "no answer: the body is not JSON" in failure["why"], failure["why"]
