@@ -53,6 +53,21 @@ def test_garbage_for_the_whole_budget_ends_within_it(tmp_path):
     torch.testing.assert_close(run(opt.graph, x)[0], run(mlp_block(), x)[0])
 
 
+def test_a_conversation_keeps_its_own_turns_and_minutes(tmp_path):
+    with ScriptedServer([], after=lambda _r: prose("thinking out loud")) as server:
+        agent = OpenAIProposer("test-model", base_url=server.url, api_key="k-test", turns=3, failures=99)
+        opt = hoid.optimize(mlp_block(), agent=[agent], device="h200", journal=tmp_path / "j.sqlite", store=False,
+                            rules=False)
+    assert len(server.requests) == 3 and len(opt.report.attempts) == 3  # three turns, three failures recorded
+    with ScriptedServer([], after=Stall(3.0)) as server:
+        agent = OpenAIProposer("test-model", base_url=server.url, api_key="k-test", minutes=2.5 / 60, timeout=1.0,
+                               backoff=0.05, failures=99, turns=99)
+        started = time.monotonic()
+        hoid.optimize(mlp_block(), agent=[agent], device="h200", journal=tmp_path / "k.sqlite", store=False,
+                      rules=False)
+        assert time.monotonic() - started < 2.5 + 2.5  # its own 2.5 s, setup and one cut-off request aside
+
+
 def test_library_and_llm_in_one_run_compete_in_one_egraph(tmp_path, monkeypatch):
     script = [call("read_region", {"values": GATE}), propose(SILU), call("finish", {})]
     with ScriptedServer(script) as server:
