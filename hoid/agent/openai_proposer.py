@@ -204,7 +204,7 @@ class _Conversation:
         self._record(where, why, verdict)
 
     def _record(self, where: str, why: str, verdict: str = "failed") -> None:
-        why = self.redact(why)
+        why = " ".join(self.redact(why).split())  # one line: the report lists each failure as one item
         self.context.record_failure(self.owner.name, where, why, verdict=verdict)
         self.context.emit(kind="llm", proposer=self.owner.name, turn=self.turn, tokens=self.tokens,
                           what=f"{where}: {verdict}: {why[:120]}")
