@@ -90,12 +90,16 @@ def _progress_printer():
     """One line per event on stderr (rich's console when installed): attempts, verdicts, the best time."""
     try:
         from rich.console import Console
+        from rich.markup import escape
 
         console = Console(stderr=True, highlight=False)
         say = console.print
     except ImportError:
         def say(text):
             print(text, file=sys.stderr, flush=True)
+
+        def escape(text):
+            return text
     from .measure.timing import format_seconds
 
     count = [0]
@@ -111,6 +115,9 @@ def _progress_printer():
             say(f"[{count[0]}] {event['kernel']} for {event['region'][:60]}: {mark}{best}")
         elif kind == "stale":
             say(f"checking again {event['kernel']}: {event['why']}")
+        elif kind == "llm":  # an LLM proposer's conversation (hoid/agent/openai_proposer.py): turns, tokens, verdicts
+            where = f"turn {event['turn']}, {event['tokens']} tokens: " if event.get("turn") is not None else ""
+            say(escape(f"  {event['proposer']}: {where}{event['what']}"))  # the model's words: no rich markup
 
     return show
 

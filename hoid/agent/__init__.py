@@ -1,10 +1,12 @@
-"""The agent: the optimization loop (`optimize`), its `Budget`, the proposer protocol and the library
-proposer, the journal, the executor and the report. Nothing here imports egglog until a run starts.
+"""The agent: the optimization loop (`optimize`), its `Budget`, the proposer protocol and the library proposer,
+the LLM proposers (`openai:<model>`, `openai-advisor:<model>`), the journal, the executor and the report.
+Nothing here imports egglog until a run starts.
 
     opt = hoid.optimize(graph, agent="library", budget=hoid.Budget(minutes=10), device="h200")
     print(opt.report); opt.graph; opt.speedup   # None for a modelled plan: see opt.report
 """
 
+from .advisory import AdvisoryProposer
 from .budget import Budget, Spend
 from .codegen_proposer import CodegenProposer
 from .dir_proposer import DirectoryProposer
@@ -12,9 +14,10 @@ from .executor import Evidence, Executor, LocalExecutor
 from .journal import Journal
 from .library_proposer import LibraryProposer
 from .loop import Optimized, optimize
+from .openai_proposer import OpenAIProposer
 from .proposer import Context, Outcome, Proposal, Proposer, RegionInfo, proposer_names, register_proposer
 from .report import Report
 
-__all__ = ["Budget", "CodegenProposer", "Context", "DirectoryProposer", "Evidence", "Executor", "Journal",
-           "LibraryProposer", "LocalExecutor", "Optimized", "Outcome", "Proposal", "Proposer", "RegionInfo",
-           "Report", "Spend", "optimize", "proposer_names", "register_proposer"]
+__all__ = ["AdvisoryProposer", "Budget", "CodegenProposer", "Context", "DirectoryProposer", "Evidence", "Executor",
+           "Journal", "LibraryProposer", "LocalExecutor", "OpenAIProposer", "Optimized", "Outcome", "Proposal",
+           "Proposer", "RegionInfo", "Report", "Spend", "optimize", "proposer_names", "register_proposer"]

@@ -41,7 +41,7 @@ create table if not exists attempts (
     kernel text not null, version text not null, source text, sweep text not null, params text,
     verdict text, verdict_reason text, kernel_s real, kernel_evidence text, kernel_method text,
     graph_s real, graph_evidence text, kept integer not null default 0, why text, finished integer not null default 0,
-    at real not null, unique (run, key))""", """
+    at real not null, note text, unique (run, key))""", """
 create table if not exists measurements (
     id integer primary key, run integer not null, kind text not null, key text not null, seconds real not null,
     samples text, evidence text not null, method text not null, fresh integer not null, at real not null)""", """
@@ -90,6 +90,9 @@ class Journal:
         self.db.execute("pragma synchronous=full")  # a committed attempt survives kill -9 and power loss
         for statement in SCHEMA:
             self.db.execute(statement)
+        columns = {row[1] for row in self.db.execute("pragma table_info(attempts)")}
+        if "note" not in columns:  # a journal written before attempts carried their proposer's note
+            self.db.execute("alter table attempts add column note text")
 
     # --- runs ------------------------------------------------------------------------------------
     def open_run(self, key: str, graph: str, device: str, agents: str, budget: str) -> tuple[int, bool]:
@@ -127,15 +130,28 @@ class Journal:
         return AttemptRow(row[0], row[1], row[2] or "", row[3] or "", json.loads(row[4]) if row[4] else None,
                           row[5], row[6], row[7], row[8], bool(row[9]), row[10] or "")
 
-    def begin_attempt(self, run: int, key: str, proposer: str, region, kernel, sweep, source: str | None) -> int:
-        """Record an attempt as started (an unfinished one from a crash is started over)."""
+    def begin_attempt(self, run: int, key: str, proposer: str, region, kernel, sweep, source: str | None,
+                      note: str = "") -> int:
+        """Record an attempt as started (an unfinished one from a crash is started over); `note`: the
+        proposer's why (an LLM's hypothesis)."""
         self.db.execute("delete from attempts where run = ? and key = ? and finished = 0", (run, key))
         seq = self.db.execute("select count(*) from attempts where run = ?", (run,)).fetchone()[0]
         cur = self.db.execute(
-            "insert into attempts (run, seq, key, proposer, region, types, attrs, kernel, version, source, sweep, at) "
-            "values (?,?,?,?,?,?,?,?,?,?,?,?)",
+            "insert into attempts (run, seq, key, proposer, region, types, attrs, kernel, version, source, sweep, at, "
+            "note) values (?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (run, seq, key, proposer, region.key, _json([str(t) for t in region.types]), _json(region.attrs),
-             kernel.id, kernel.version, source, _json(list(sweep)), time.time()))
+             kernel.id, kernel.version, source, _json(list(sweep)), time.time(), note or None))
+        return cur.lastrowid
+
+    def record_failure(self, run: int, proposer: str, what: str, why: str, verdict: str = "failed") -> int:
+        """A failed attempt that never reached a check (an LLM's malformed answer, a source that cannot be
+        loaded): finished at once, never kept, keyed by its position so that each one is its own row."""
+        seq = self.db.execute("select count(*) from attempts where run = ?", (run,)).fetchone()[0]
+        cur = self.db.execute(
+            "insert into attempts (run, seq, key, proposer, region, types, attrs, kernel, version, sweep, verdict, "
+            "verdict_reason, why, finished, at) values (?,?,?,?,?,?,?,?,?,?,?,?,?,1,?)",
+            (run, seq, f"{proposer}|failure|{seq}|{time.time()}", proposer, "-", "[]", "{}", what, "-", "[]",
+             verdict, why, why, time.time()))
         return cur.lastrowid
 
     def update_attempt(self, attempt: int, **fields) -> None:

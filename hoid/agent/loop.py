@@ -149,7 +149,8 @@ class Runner:
             regions = discover(self.space, specs, self.device,
                                measured=self.executor.on_device if hasattr(self.executor, "on_device") else False)
             context = Context(self.graph, regions, self.device, self.accepted, self.history, self._spend_llm,
-                              self._skip)
+                              self._skip, budget=self.budget, spent=self.spend, _record=self._record_failure,
+                              _emit=self._emit)
             self._emit(kind="regions", count=len(regions))
             if self.rules:
                 self._try_rules_only()
@@ -161,6 +162,8 @@ class Runner:
                         raise _Stop
                     self._attempt(proposer.name, proposal, context)
                     context.accepted = self.accepted
+            # a proposer that stops itself on the budget (an LLM conversation) ends dry: say which limit
+            stop = self.spend.exhausted(self.budget) or stop
         except _Stop:
             pass
         except KeyboardInterrupt:  # Ctrl-C: stop cleanly with the best so far; the run stays resumable
@@ -199,10 +202,14 @@ class Runner:
             return
         source = getattr(spec.launch, "source", None)
         text = source.text if source is not None else f"library: {getattr(spec.launch, '__module__', '?')}"
-        attempt = self.journal.begin_attempt(self.run_id, key, proposer, region, spec, proposal.sweep, text)
+        attempt = self.journal.begin_attempt(self.run_id, key, proposer, region, spec, proposal.sweep, text,
+                                             note=proposal.note)
+        self._verdict = None
         verdict_word, kept, why, fields = self._decide(spec, region, proposal, attempt)
         self.journal.update_attempt(attempt, verdict=verdict_word, kept=kept, why=why, finished=1, **fields)
-        self.history.append(Outcome(proposer, region.key, spec.id, verdict_word, kept, why))
+        self.history.append(Outcome(proposer, region.key, spec.id, verdict_word, kept, why,
+                                    kind=getattr(self._verdict, "kind", None), kernel_s=fields.get("kernel_s"),
+                                    graph_s=fields.get("graph_s"), evidence=fields.get("kernel_evidence")))
         self._emit(kind="attempt", proposer=proposer, kernel=spec.id, region=region.key, verdict=verdict_word,
                    kept=kept, why=why, best=self.best.seconds, evidence=self.best.evidence)
 
@@ -211,6 +218,7 @@ class Runner:
         try:
             params = self._resolved(spec, region, sweep[0])
             verdict = self.executor.check(spec, region, params)
+            self._verdict = verdict  # its kind goes back to the proposer with the outcome
         except Exception as e:  # noqa: BLE001  a candidate that cannot even be checked is rejected, not fatal
             return "rejected", False, f"could not be checked: {type(e).__name__}: {e}", {}
         if not verdict.ok:
@@ -333,6 +341,11 @@ class Runner:
                                              SimpleNamespace(id="-", version="-"), (), None)
         self.journal.update_attempt(attempt, verdict="skipped", kept=False, why=reason, finished=1)
         self._emit(kind="region skipped", proposer=proposer, region=what, why=reason)
+
+    def _record_failure(self, proposer: str, what: str, why: str, verdict: str) -> None:
+        self.journal.record_failure(self.run_id, proposer, what, why, verdict)
+        self._emit(kind="attempt", proposer=proposer, kernel=what, region="-", verdict=verdict, kept=False, why=why,
+                   best=self.best.seconds, evidence=self.best.evidence)
 
     def _spend_llm(self, tokens: int, turns: int) -> None:
         self.spend.tokens += tokens

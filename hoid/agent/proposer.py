@@ -81,9 +81,15 @@ class Outcome:
     proposer: str
     region: str
     kernel: str
-    verdict: str  # "passed", "rejected", "refused" (constraints), "reused"
+    verdict: str  # "passed", "rejected", "refused" (constraints), "reused", "failed" (a proposer's own failure)
     kept: bool
     why: str
+    # what an LLM proposer reads back as the verdict: the rejection's kind (`hoid.verify.verdict.KINDS`), the
+    # kernel's time and the best finalist's with it, and their evidence (None where not reached)
+    kind: str | None = None
+    kernel_s: float | None = None
+    graph_s: float | None = None
+    evidence: str | None = None
 
 
 @dataclass
@@ -99,6 +105,12 @@ class Context:
     history: list[Outcome] = field(default_factory=list)
     _spend: Callable[[int, int], None] | None = None
     _skip: Callable[[str, str, str], None] | None = None
+    # the run's budget and what it has spent: a proposer that works between proposals (an LLM conversation)
+    # must stop itself, since the loop checks the budget only when a proposal arrives
+    budget: object | None = None
+    spent: object | None = None
+    _record: Callable[[str, str, str, str], None] | None = None
+    _emit: Callable[..., None] | None = None
 
     def region(self, key: str) -> RegionInfo:
         for r in self.regions:
@@ -123,6 +135,30 @@ class Context:
         """Report LLM tokens and turns spent, against the run's budget."""
         if self._spend is not None:
             self._spend(tokens, turns)
+
+    def exhausted(self) -> str | None:
+        """The run's spent limit in words (as the loop's stop reason), or None while the budget has room."""
+        if self.budget is None or self.spent is None:
+            return None
+        return self.spent.exhausted(self.budget)
+
+    def seconds_left(self) -> float | None:
+        """Wall-clock seconds the run's budget has left (None: unbounded)."""
+        if self.budget is None or self.spent is None or self.budget.minutes is None:
+            return None
+        return max(0.0, (self.budget.minutes - self.spent.minutes) * 60)
+
+    def record_failure(self, proposer: str, what: str, why: str, *, verdict: str = "failed") -> None:
+        """Journal a failure that never became a proposal (an LLM's malformed answer, a source that cannot be
+        loaded) as a failed attempt with its reason, so the report shows it."""
+        if self._record is not None:
+            self._record(proposer, what, why, verdict)
+        self.history.append(Outcome(proposer, "", what, verdict, False, why))
+
+    def emit(self, **event) -> None:
+        """A progress event for the CLI (a dict with a "kind"), e.g. an LLM turn."""
+        if self._emit is not None:
+            self._emit(**event)
 
 
 @runtime_checkable
@@ -197,3 +233,9 @@ def _builtins() -> None:
         from .codegen_proposer import CodegenProposer
 
         register_proposer("codegen", CodegenProposer)
+    if "openai:" not in _PREFIXES:  # the classes import openai only when a conversation starts
+        from .advisory import AdvisoryProposer
+        from .openai_proposer import OpenAIProposer
+
+        register_proposer("openai:", OpenAIProposer)
+        register_proposer("openai-advisor:", AdvisoryProposer)

@@ -53,8 +53,12 @@ class Report:
         for a in self.attempts:
             mark = "kept" if a["kept"] else "-"
             t = f"{format_seconds(a['kernel_s'])} ({a['kernel_evidence']})" if a["kernel_s"] else ""
-            lines.append(f"- [{mark}] {a['proposer']}: {a['kernel']} for {a['region']}: {a['verdict'] or '?'} "
+            where = f" for {a['region']}" if a["region"] != "-" else ""  # "-": a failure that reached no region
+            lines.append(f"- [{mark}] {a['proposer']}: {a['kernel']}{where}: {a['verdict'] or '?'} "
                          f"{t}; {a['why'] or ''}".rstrip())
+            note = a.get("note") or ""
+            if note.startswith("hypothesis:"):  # an LLM's, stated before it proposed (hoid/agent/openai_proposer.py)
+                lines.append(f"  - {' '.join(note.split())[:600]}")
         if self.kept:
             lines += ["", "## kernels in the best graph"] + [f"- {k}" for k in self.kept]
         if self.reused:
