@@ -1,6 +1,7 @@
 """A layered (Sugiyama-style) layout of a `GraphView` in pure Python, so the HTML needs no Graphviz.
 
-Ranks are the longest path from the inputs (the graph's node order is topological, so one pass does);
+Ranks are the longest path from the inputs (the graph's node order is topological, so one pass does),
+then each node moves down to just above its first user;
 within a rank, nodes sit at the mean position of their predecessors, pushed apart to keep one slot
 between them. That keeps a decoder's main chain straight and puts side branches (Q/K/V, gate/up)
 beside it. O(nodes + edges): the 2,500-node Qwen3-1.7B decode step lays out in well under a second.
@@ -43,9 +44,9 @@ def layout(view: GraphView) -> tuple[dict[str, Box], float, float]:
     succs: dict[str, list[str]] = {n.id: [] for n in view.nodes}
     for a, b in view.edges:
         succs[a].append(b)
-    for n in view.nodes:  # a node of weights only (a transpose) sits just above its first user, not at the top
-        if not preds[n.id] and succs[n.id] and n.kind in ("op", "kernel"):
-            rank[n.id] = max(0, min(rank[s] for s in succs[n.id]) - 1)
+    for n in reversed(view.nodes):  # then pull each node down to just above its first user: a per-layer
+        if succs[n.id]:  # index, an input or a weight's transpose sits beside the layer that uses it
+            rank[n.id] = max(rank[n.id], min(rank[s] for s in succs[n.id]) - 1)
     by_rank: dict[int, list[str]] = {}
     for n in view.nodes:
         by_rank.setdefault(rank[n.id], []).append(n.id)

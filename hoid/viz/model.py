@@ -4,8 +4,9 @@ The drawing code (DOT, HTML) only reads a `GraphView`, so what the tests assert 
 are the graph's, its times sum to the profile's total, repeated layers collapse to one with a count) holds
 for every picture made from it.
 
-Repeated layers: a node belongs to layer N when the highest `layers.N.` weight among its ancestors is N
-(transformers' module paths name every decoder layer's weights so). Layers whose op sequence equals the
+Repeated layers: a node belongs to layer N when the highest `layers.N.` weight (or `cache.N.` state) among
+its ancestors is N (transformers' module paths name every decoder layer's weights so); an input or an
+output belongs to the layer its name or its producer says. Layers whose op sequence equals the
 second layer's are drawn once, with the count and the sum of their times; the first and last layers are
 always drawn, since the prelude and the tail make their edges differ from the middle's.
 """
@@ -18,7 +19,8 @@ from dataclasses import dataclass, field
 from ..ir import Graph
 from ..ir.text_print import GraphLabels, format_node
 
-LAYER = re.compile(r"(?:^|\.)layers\.(\d+)\.")
+# `model.layers.3.mlp...` (transformers' module paths) and `cache.3.k` (hoid.models' KV-cache state)
+LAYER = re.compile(r"(?:^|\.)(?:layers|cache)\.(\d+)(?:\.|$)")
 
 
 @dataclass
@@ -57,11 +59,10 @@ class GraphView:
 
 def node_layers(graph: Graph) -> dict[str, int | None]:
     """Each node's layer (first output's name -> N, or None before any layer's weights)."""
-    weight_layer = {}
-    for v in graph.weight_inputs:
-        m = LAYER.search(v.name)
-        weight_layer[v.name] = int(m.group(1)) if m else None
-    layer_of: dict[str, int | None] = dict(weight_layer)
+    layer_of: dict[str, int | None] = {}
+    for gi in graph.inputs:
+        m = LAYER.search(gi.value.name)
+        layer_of[gi.value.name] = int(m.group(1)) if m else None
     out = {}
     for node in graph.nodes:
         found = [layer_of.get(v.name) for v in node.inputs]
@@ -70,6 +71,26 @@ def node_layers(graph: Graph) -> dict[str, int | None]:
         for v in node.outputs:
             layer_of[v.name] = layer
         out[node.name] = layer
+    # a node of no layer whose every user is in layer N (a per-layer index or mask the exporter computes
+    # up front) belongs to layer N: walk backwards so chains of such nodes move together
+    users: dict[str, set] = {}
+    for node in graph.nodes:
+        for v in node.inputs:
+            users.setdefault(v.name, set()).add(node.name)
+    outputs = {v.name for v in graph.outputs}
+    for node in reversed(graph.nodes):
+        found = {out[u] for v in node.outputs for u in users.get(v.name, ())}
+        if out[node.name] is None and len(found) == 1 and None not in found and \
+                not any(v.name in outputs for v in node.outputs):
+            out[node.name] = found.pop()
+            for v in node.outputs:
+                layer_of[v.name] = out[node.name]
+    for gi in graph.inputs:
+        found = {out[u] for u in users.get(gi.value.name, ())}
+        if layer_of[gi.value.name] is None and gi.kind != "weight" and len(found) == 1 and None not in found:
+            layer_of[gi.value.name] = found.pop()
+    out.update({gi.value.name: layer_of[gi.value.name] for gi in graph.inputs if gi.kind != "weight"})
+    out.update({f"output:{i}": layer_of.get(v.name) for i, v in enumerate(graph.outputs)})
     return out
 
 
@@ -91,7 +112,7 @@ def build_view(graph: Graph, profile=None, *, collapse: bool = False, replaced: 
         if gi.kind != "weight":
             nodes.append(ViewNode(gi.value.name, "input", f"{gi.kind} %{gi.value.name}", [str(gi.value.type)],
                                   f"{gi.kind} %{gi.value.name} : {gi.value.type}",
-                                  "state" if gi.kind == "state" else "input"))
+                                  "state" if gi.kind == "state" else "input", layer=layers[gi.value.name]))
     for node in graph.nodes:
         kernel = node.attrs.get("kernel") if node.op == "kernel" else None
         row = rows.get(node.name)
@@ -109,7 +130,7 @@ def build_view(graph: Graph, profile=None, *, collapse: bool = False, replaced: 
     produced.update({gi.value.name: gi.value.name for gi in graph.inputs if gi.kind != "weight"})
     for i, v in enumerate(graph.outputs):
         nodes.append(ViewNode(f"output:{i}", "output", f"output %{v.name}", [str(v.type)], f"output %{v.name}",
-                              "output"))
+                              "output", layer=layers[f"output:{i}"]))
     edges = [(produced[v.name], node.name) for node in graph.nodes for v in node.inputs if v.name in produced]
     edges += [(produced[v.name], f"output:{i}") for i, v in enumerate(graph.outputs) if v.name in produced]
     view = GraphView(graph.name, nodes, list(dict.fromkeys(edges)), len(graph.nodes),
@@ -158,15 +179,19 @@ def _library_source(kernel_id: str) -> str | None:
 def _collapse(view: GraphView) -> GraphView:
     """Layers 1 .. L-2 whose op sequence equals layer 1's drawn as layer 1, with the count and summed times."""
     by_layer: dict[int, list[ViewNode]] = {}
-    for n in view.op_nodes:
+    for n in view.nodes:
         if n.layer is not None:
             by_layer.setdefault(n.layer, []).append(n)
     ids = sorted(by_layer)
     if len(ids) < 4:
         return view
     rep = ids[1]
-    signature = [n.label for n in by_layer[rep]]
-    same = [k for k in ids[1:-1] if [n.label for n in by_layer[k]] == signature]
+
+    def shape(k):  # what must match for layer k to be drawn as the stand-in: ops, kinds and types in order
+        return [(n.kind, n.label if n.kind in ("op", "kernel") else "", tuple(n.types)) for n in by_layer[k]]
+
+    signature = shape(rep)
+    same = [k for k in ids[1:-1] if shape(k) == signature]
     run = [k for i, k in enumerate(same) if k == rep + i]  # the contiguous run from layer 1
     if len(run) < 2:
         return view
