@@ -75,3 +75,25 @@ def test_every_code_block_of_the_guide_runs(page, tmp_path):
         done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, (f"{page}: block failed:\n{code}\n--- stdout\n{done.stdout}\n"
                                       f"--- stderr\n{done.stderr}")
+
+
+def test_the_op_table_page_is_what_the_registry_generates():
+    done = subprocess.run([sys.executable, "-m", "hoid.viz.op_table"], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
+    assert (ROOT / "docs" / "op-table.md").read_text() == done.stdout, "run: python -m hoid.viz.op_table > " \
+        "docs/op-table.md"
+
+
+@pytest.mark.slow
+def test_the_site_builds_with_strict(tmp_path):
+    """mkdocs build --strict: a broken link, anchor or API cross-reference fails it. MKDOCS names the mkdocs
+    to run (CI installs the `docs` extra); without one this skips."""
+    import shutil
+
+    mkdocs = os.environ.get("MKDOCS") or shutil.which("mkdocs")
+    if mkdocs is None:
+        pytest.skip("mkdocs is not installed: pip install -e '.[docs]'")
+    done = subprocess.run([mkdocs, "build", "--strict", "--site-dir", str(tmp_path / "site")], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (tmp_path / "site" / "tutorial" / "index.html").is_file()
