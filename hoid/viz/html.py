@@ -40,6 +40,14 @@ svg text {{ font: 11px ui-monospace, monospace; pointer-events: none; }}
 """
 
 SCRIPT = """
+const svg = document.querySelector('svg'), W = +svg.getAttribute('width'), H = +svg.getAttribute('height');
+let zoom = 1;  // keys + and - (or the buttons) zoom; 0 fits the page's width: a 2,500-node graph is tall
+function setZoom(z) { zoom = Math.max(0.05, Math.min(4, z)); svg.setAttribute('width', W * zoom);
+                      svg.setAttribute('height', H * zoom); }
+document.addEventListener('keydown', e => { if (e.key === '+' || e.key === '=') setZoom(zoom * 1.25);
+  if (e.key === '-') setZoom(zoom / 1.25); if (e.key === '0') setZoom(window.innerWidth / W); });
+document.querySelectorAll('button[data-zoom]').forEach(b => b.addEventListener('click', () =>
+  setZoom(b.dataset.zoom === 'fit' ? window.innerWidth / W : zoom * +b.dataset.zoom)));
 const data = JSON.parse(document.getElementById('hoid-data').textContent);
 const tip = document.getElementById('tip');
 function esc(s) { return s.replace(/[&<>]/g, c => ({'&': '&amp;', '<': '&lt;', '>': '&gt;'})[c]); }
@@ -141,11 +149,13 @@ def render_html(view: GraphView, title: str | None = None) -> str:
               f'{REPLACED_STROKE}"></i>replaced by the loop</span>'
               + ('<span><i class="swatch" style="background:linear-gradient(90deg,#fff,#ef6548)"></i>share of '
                  'time</span>' if view.total is not None else "") + "<span>hover a node for its line, source "
-              "and time</span></div>")
+              "and time</span><button data-zoom='0.8'>−</button><button data-zoom='1.25'>+</button>"
+              '<button data-zoom="fit">fit</button></div>')
     name = html.escape(title or view.name)
     return (f'<!doctype html><html><head><meta charset="utf-8"><title>{name}</title><style>{STYLE}</style>'
             f'</head><body><header><b>{name}</b> · {html.escape(summary)}{legend}</header>'
-            f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}">'
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0f}" height="{height:.0f}" '
+            f'viewBox="0 0 {width:.0f} {height:.0f}">'
             f'<g class="edges">{"".join(edges)}</g><g class="nodes">{"".join(nodes)}</g></svg>'
             f'<div id="tip"></div><script type="application/json" id="hoid-data">{blob}</script>'
             f"<script>{SCRIPT}</script></body></html>")
