@@ -17,18 +17,29 @@ import json
 from ..measure.timing import format_seconds
 
 
+def device_named(name: str):
+    """The device a journal names: a row of the table, or this machine (a CPU's name says its model)."""
+    from ..measure.devices import get_device
+    from ..measure.local import local_device
+
+    try:
+        return get_device(name)
+    except KeyError:
+        local = local_device()
+        return local if local.name == name else get_device("cpu")
+
+
 def kept_regions(report, journal) -> list[dict]:
     """One dict per kernel node of the run's best graph: kernel, region key, before/after seconds and
     evidence, flops, bytes. `before` is the region's analytic time (modelled); `after` the attempt's."""
     from ..ir.text import loads
-    from ..measure.devices import get_device
     from ..measure.profile import profile_graph
     from ..measure.roofline import region_work
 
     best = journal.best_graph(report.run)
     if best is None:
         return []
-    device = get_device(report.device)
+    device = device_named(report.device)
     attempts = {a["kernel"]: a for a in report.attempts if a["kept"]}
     out = []
     for node in loads(best[0]).nodes:
@@ -112,10 +123,8 @@ def plot_roofline(points: list[dict], device, title: str):
 
 def write_report_html(report, journal, path, best_png: str | None = None) -> dict:
     """The page at `path`; returns what it drew ({"plots": [...], "attempts": n}) for the caller and tests."""
-    from ..measure.devices import get_device
-
     regions = kept_regions(report, journal)
-    device = get_device(report.device)
+    device = device_named(report.device)
     figures = []
     if best_png:
         with open(best_png, "rb") as f:
