@@ -201,6 +201,17 @@ def _add_profile(sub, common) -> None:
     pr.set_defaults(func=run)
 
 
+def _add_trace(sub, common) -> None:
+    """`hoid trace FILE --out T.json`: a document's profile as a Perfetto/Chrome trace (hoid.viz.trace)."""
+    from .viz.cli import trace
+
+    tr = sub.add_parser("trace", parents=[common], help="a document's per-node profile as a Perfetto trace (JSON)")
+    tr.add_argument("file")
+    tr.add_argument("--out", required=True, help="the trace file (open it at ui.perfetto.dev)")
+    tr.add_argument("--device", default=None, help="h200, b200 or cpu (default: this GPU, else an H200 plan)")
+    tr.set_defaults(func=trace)
+
+
 def main(argv: list[str] | None = None) -> int:
     from . import __version__
     from .agent.proposer import DEFAULT_AGENTS
@@ -233,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     va.add_argument("file")
     va.set_defaults(func=_validate)
     _add_profile(sub, common)
+    _add_trace(sub, common)
     from .cli_agent import add_commands  # show, regions, propose, report: the file boundary (hoid/cli_agent.py)
 
     add_commands(sub, common)

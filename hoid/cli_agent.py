@@ -8,7 +8,8 @@
                                            rank or key of `hoid regions`), then measure it against the region's
                                            current time and its floor. Exit 0: passed; 3: rejected (the
                                            counterexample is printed); 2: a mistake in what was given
-    hoid report JOURNAL                    a run's report as markdown, and a PNG of the best latency over attempts
+    hoid report JOURNAL                    a run's report as markdown, a PNG of the best latency over attempts, and
+                                           an HTML page with the plots (regions before/after, roofline, attempts)
 
 `hoid.cli.main` adds them (`add_commands`); errors follow its rule (one line, exit 2 or 1, `--debug`).
 """
@@ -25,6 +26,9 @@ def add_commands(sub, common) -> None:
     sh = sub.add_parser("show", parents=[common], help="a .hoid document, summarised")
     sh.add_argument("file")
     sh.add_argument("--full", action="store_true", help="print the whole document after the summary")
+    from .viz.cli import add_picture_options  # --html, --svg, --png, --profile, --collapse (hoid/viz/cli.py)
+
+    add_picture_options(sh)
     sh.set_defaults(func=show)
     rg = sub.add_parser("regions", parents=[common], help="hot regions of a document, ranked by share of time")
     rg.add_argument("file")
@@ -74,7 +78,10 @@ def _status(what: str):
 
 def show(args: argparse.Namespace) -> int:
     from . import dumps
+    from .viz.cli import show_picture, wants_picture
 
+    if wants_picture(args):
+        return show_picture(args, _graph)
     graph = _graph(args.file)
     kinds = {}
     for gi in graph.inputs:
@@ -223,5 +230,9 @@ def report(args: argparse.Namespace) -> int:
     except ImportError:
         raise _UsageError("the plot needs matplotlib: pip install 'hoid[report]' (or pip install matplotlib)") from None
     out.write_text(f"{rep}\n\n![best latency over attempts]({png.name})\n")
-    print(f"wrote {out} and {png}: {rep.headline()}")
+    from .viz.report_html import write_report_html  # the page with its plots, beside the markdown
+
+    with Journal(path) as journal:
+        write_report_html(rep, journal, out.with_suffix(".html"), str(png))
+    print(f"wrote {out}, {out.with_suffix('.html')} and {png}: {rep.headline()}")
     return 0
