@@ -74,6 +74,6 @@ def run(graph: Graph, *inputs: torch.Tensor, weights: Mapping[str, torch.Tensor]
             if value.type.strides is None and not tensor.is_contiguous():
                 tensor = tensor.contiguous()
             env[value.name] = tensor
-        if on_node is not None:
-            on_node(node, outs)
+        if on_node is not None:  # what later nodes read: on the inputs' device, contiguous as declared
+            on_node(node, tuple(env[v.name] for v in node.outputs))
     return tuple(env[v.name] for v in graph.outputs)

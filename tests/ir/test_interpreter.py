@@ -67,3 +67,20 @@ def test_runs_in_half_precision_on_any_device():
     (out,) = hoid.run(g, x, weights={"w": w})
     assert out.dtype == torch.float16
     torch.testing.assert_close(out, x * w + 1.0)
+
+
+def test_on_node_sees_what_later_nodes_read():
+    """The profiler times each node on the tensors `on_node` hands it: they must be the values the graph
+    goes on with (a constant moved to the inputs' device, a layout made contiguous), not the raw results;
+    on the H200 the raw CPU `arange` met a CUDA operand in the profile."""
+    import hoid
+
+    b = hoid.GraphBuilder("g")
+    x = b.input("x", (4, 3), "f32")
+    t = b.transpose(b.mul(x, 2.0), dim0=0, dim1=1)
+    y = b.add(b.exp(t), 1.0)
+    g = b.build(y)
+    seen = {}
+    out = hoid.run(g, torch.randn(4, 3), on_node=lambda node, outs: seen.update({node.outputs[0].name: outs[0]}))
+    assert seen[g.outputs[0].name] is out[0]
+    assert all(v.is_contiguous() or g.values()[k].type.strides is not None for k, v in seen.items())
