@@ -16,6 +16,14 @@ def _builds_for(spec, arch: str) -> bool:
     return spec.backend == "torch" or arch == "cpu" or arch in spec.archs
 
 
+def _cute_runs_here() -> bool:
+    import torch
+
+    from ..kernels.library._cute_compile import have_cute
+
+    return torch.cuda.is_available() and have_cute()
+
+
 class LibraryProposer:
     """sweep: at most this many param combinations per kernel (the defaults first, then the spec's
     choices in their declared order), so a kernel with many choices does not eat the budget."""
@@ -33,6 +41,10 @@ class LibraryProposer:
                 if spec.pattern.name != region.pattern or not _builds_for(spec, arch):
                     continue
                 if spec.rejects(list(region.types), region.attrs) is not None:
+                    continue
+                if spec.backend == "cute" and not _cute_runs_here():  # a check needs a run: skip, say why
+                    context.skip(self.name, f"{spec.id} for {region.key}", "a CuTe DSL kernel cannot be checked "
+                                 "here: it runs on a CUDA GPU with CuTe DSL installed (pip install 'hoid[cute]')")
                     continue
                 yield Proposal(region.key, spec, self._sweep(spec),
                                note=f"library kernel {spec.id} for {region.pattern}")

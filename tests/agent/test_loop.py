@@ -79,3 +79,25 @@ def test_a_changed_kernel_version_is_checked_again(tmp_path):
     [attempt] = opt.report.attempts
     assert attempt["kernel"] == "torch.rmsnorm" and attempt["verdict"] == "passed"  # checked again
     assert dataclasses.is_dataclass(spec)
+
+
+def test_the_library_proposer_skips_cute_kernels_it_cannot_check_here_and_says_why():
+    """Without a GPU a CuTe kernel cannot run, so it cannot be checked: skipped with the reason, never
+    proposed and "rejected" for being on the CPU."""
+    import torch
+
+    from hoid.agent.library_proposer import LibraryProposer
+    from hoid.agent.proposer import Context, RegionInfo
+    from hoid.ir import TensorType
+    from hoid.measure.devices import H200
+
+    if torch.cuda.is_available():
+        pytest.skip("this checks the CPU path")
+    x, w = TensorType((4, 64), "f32"), TensorType((128, 64), "f32")
+    region = RegionInfo(key="r", pattern="linear", types=(x, w), attrs={}, body=None, seconds=1e-6, share=1.0,
+                        evidence="modelled")
+    skipped = []
+    context = Context(None, [region], H200, None, [], None, lambda p, what, why: skipped.append((what, why)))
+    ids = [p.kernel.id for p in LibraryProposer().propose(context)]
+    assert "triton.linear" in ids and not any(i.startswith("cute.") for i in ids)
+    assert any(what.startswith("cute.linear") and "CUDA GPU" in why for what, why in skipped)
