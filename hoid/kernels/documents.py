@@ -61,6 +61,9 @@ def kernel_sources(graph: Graph) -> dict[str, str]:
 
 def save(graph: Graph, path: str | os.PathLike) -> None:
     """`hoid.ir.io.save`, with the kernel files beside the document."""
+    from ..ir.graph import expect_graph
+
+    graph = expect_graph(graph, "hoid.save")  # before reading its kernel nodes: a Module gets the way to a Graph
     ir_io.save(graph, path, kernel_sources=kernel_sources(graph))
 
 

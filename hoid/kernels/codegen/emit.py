@@ -125,6 +125,8 @@ def emit(body: Graph, layout: Layout, *, title: str) -> tuple[str, dict]:
         ct = COMPUTE[out.type.dtype]
         if ".to(" in template and out.type.dtype != "bool":
             expr = f"({expr}).to({TL[ct]})"
+        if out.type.dtype == "f16":  # f16's range ends at 65504: a value the region overflows to inf must
+            expr = f"({expr}).to(tl.float16).to(tl.float32)"  # overflow here too (found by the property test)
         add(f"    # {_node_text(node)}")
         for line in pre:
             add(f"    {line}")
