@@ -2,19 +2,10 @@
 
 import torch
 
-import hoid
 from hoid.verify import extract_region
 from hoid.verify.region import graph_reference
 
-
-def _graph():
-    b = hoid.GraphBuilder("g")
-    x = b.input("x", (4, 8), "f32")
-    w = b.weight("w", (8,), "f32")
-    scaled = b.mul(x, w, name="scaled")
-    act = b.silu(scaled, name="act")
-    out = b.add(act, scaled, name="out")
-    return b.build(out, b.exp(act, name="side"))
+from ..ir.test_region import _graph  # one example graph for the cut and for its reference
 
 
 def test_graph_reference_runs_in_float64_when_given_float64():
