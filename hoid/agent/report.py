@@ -23,10 +23,17 @@ class Report:
     journal: str
     run: int
     resumed: bool = False
-    attempts: list[dict] = field(default_factory=list)  # journal rows of this run
+    attempts: list[dict] = field(default_factory=list)  # journal rows of this run that were checked
     kept: list[str] = field(default_factory=list)  # "kernel at region (evidence)"
     reused: list[str] = field(default_factory=list)  # persisted acceptances used without a new attempt
     stale: list[str] = field(default_factory=list)  # persisted acceptances checked again, and why
+    skipped: list[dict] = field(default_factory=list)  # rows a proposer left unproposed, with the reason
+
+    def __post_init__(self):
+        # a skip is journaled as a finished row (so resume does not ask again) but it is not an attempt:
+        # nothing was checked and it spent no budget
+        self.skipped = self.skipped + [a for a in self.attempts if a["verdict"] == "skipped"]
+        self.attempts = [a for a in self.attempts if a["verdict"] != "skipped"]
 
     @property
     def measured(self) -> bool:
@@ -59,6 +66,9 @@ class Report:
             note = a.get("note") or ""
             if note.startswith("hypothesis:"):  # an LLM's, stated before it proposed (hoid/agent/openai_proposer.py)
                 lines.append(f"  - {' '.join(note.split())[:600]}")
+        if self.skipped:
+            lines += ["", f"## skipped: {len(self.skipped)} (not proposed, nothing checked)"]
+            lines += [f"- {a['proposer']}: {a['region']}: {a['why']}" for a in self.skipped]
         if self.kept:
             lines += ["", "## kernels in the best graph"] + [f"- {k}" for k in self.kept]
         if self.reused:

@@ -138,7 +138,7 @@ def write_report_html(report, journal, path, best_png: str | None = None) -> dic
     if fig is not None:
         figures.append(("kept kernels against the roofline", _png(fig)))
     rows = []
-    for a in report.attempts:
+    for a in report.attempts + report.skipped:
         state = "kept" if a["kept"] else ("discarded" if a["verdict"] == "passed" else a["verdict"] or "?")
         t = f"{format_seconds(a['kernel_s'])} ({a['kernel_evidence']})" if a["kernel_s"] else ""
         rows.append(f'<tr class="{html.escape(state)}"><td>{html.escape(state)}</td><td>{html.escape(a["kernel"])}'
@@ -154,11 +154,13 @@ def write_report_html(report, journal, path, best_png: str | None = None) -> dic
             f"<h1>hoid optimize: {html.escape(report.graph)} on {html.escape(report.device)}</h1>"
             f"<p><b>{html.escape(report.headline())}</b><br>stopped: {html.escape(report.stop_reason)}; journal "
             f"{html.escape(report.journal)} (run {report.run})</p>{imgs}"
-            f"<h2>attempts: {len(report.attempts)}, kept {sum(1 for a in report.attempts if a['kept'])}</h2>"
-            "<p>kept: in the best graph; discarded: passed its check, but the whole graph was not faster; "
-            "rejected: failed its check (the reason says how).</p><table><tr><th>outcome</th><th>kernel</th>"
+            f"<h2>attempts: {len(report.attempts)}, kept {sum(1 for a in report.attempts if a['kept'])}, skipped "
+            f"{len(report.skipped)}</h2><p>kept: in the best graph; discarded: passed its check, but the whole graph "
+            "was not faster; rejected: failed its check (the reason says how); skipped: not proposed, nothing "
+            "checked (the reason says why).</p><table><tr><th>outcome</th><th>kernel</th>"
             f"<th>region</th><th>kernel time</th><th>why</th></tr>{''.join(rows)}</table>"
             f'<script type="application/json" id="hoid-regions">{blob}</script></body></html>')
     with open(path, "w") as f:
         f.write(page)
-    return {"plots": [t for t, _ in figures], "attempts": len(rows), "regions": regions}
+    return {"plots": [t for t, _ in figures], "attempts": len(report.attempts), "skipped": len(report.skipped),
+            "regions": regions}

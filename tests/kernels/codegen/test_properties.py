@@ -15,6 +15,9 @@ from hoid.errors import GraphError
 from hoid.ir import GraphBuilder, all_ops, get_op
 from hoid.ir.registry import infer_node
 from hoid.kernels.codegen import find_regions
+from hoid.verify import check
+from hoid.verify.check import region_inputs
+from hoid.verify.region import graph_reference
 from tests.ir.graph_strategies import random_tensor
 
 from .helpers import verify
@@ -81,6 +84,26 @@ def _discontinuous(body) -> bool:
         v.name in made and v.type.dtype in ("f16", "bf16", "f32", "f64") for v in n.inputs) for n in body.nodes)
 
 
+def _amplifies_rounding(body, seed: int) -> bool:
+    """True when the region itself turns input rounding into more error than verify's table allows
+    (`sin(1 / var(x))`): its exact result on inputs moved by one rounding of their dtype fails the same
+    check. A kernel's failure there says nothing of the generator; everywhere else the kernel must pass."""
+    from hoid.ir.dtypes import to_torch
+
+    reference = graph_reference(body)
+    out_dtypes = [to_torch(v.type.dtype) for v in body.outputs]
+
+    def rounded_inputs(*xs):
+        gen = torch.Generator().manual_seed(1)
+        moved = [x.double() * (1 + torch.finfo(x.dtype).eps * (2 * torch.rand(x.shape, generator=gen) - 1))
+                 if x.is_floating_point() else x for x in xs]
+        outs = reference(*moved)
+        outs = outs if isinstance(outs, (list, tuple)) else [outs]
+        return tuple(o.to(d) for o, d in zip(outs, out_dtypes, strict=True))
+
+    return not check(rounded_inputs, body, region_inputs(body), trials=3, seed=seed, isolate=False).ok
+
+
 # hoid.verify.check draws its trials with hypothesis inside this test: newer hypothesis flags nested @given
 @settings(max_examples=25, suppress_health_check=[h for h in (getattr(HealthCheck, "nested_given", None),) if h])
 @given(fusible_graphs())
@@ -94,7 +117,7 @@ def test_random_regions_generate_compile_and_verify(graph):
         if _discontinuous(generated.body):
             continue
         verdict = verify(generated, trials=3)
-        assert verdict.ok, f"{verdict.reason}\n{generated.source.text}"
+        assert verdict.ok or _amplifies_rounding(generated.body, seed=0), f"{verdict.reason}\n{generated.source.text}"
 
 
 @pytest.mark.parametrize("arch", ["sm_90", "sm_100"])
@@ -105,3 +128,14 @@ def test_random_regions_build_for_the_gpu_archs(arch, graph):
     for fused in find_regions(graph).regions:
         built = fused.generated.spec.compile(arch)
         assert built.arch == arch and built.ptx_target == arch + "a"
+
+
+def test_the_conditioning_oracle_excuses_only_regions_that_amplify_rounding():
+    b = GraphBuilder("well")
+    x, w = b.input("x", (4, 32), "f32"), b.input("w", (32,), "f32")
+    well = b.build(b.op("rmsnorm", b.add(b.mul(x, x), x), w, eps=1e-6))
+    b = GraphBuilder("ill")
+    x = b.input("x", (1, 2), "f32")
+    ill = b.build(b.op("sin", b.op("reciprocal", b.op("var", x, dim=[-1]))))
+    assert not _amplifies_rounding(well, seed=0)
+    assert _amplifies_rounding(ill, seed=0)
