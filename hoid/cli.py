@@ -115,6 +115,8 @@ def _progress_printer():
             say(f"[{count[0]}] {event['kernel']} for {event['region'][:60]}: {mark}{best}")
         elif kind == "stale":
             say(f"checking again {event['kernel']}: {event['why']}")
+        elif kind == "region skipped":  # a proposer left it without a proposal (a kernel whose region is absent)
+            say(escape(f"skipped {event['region']}: {event['why']}"))
         elif kind == "llm":  # an LLM proposer's conversation (hoid/agent/openai_proposer.py): turns, tokens, verdicts
             where = f"turn {event['turn']}, {event['tokens']} tokens: " if event.get("turn") is not None else ""
             say(escape(f"  {event['proposer']}: {where}{event['what']}"))  # the model's words: no rich markup

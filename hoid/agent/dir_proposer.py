@@ -18,9 +18,12 @@ An output that `index_copy` writes into a region input of its type (a cache appe
 default (`KernelSpec.aliases`): the launch gets the cache itself as that output and writes only the new
 rows; `"aliases": {}` in meta turns that off.
 
-The region is matched in the graph's e-graph like any fused pattern (structurally, then exactly), and the
-kernel claims it only at the region's own input types. The loop finds those regions because this
-proposer lists its specs in `region_specs()`; a region that does not occur in the graph gets no proposal.
+The region is matched in the graph's e-graph by the search's own matcher, as the library's fused patterns
+are (`hoid.search.library`: structurally, then exactly; from an output that reaches every input, or from
+all outputs at once where none does, as for the attention prelude: `hoid.search.joint`), and the kernel
+claims it only at the region's own input types. The loop finds those regions because this proposer lists
+its specs in `region_specs()`. A kernel whose region does not occur (or only at types it does not claim)
+gets no proposal and is journaled as skipped with the reason, which the report lists.
 """
 
 from __future__ import annotations
@@ -164,8 +167,27 @@ class DirectoryProposer:
 
     def propose(self, context: Context) -> Iterable[Proposal]:
         for kernel, spec in zip(self.kernels, self._specs, strict=True):
-            for region in context.regions:
-                if region.pattern == spec.pattern.name and spec.rejects(list(region.types), region.attrs) is None:
-                    note = kernel.meta.get("note") or f"{kernel.id} from {self.path}"
-                    yield Proposal(region.key, spec, kernel.sweep(spec), note=note)
+            found = [r for r in context.regions if r.pattern == spec.pattern.name]
+            taken = [r for r in found if spec.rejects(list(r.types), r.attrs) is None]
+            if not taken:  # journaled with the reason (the report lists it), never dropped in silence
+                context.skip(self.name, f"{kernel.id} for {spec.pattern.name}", _unmatched(kernel, spec, found,
+                                                                                         context.graph))
+            for region in taken:
+                note = kernel.meta.get("note") or f"{kernel.id} from {self.path}"
+                yield Proposal(region.key, spec, kernel.sweep(spec), note=note)
+
+
+def _unmatched(kernel: DirKernel, spec: KernelSpec, found: list, graph: Graph) -> str:
+    """Why `kernel` gets no proposal: its region matched only where the kernel does not apply, or never."""
+    if found:
+        region = found[0]
+        why = spec.rejects(list(region.types), region.attrs)
+        return f"its region matched at {region.key}, where the kernel does not apply: {why}"
+    ops, count = sorted({n.op for n in kernel.region.nodes}), len(kernel.region.nodes)
+    absent = [op for op in ops if op not in graph.op_counts()]
+    why = (f"the graph has no {', '.join(absent)} node" if absent else
+           "its ops all occur in the graph, but not connected as in the region, or at other types or attrs")
+    return (f"its region never matched: no part of the graph's e-graph (after the rule sets) computes it ({count} "
+            f"node{'s' * (count != 1)}: {', '.join(ops)}; {why}); cut the region from this graph (hoid regions FILE "
+            f"--cut t1,t2,... --out region.hoid) so its ops, attrs and types are the graph's")
 

@@ -13,6 +13,7 @@ import hoid
 from hoid.agent import Journal, optimize
 from hoid.agent.dir_proposer import KernelDirError, load_kernels
 from hoid.cli import main
+from hoid.ir import GraphBuilder
 from hoid.models.examples import decode_layer
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "kernels"
@@ -21,29 +22,73 @@ MAKE = runpy.run_path(str(EXAMPLES / "make_regions.py"))
 pytestmark = pytest.mark.slow
 
 
+def _folder(root: Path, name: str, region, kernel: Path) -> None:
+    (root / name).mkdir(parents=True)
+    shutil.copy(kernel, root / name / "kernel.py")
+    hoid.save(region, root / name / "region.hoid")
+
+
+def _off_graph_kernels(root: Path, kernel: Path) -> None:
+    """Two kernel folders whose regions the layer lacks: one cut from a wider layer (it matches, at the layer's
+    types, which its kernel does not claim), one of an op the layer has none of."""
+    wider = MAKE["regions"](decode_layer(**{**MAKE["SMALL"], "hidden": 96}))["rmsnorm_gate_up_silu"]
+    _folder(root, "elsewhere", wider, kernel)
+    b = GraphBuilder("nowhere")
+    _folder(root, "nowhere", b.build(b.exp(b.input("x", (1, 1, 64), "f32"))), kernel)
+
+
 @pytest.fixture(scope="module")
 def small(tmp_path_factory):
     """A saved tiny decode layer, the example kernels with their regions cut from it, and one loop run over
-    the wrong and the slow kernel (its journal)."""
+    all of them and two kernels whose regions the layer lacks (its journal)."""
     root = tmp_path_factory.mktemp("dir")
     graph = decode_layer(**MAKE["SMALL"])
     hoid.save(graph, root / "layer.hoid")
     MAKE["write"](root / "all", graph, copy_kernels=True)
-    pair = root / "pair"
-    for name in ("wrong_rmsnorm_gate_up_silu", "slow_rmsnorm_gate_up_silu"):
-        shutil.copytree(root / "all" / name, pair / name)
+    shutil.copytree(root / "all", root / "run")
+    _off_graph_kernels(root / "run", root / "all" / "rmsnorm_gate_up_silu" / "kernel.py")
     mp = pytest.MonkeyPatch()
     mp.setenv("HOID_CACHE", str(root / "cache.sqlite"))
-    opt = optimize(graph, agent=f"dir:{pair}", device="cpu", journal=root / "journal.sqlite", store=False, rules=True,
-                   trials=4)
+    opt = optimize(graph, agent=f"dir:{root / 'run'}", device="cpu", journal=root / "journal.sqlite", store=False,
+                   rules=True, trials=4)
     mp.undo()
     return root, opt
 
 
+def _rows(root: Path, opt) -> list[dict]:
+    with Journal(root / "journal.sqlite") as journal:
+        return journal.attempts(opt.report.run)
+
+
+def test_every_example_kernel_reaches_a_verdict_at_its_region(small):
+    root, opt = small
+    rows = _rows(root, opt)
+    shipped = sorted(p.name for p in EXAMPLES.iterdir() if (p / "kernel.py").is_file())
+    assert len(shipped) >= 5 and "qkv_norm_rope_cache" in shipped
+    for name in shipped:  # checked (and, when it passed, measured and tried in the whole graph) at its region
+        row = next((r for r in rows if r["kernel"] == f"dir.{name}"), None)
+        assert row is not None, f"dir.{name} never matched: {[r['why'] for r in rows if name in r['region']]}"
+        assert row["verdict"] in ("passed", "rejected") and row["region"].startswith(f"region:dir.{name}(")
+        assert row["why"] and (row["verdict"] == "rejected" or row["kernel_evidence"] == "measured")
+    # the multi-output prelude (q rotated, k and v appended: no output reaches every input) was matched and
+    # injected as the library's fused preludes are, and passed its check
+    qkv = next(r for r in rows if r["kernel"] == "dir.qkv_norm_rope_cache")
+    assert qkv["verdict"] == "passed" and qkv["kernel_s"] > 0
+
+
+def test_a_kernel_whose_region_is_not_in_the_graph_is_reported_with_the_reason(small):
+    root, opt = small
+    skipped = {r["region"].split(" for ")[0]: r["why"] for r in _rows(root, opt) if r["verdict"] == "skipped"}
+    assert set(skipped) == {"dir.elsewhere", "dir.nowhere"}
+    assert skipped["dir.nowhere"].startswith("its region never matched") and "no exp node" in skipped["dir.nowhere"]
+    assert "where the kernel does not apply: the region's own input types (f32[1,1,96]" in skipped["dir.elsewhere"]
+    text = str(opt.report)
+    assert "## skipped: 2" in text and "dir.nowhere" in text and "hoid regions FILE --cut" in text
+
+
 def test_wrong_kernel_rejected_with_counterexample_and_slow_one_discarded(small):
     root, opt = small
-    with Journal(root / "journal.sqlite") as journal:
-        rows = {a["kernel"]: a for a in journal.attempts(opt.report.run)}
+    rows = {a["kernel"]: a for a in _rows(root, opt)}
     wrong, slow = rows["dir.wrong_rmsnorm_gate_up_silu"], rows["dir.slow_rmsnorm_gate_up_silu"]
     assert wrong["verdict"] == "rejected" and not wrong["kept"]
     assert "differs from the reference" in wrong["verdict_reason"] and "worst output" in wrong["verdict_reason"]
@@ -54,7 +99,7 @@ def test_wrong_kernel_rejected_with_counterexample_and_slow_one_discarded(small)
     # extraction, which its measured price keeps out of every finalist, or by the whole graph's measurement
     assert slow["why"].startswith("no finalist uses it") or (
         slow["graph_s"] is not None and slow["why"].startswith("whole graph") and "(measured)" in slow["why"])
-    assert not any(n.op == "kernel" and n.attrs["kernel"].startswith("dir.") for n in opt.graph.nodes)
+    assert not any(n.op == "kernel" and n.attrs["kernel"] == "dir.slow_rmsnorm_gate_up_silu" for n in opt.graph.nodes)
 
 
 def test_every_example_kernel_loads_and_its_region_occurs_in_the_layer(small):
@@ -125,3 +170,20 @@ def test_cli_report_writes_markdown_and_png(small, capsys):
     png = md.with_suffix(".png")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
     assert main(["report", str(root / "nothing.sqlite")]) == 2
+
+
+def test_cli_optimize_keeps_the_fused_prelude_on_a_modelled_h200_and_says_what_it_skipped(small, capsys, monkeypatch):
+    root, _ = small
+    monkeypatch.setenv("HOID_CACHE", str(root / "cli-cache.sqlite"))
+    monkeypatch.setenv("HOID_KERNELS", str(root / "cli-kernels.sqlite"))
+    folder = root / "prelude"
+    shutil.copytree(root / "all" / "qkv_norm_rope_cache", folder / "qkv_norm_rope_cache")
+    shutil.copytree(root / "run" / "nowhere", folder / "nowhere")
+    assert main(["optimize", str(root / "layer.hoid"), "--agent", f"dir:{folder}", "--device", "h200",
+                 "--journal", str(root / "cli.sqlite")]) == 0
+    out, err = capsys.readouterr()
+    # its three outputs matched together, injected at the layer's prelude, and cheaper on the H200's model
+    assert "[kept] dir:" in out and "dir.qkv_norm_rope_cache for region:dir.qkv_norm_rope_cache(" in out
+    assert "(modelled: provisional, not stored)" in out and "dir.qkv_norm_rope_cache {" in out
+    assert "## skipped: 1" in out and "dir.nowhere for region:dir.nowhere: its region never matched" in out
+    assert "skipped dir.nowhere" in err and "kept" in err
