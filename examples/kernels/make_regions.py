@@ -1,7 +1,9 @@
 """Writes each example kernel's region.hoid: its region cut from `hoid.models.examples.decode_layer`.
 
     python examples/kernels/make_regions.py                  # Qwen3-1.7B's shapes, bf16 (what ships)
-    python examples/kernels/make_regions.py --small OUT      # a tiny f32 layer, the kernels copied to OUT (tests)
+    python examples/kernels/make_regions.py --small OUT      # a tiny f32 layer (OUT/layer.hoid), the kernels
+                                                             # copied to OUT with their regions cut from it
+    hoid optimize OUT/layer.hoid --agent dir:OUT --device h200   # then: the loop on it, on a CPU (modelled)
 
 A region is named by the values its nodes produce (`Region.of`), the same at every size of the layer:
 `hoid regions FILE --cut t27,t28,...` prints the same cut of a saved document.
@@ -54,10 +56,14 @@ def main() -> None:
     from hoid.models.examples import decode_layer
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--small", metavar="OUT", help="write a tiny f32 layer's regions, with the kernels, to OUT")
+    parser.add_argument("--small", metavar="OUT", help="a tiny f32 layer and its regions, with the kernels, to OUT")
     args = parser.parse_args()
     if args.small:
-        write(Path(args.small), decode_layer(**SMALL), copy_kernels=True)
+        import hoid
+
+        graph = decode_layer(**SMALL)
+        write(Path(args.small), graph, copy_kernels=True)
+        hoid.save(graph, Path(args.small) / "layer.hoid")
     else:
         write(HERE, decode_layer(), copy_kernels=False)
 
