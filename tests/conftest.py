@@ -28,6 +28,22 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_caches(tmp_path_factory):
+    """The suite never reads or writes the user's own measurement cache and kernel store (~/.cache/hoid):
+    a run of the tests must not change what hoid.optimize later finds there. A test that needs its own
+    sets the variables again (monkeypatch)."""
+    root = tmp_path_factory.mktemp("hoid-cache")
+    saved = {k: os.environ.get(k) for k in ("HOID_CACHE", "HOID_KERNELS")}
+    os.environ["HOID_CACHE"], os.environ["HOID_KERNELS"] = str(root / "measure.sqlite"), str(root / "kernels.sqlite")
+    yield
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
 @pytest.fixture(autouse=True)
 def _seeded_by_test_name(request):
     """torch's and Python's global generators seeded from the test's id: a test that draws unseeded inputs

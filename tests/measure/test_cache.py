@@ -247,3 +247,14 @@ def test_a_file_of_a_newer_schema_is_refused(tmp_path):
     db.close()
     with pytest.raises(ValueError, match="newer hoid"):
         MeasureCache(path)
+
+
+def test_the_suite_keeps_out_of_the_users_own_cache_and_store():
+    """conftest points both at a temporary folder: running the tests leaves ~/.cache/hoid as it was."""
+    from pathlib import Path
+
+    from hoid.kernels.store import default_store_path
+    from hoid.measure.cache import default_cache_path
+
+    home = Path.home() / ".cache" / "hoid"
+    assert home not in default_cache_path().parents and home not in default_store_path().parents
