@@ -188,6 +188,7 @@ def register_proposer(name: str, factory: Callable[..., Proposer]) -> None:
 
 
 def proposer_names() -> list[str]:
+    """The names `optimize(agent=...)` accepts: registered proposers, and prefixes that take an argument."""
     _builtins()
     return sorted(_FACTORIES) + [f"{p}<arg>" for p in sorted(_PREFIXES)]
 

@@ -13,6 +13,8 @@ from ..measure.timing import format_seconds
 
 @dataclass
 class Report:
+    """What one optimize run did: baseline and best whole-graph time with their evidence, why it stopped,
+    the attempts checked, kept, reused and skipped (`hoid report` prints it)."""
     graph: str
     device: str
     baseline_s: float

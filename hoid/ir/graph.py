@@ -32,6 +32,8 @@ class Value:
 
 @dataclass(frozen=True)
 class GraphInput:
+    """One input of a graph: its value and its kind (an activation "input", a bound "weight", or "state"
+    that a step reads and writes back)."""
     value: Value
     kind: InputKind = "input"
 
@@ -53,6 +55,8 @@ def attr_key(value: Any) -> Any:
 
 @dataclass(eq=False)
 class Node:
+    """One op applied to values: `op` names a registered op (`hoid.ir.get_op`), `attrs` its attributes,
+    `outputs` the values it defines (the first one's name is the node's name)."""
     op: str
     inputs: tuple[Value, ...]
     attrs: dict[str, Any]

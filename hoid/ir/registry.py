@@ -31,6 +31,7 @@ class InferError(GraphError):
 
 @dataclass(frozen=True)
 class Attr:
+    """One attribute an op declares: its name, kind (one of `ATTR_KINDS`), default, and allowed values."""
     name: str
     kind: str
     default: Any = REQUIRED
@@ -121,6 +122,7 @@ def register_op(op: OpDef, *, replace: bool = False) -> OpDef:
 
 
 def get_op(name: str) -> OpDef:
+    """The registered op `name`; an unknown name raises `GraphError` naming the closest ones."""
     _load_builtins()
     try:
         return _REGISTRY[name]
@@ -136,6 +138,7 @@ def has_op(name: str) -> bool:
 
 
 def all_ops() -> dict[str, OpDef]:
+    """Every registered op, by name (the built-ins and any `register_op` added)."""
     _load_builtins()
     return dict(_REGISTRY)
 

@@ -33,6 +33,7 @@ def register_library(spec: KernelSpec) -> KernelSpec:
 
 
 def get(kernel_id: str) -> KernelSpec:
+    """The registered kernel `kernel_id`; an unknown id raises `KeyError` listing the registered ones."""
     _load_library()
     try:
         return _KERNELS[kernel_id]
@@ -42,6 +43,7 @@ def get(kernel_id: str) -> KernelSpec:
 
 
 def all_kernels() -> dict[str, KernelSpec]:
+    """Every registered kernel, by id: the library's and any registered since."""
     _load_library()
     return dict(_KERNELS)
 

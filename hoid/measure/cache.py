@@ -76,6 +76,7 @@ def installed_versions() -> tuple[str, str]:
 
 
 def default_cache_path() -> Path:
+    """Where measurements are kept: `HOID_CACHE`, else ~/.cache/hoid/measure.sqlite."""
     return Path(os.environ.get("HOID_CACHE") or Path.home() / ".cache" / "hoid" / "measure.sqlite")
 
 

@@ -92,6 +92,7 @@ DEVICES: dict[str, Device] = {"h200": H200, "b200": B200, "cpu": CPU}
 
 
 def get_device(name: str) -> Device:
+    """The device table's row for `name` ("h200", "NVIDIA H200", "b200", "cpu"); `KeyError` lists the known."""
     key = name.lower().replace("nvidia ", "").strip()
     if key not in DEVICES:
         raise KeyError(f"no device {name!r} in the table; known: {', '.join(DEVICES)}")

@@ -57,4 +57,5 @@ def compare(candidate: Timing, baselines: Sequence[Timing], *, min_gain: float =
 
 
 def is_faster(candidate: Timing, baselines: Sequence[Timing], *, min_gain: float = 0.01) -> bool:
+    """Whether `candidate` beats the baselines' median by more than their noise (at least `min_gain`): `compare`."""
     return compare(candidate, baselines, min_gain=min_gain).faster

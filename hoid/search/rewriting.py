@@ -55,6 +55,7 @@ class SearchReport:
 
 @dataclass
 class SearchResult:
+    """What `search` returns: the cheapest graph found and the report of how it was found."""
     graph: Graph
     report: SearchReport
 

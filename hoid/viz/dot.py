@@ -19,7 +19,7 @@ INSTALL = ("Graphviz's dot is not installed: install it (Debian/Ubuntu: sudo apt
 
 
 class GraphvizMissing(RuntimeError):
-    pass
+    """Graphviz's `dot` is not on PATH; the message says how to install it (or to use --html)."""
 
 
 def _quote(text: str) -> str:

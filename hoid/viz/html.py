@@ -21,7 +21,8 @@ REPLACED_STROKE = "#1a9850"  # regions the loop replaced: a dashed green outline
 
 STYLE = f"""
 body {{ font: 13px system-ui, sans-serif; margin: 0; color: #222; }}
-header {{ padding: 8px 14px; border-bottom: 1px solid #ddd; background: #fafafa; position: sticky; top: 0; }}
+header {{ padding: 8px 14px; border-bottom: 1px solid #ddd; background: #fafafa; position: fixed; top: 0;
+         left: 0; right: 0; z-index: 5; }}  /* fixed, not sticky: a wide graph scrolls sideways too */
 header b {{ font-size: 15px; }}
 .legend span {{ display: inline-block; margin-right: 14px; }}
 .swatch {{ display: inline-block; width: 12px; height: 12px; vertical-align: -2px; margin-right: 4px;

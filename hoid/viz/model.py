@@ -25,6 +25,8 @@ LAYER = re.compile(r"(?:^|\.)(?:layers|cache)\.(\d+)(?:\.|$)")
 
 @dataclass
 class ViewNode:
+    """One drawn box: a node of the graph (or an input, state or output), what it shows and its time."""
+
     id: str  # the first output's name: unique in the graph
     op: str
     label: str  # the op, or the kernel's id for a kernel node
@@ -43,6 +45,9 @@ class ViewNode:
 
 @dataclass
 class GraphView:
+    """What a picture of a graph draws (`build_view`): its nodes and edges, the collapsed layers, the
+    profile's evidence, device and total."""
+
     name: str
     nodes: list[ViewNode]
     edges: list[tuple[str, str]]  # (from id, to id), deduplicated

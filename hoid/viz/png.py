@@ -14,6 +14,7 @@ MAX_INCHES = 60  # a 300-rank graph at 100 dpi: 6,000 pixels tall, still a few h
 
 
 def render_png(view: GraphView, path, *, dpi: int = 100) -> None:
+    """Write `view` as a PNG at `path`: the HTML page's layout and colours, drawn by matplotlib."""
     import matplotlib
 
     matplotlib.use("Agg")

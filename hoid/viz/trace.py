@@ -36,5 +36,6 @@ def profile_trace(graph: Graph, profile) -> dict:
 
 
 def write_trace(graph: Graph, profile, path) -> None:
+    """Write `profile_trace(graph, profile)` to `path` as JSON (open it at ui.perfetto.dev)."""
     with open(path, "w") as f:
         json.dump(profile_trace(graph, profile), f)

@@ -17,19 +17,6 @@ from hoid.viz import build_view, profile_trace, render_html, to_dot
 H200 = get_device("h200")
 
 
-@pytest.fixture(scope="module")
-def journal(tmp_path_factory):
-    """One optimize run of the example (its first attempt kernelizes gate/up + SiLU): a journal to draw."""
-    where = tmp_path_factory.mktemp("run")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("HOID_CACHE", str(where / "c.sqlite"))
-    mp.setenv("HOID_KERNELS", str(where / "k.sqlite"))
-    assert main(["optimize", "example:mlp_block", "--budget", "1 attempts", "--device", "h200",
-                 "--journal", str(where / "j.sqlite")]) == 0
-    yield where / "j.sqlite"
-    mp.undo()
-
-
 def drawn(page: str) -> list[tuple[str, str]]:
     """(classes, data-id) of every node group the page draws."""
     return re.findall(r'<g class="(node [^"]*)" data-id="([^"]*)"', page)
