@@ -255,8 +255,13 @@ def main(argv=None) -> int:
     save()
     if not args.no_write_reference:
         (args.out / "reference.json").write_text(json.dumps(reference, indent=1, sort_keys=True) + "\n")
-    print(decode_report.markdown(decode_report.load(path, legacy=None)))
+    cells = decode_report.load(path, legacy=None)
+    print(decode_report.markdown(cells))
     print(f"wrote {path}" + ("" if args.no_write_reference else f" and {args.out / 'reference.json'}"))
+    try:
+        print(f"wrote {decode_report.plot(cells, path.with_suffix('.png'))}")
+    except ImportError as e:  # matplotlib is the `report` extra; the JSON and the table are the results
+        print(f"no plot: {e} (pip install matplotlib; then benchmarks/decode_report.py --plot)", file=sys.stderr)
     errors = [f"{c['shape']['key']} {r['key']}" for c in result["cells"] for r in c["rows"]
               if r.get("status") == "error"]
     if errors:

@@ -28,6 +28,7 @@ import re
 from pathlib import Path
 
 TOLERANCE = 0.05
+WARM_OPTIMIZE_S = 300  # issue 21: optimization <= 5 minutes per model, warm
 METRICS = {"tokens_per_s": max, "ttft_s": min, "peak_bytes": min}  # what "best" means per metric
 RESULTS = Path(__file__).parent / "results"
 
@@ -176,13 +177,31 @@ def _row(cell, key):
     return next((r for r in cell["rows"] if r["key"] == key and r.get("status") == "ok"), None)
 
 
+def misses(cell) -> list[str]:
+    """What issue 21's musts find missing in a cell: hoid (compiled, gate passed) no slower than best stock at
+    decode, time to first token no worse, warm optimization within 5 minutes. Empty: all met."""
+    hoid, best = _row(cell, "hoid-compile"), cell.get("best_stock") or best_of(cell["rows"])
+    if hoid is None or hoid.get("failed"):
+        return ["no hoid-compile row that passed the gate"]
+    out = []
+    if "tokens_per_s" in best and hoid["tokens_per_s"] < best["tokens_per_s"]["value"]:
+        out.append("decode slower than best stock")
+    if "ttft_s" in best and hoid.get("ttft_s") is not None and hoid["ttft_s"] > best["ttft_s"]["value"]:
+        out.append("TTFT worse than best stock")
+    warm = ((hoid.get("optimize") or {}).get("warm") or {}).get("seconds")
+    if warm is not None and warm > WARM_OPTIMIZE_S:
+        out.append(f"warm optimize {warm:.0f} s > {WARM_OPTIMIZE_S} s")
+    return out
+
+
 def _fmt(value, scale=1.0, digits=0, suffix=""):
     return "-" if value is None else f"{value * scale:.{digits}f}{suffix}"
 
 
 def markdown(cells: list[dict]) -> str:
-    head = ("| model | prompt | batch | best stock tok/s | hoid tok/s | hoid / best | export tok/s | backend tok/s "
-            "| roofline (hoid) | TTFT ms stock / hoid | peak GiB stock / hoid | optimize s cold / warm | gate |")
+    head = ("| model | prompt | batch | best stock tok/s | hoid tok/s | hoid / best | export tok/s "
+            "| backend tok/s | roofline (hoid) | TTFT ms stock / hoid | peak GiB stock / hoid "
+            "| optimize s cold / warm | gate | musts |")
     lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
     for cell in cells:
         best = cell.get("best_stock") or best_of(cell["rows"])
@@ -206,7 +225,7 @@ def markdown(cells: list[dict]) -> str:
             f"{_fmt(best.get('peak_bytes', {}).get('value'), 2**-30, 1)} / "
             f"{_fmt(hoid and hoid.get('peak_bytes'), 2**-30, 1)}",
             f"{_fmt(opt.get('cold', {}).get('seconds'))} / {_fmt(opt.get('warm', {}).get('seconds'))}",
-            gate]) + " |")
+            gate, "met" if not misses(cell) else "; ".join(misses(cell))]) + " |")
     return "\n".join(lines)
 
 

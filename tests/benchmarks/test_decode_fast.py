@@ -3,7 +3,6 @@ batched, prefill then decode steps over its static cache)."""
 
 import pytest
 import torch
-
 from decode_fast import FastModel
 
 pytest.importorskip("transformers")

@@ -2,7 +2,6 @@
 
 import pytest
 import torch
-
 from decode_loop import Decoder, Shape, Skip, measure, run_row, teacher_forced
 
 VOCAB = 50

@@ -2,9 +2,8 @@
 
 import json
 
-import pytest
-
 import decode_report as dr
+import pytest
 
 pytest.importorskip("transformers")
 
@@ -119,3 +118,17 @@ def test_kv_bytes_follow_the_config():
     cfg = config("llama-3.2-1b")
     assert dr.kv_bytes_per_position(cfg) == 16 * 2 * 8 * 64 * 2
     assert dr.kv_bytes_per_position(cfg, dtype_bytes=4) == 2 * dr.kv_bytes_per_position(cfg)
+
+
+def test_the_issues_musts_name_what_is_missed():
+    def cell(hoid_tps, hoid_ttft, warm_s, failed=False):
+        hoid = _row("hoid-compile", hoid_tps, ttft=hoid_ttft, group="hoid", failed=failed,
+                    optimize={"cold": {"seconds": 500}, "warm": {"seconds": warm_s}})
+        return {"rows": [_row("s", 100, ttft=0.02), _row("t", 90, ttft=0.01), hoid]}
+
+    assert dr.misses(cell(100, 0.01, 300)) == []  # ties meet the musts
+    assert dr.misses(cell(99, 0.011, 301)) == ["decode slower than best stock", "TTFT worse than best stock",
+                                               "warm optimize 301 s > 300 s"]
+    assert dr.misses(cell(500, 0.001, 10, failed=True)) == ["no hoid-compile row that passed the gate"]
+    assert dr.markdown([{**cell(100, 0.01, 300), "model": "m", "shape": {"prompt": 1, "batch": 1}}]).endswith(
+        "| met |")
