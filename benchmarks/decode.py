@@ -35,7 +35,9 @@ import decode_hoid  # noqa: E402
 import decode_report  # noqa: E402
 import decode_stock  # noqa: E402
 from decode_gate import Gate  # noqa: E402
-from decode_loop import Shape, run_row  # noqa: E402
+from decode_loop import Shape, run_row, tokens_per_second  # noqa: E402
+
+__all__ = ["main", "tokens_per_second"]  # kernels_cute.py times its whole-model rows with the shared loop
 
 MODELS = ("qwen3-1.7b", "qwen3-4b", "llama-3.2-1b", "llama-3.1-8b")
 HF = [k for k in decode_stock.ROWS if k.startswith("hf-")]

@@ -101,6 +101,15 @@ def measure(decoder: Decoder, prompt: torch.Tensor, new_tokens: int, *, warmup: 
     return figures, generated.squeeze(-1).T.contiguous()
 
 
+def tokens_per_second(step: Callable, steps: int, *, warmup: int = 8, batch: int = 1,
+                      device: str | torch.device = "cuda") -> float:
+    """Greedy decode of `steps` timed tokens through `step(token [B, 1], position) -> token` alone: a
+    one-token prompt whose "prefill" is the step at position 0 (a graph benchmarked without its prefill)."""
+    prompt = torch.zeros((batch, 1), dtype=torch.long, device=device)
+    figures, _ = measure(Decoder(prefill=step, step=step), prompt, steps + 1, warmup=warmup, ttft_repeats=1)
+    return figures["tokens_per_s"]
+
+
 def teacher_forced(decoder: Decoder, prompt: torch.Tensor, tokens: torch.Tensor,
                    on_step: Callable[[int, torch.Tensor], None]) -> None:
     """Feed `tokens` i64[B, N] (the first N new tokens) after `prompt`; `on_step(i, logits [B, V])` gets the

@@ -34,7 +34,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(1, str(HERE.parent))
 
 from decode import copy_bandwidth, versions  # noqa: E402
-from decode_loop import Decoder, measure, release  # noqa: E402
+from decode_loop import release, tokens_per_second  # noqa: E402
 
 
 def _kernels(graph) -> list[str]:
@@ -65,18 +65,15 @@ def variant(name: str, graph, target, budget, folder: Path):
         "kept": sum(1 for a in opt.report.attempts if a.get("kept"))}
 
 
-def tokens_per_s(graph, device, steps: int, warmup: int) -> dict:
+def whole_graph(graph, device, steps: int, warmup: int) -> dict:
     import hoid
     from hoid.runtime.sampling import Greedy
 
     step = hoid.compile(graph, device=device, sample=Greedy())
-    run = lambda tok, pos: step(tok, pos, *step.state)[0]  # noqa: E731
-    # a one-token prompt: the "prefill" is the step at position 0, so the loop times the step alone
-    figures, _ = measure(Decoder(prefill=run, step=run), torch.zeros((graph.runtime_inputs[0].type.shape[0], 1),
-                                                                     dtype=torch.long, device=device), steps,
-                         warmup=warmup, ttft_repeats=1)
-    return {"tokens_per_s": figures["tokens_per_s"], "captured": step.captured,
-            "cuda_graph_reason": step.cuda_graph_reason, "nodes": len(step.plan.steps)}
+    rate = tokens_per_second(lambda tok, pos: step(tok, pos, *step.state)[0], steps, warmup=warmup,
+                             batch=graph.runtime_inputs[0].type.shape[0], device=device)
+    return {"tokens_per_s": rate, "captured": step.captured, "cuda_graph_reason": step.cuda_graph_reason,
+            "nodes": len(step.plan.steps)}
 
 
 def main(argv=None) -> int:
@@ -108,7 +105,7 @@ def main(argv=None) -> int:
             for name in ("none", "rules", "proposers", "both"):
                 chosen, seconds, details = variant(name, graph, target, budget, Path(folder))
                 rows[name] = {"optimize_s": seconds, "kernels": _kernels(chosen), **details,
-                              **tokens_per_s(chosen, device, args.steps, args.warmup)}
+                              **whole_graph(chosen, device, args.steps, args.warmup)}
                 release(device)
                 print(f"{name:<10} {rows[name]['tokens_per_s']:9.1f} tok/s  optimize {seconds:7.1f} s  "
                       f"kernels {', '.join(rows[name]['kernels']) or '-'}", flush=True)

@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from decode_loop import Decoder, Shape, Skip, measure, run_row, teacher_forced
+from decode_loop import Decoder, Shape, Skip, measure, run_row, teacher_forced, tokens_per_second
 
 VOCAB = 50
 
@@ -99,3 +99,15 @@ def test_rows_record_skips_errors_and_what_the_decoder_says():
 def test_shape_sizes_the_cache_to_prompt_and_new_tokens():
     shape = Shape(128, 256, 8)
     assert shape.cache_len == 384 and shape.key == "p128-n256-b8"
+
+
+def test_a_step_alone_is_timed_over_the_tokens_asked_for():
+    positions = []
+
+    def step(token, pos):
+        positions.append(int(pos))
+        return token + 1
+
+    assert tokens_per_second(step, 5, warmup=2, device="cpu") > 0
+    # warm-up (position 0, then 1, 2), the "prefill" again at 0, then the 5 timed steps at 1..5
+    assert positions == [0, 1, 2, 0, 1, 2, 3, 4, 5]
