@@ -1,16 +1,17 @@
-"""Decode throughput: hoid's compiled Qwen3-1.7B decode step against a gpt-fast-style PyTorch loop, one run.
+"""Decode throughput: hoid against the best stock PyTorch, one model per run (issue 21).
 
-hoid: the decode-step graph, rewritten for the H200 (`hoid.search.rewrite`), compiled (CUDA graph, greedy
-argmax inside the step). Stock: a plain-PyTorch model written for speed as gpt-fast writes it (merged
-QKV and gate/up weights, static cache updated with `index_copy_`, one step function) under
-`torch.compile` reduce-overhead and max-autotune with coordinate-descent tuning, the same weights.
+    python benchmarks/decode.py qwen3-1.7b --out DIR                  # every shape, every row
+    python benchmarks/decode.py qwen3-1.7b --prompt 128 --batch 1 --rows stock --out DIR   # one slice
+    python benchmarks/decode.py qwen3-1.7b --tiny --device cpu --prompt 8 --new 8 --out DIR  # CPU smoke
 
-    python benchmarks/decode.py                     # writes benchmarks/results/decode.json
-    python benchmarks/decode.py --modes reduce-overhead --steps 128 --no-profile
-    python benchmarks/decode.py --modes --no-profile   # hoid and torch.compile(backend="hoid") alone
+bfloat16, random weights from `hoid.models.configs` (no download). For each (prompt, batch): the stock
+lattice (`decode_stock.ROWS`), then hoid (`decode_hoid`: optimize cold and warm, compile, export, backend),
+all timed by the one loop (`decode_loop`); hoid's rows are gated against a float32 reference teacher-forced
+on eager transformers' tokens (`decode_gate`). The copy bandwidth is measured first, for the roofline.
 
-Reports tokens/s of each, hoid's in-context profile (slowest nodes, their floors) and the gap between
-hoid's step time and the sum of its kernels' durations.
+Writes DIR/decode-MODEL[-slice].json (format 2: `decode_report` reads and merges them) and
+DIR/reference.json (the reference rule: the first run's stock cells, read from --reference); prints a
+table per shape. Exits 1 when a row raised (the row is recorded as an error, the run goes on).
 """
 
 from __future__ import annotations
@@ -19,221 +20,256 @@ import argparse
 import datetime
 import json
 import platform
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
-from torch import nn
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(1, str(HERE.parent))
+
+import decode_hoid  # noqa: E402
+import decode_report  # noqa: E402
+import decode_stock  # noqa: E402
+from decode_gate import Gate  # noqa: E402
+from decode_loop import Shape, run_row, tokens_per_second  # noqa: E402
+
+__all__ = ["main", "tokens_per_second"]  # kernels_cute.py times its whole-model rows with the shared loop
+
+MODELS = ("qwen3-1.7b", "qwen3-4b", "llama-3.2-1b", "llama-3.1-8b")
+HF = [k for k in decode_stock.ROWS if k.startswith("hf-")]
+GROUPS = {"hf": HF, "fast": [k for k in decode_stock.ROWS if k not in HF], "stock": list(decode_stock.ROWS),
+          "hoid": list(decode_hoid.ROWS)}
 
 
-class FastQwen3(nn.Module):
-    """gpt-fast's decode model for Qwen3: merged projections, a static cache, no transformers in the step."""
-
-    def __init__(self, lm, cache_len: int):
-        super().__init__()
-        cfg, m = lm.config, lm.model
-        self.heads, self.kv_heads, self.head_dim = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
-        self.eps = cfg.rms_norm_eps
-        self.embed, self.norm = m.embed_tokens.weight, m.norm.weight
-        self.head = lm.lm_head.weight
-        self.layers = []
-        for layer in m.layers:
-            a, p = layer.self_attn, layer.mlp
-            self.layers.append(dict(
-                wqkv=torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]), wo=a.o_proj.weight,
-                w13=torch.cat([p.gate_proj.weight, p.up_proj.weight]), w2=p.down_proj.weight,
-                ln1=layer.input_layernorm.weight, ln2=layer.post_attention_layernorm.weight,
-                qn=a.q_norm.weight, kn=a.k_norm.weight))
-        shape = (1, self.kv_heads, cache_len, self.head_dim)
-        dev, dtype = self.embed.device, self.embed.dtype
-        self.caches = [(torch.zeros(shape, device=dev, dtype=dtype), torch.zeros(shape, device=dev, dtype=dtype))
-                       for _ in self.layers]
-        theta = cfg.rope_parameters["rope_theta"] if hasattr(cfg, "rope_parameters") else cfg.rope_theta
-        inv = 1.0 / theta ** (torch.arange(0, self.head_dim, 2, device=dev).float() / self.head_dim)
-        freqs = torch.outer(torch.arange(cache_len, device=dev).float(), inv)
-        emb = torch.cat([freqs, freqs], dim=-1)
-        self.cos, self.sin = emb.cos().to(dtype), emb.sin().to(dtype)
-        self.slots = torch.arange(cache_len, device=dev)
-
-    def _norm(self, x, w):
-        x32 = x.float()
-        return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype) * w
-
-    def _rope(self, x, cos, sin):
-        half = x.shape[-1] // 2
-        rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
-        return x * cos + rotated * sin
-
-    def forward(self, ids, pos):
-        x = F.embedding(ids, self.embed)  # [1, 1, H]
-        cos, sin = self.cos[pos].view(1, 1, 1, -1), self.sin[pos].view(1, 1, 1, -1)
-        mask = (self.slots <= pos).view(1, 1, 1, -1)
-        hq, hk, d = self.heads * self.head_dim, self.kv_heads * self.head_dim, self.head_dim
-        for w, (kc, vc) in zip(self.layers, self.caches):
-            q, k, v = F.linear(self._norm(x, w["ln1"]), w["wqkv"]).split([hq, hk, hk], dim=-1)
-            q = self._rope(self._norm(q.view(1, 1, self.heads, d), w["qn"]).transpose(1, 2), cos, sin)
-            k = self._rope(self._norm(k.view(1, 1, self.kv_heads, d), w["kn"]).transpose(1, 2), cos, sin)
-            kc.index_copy_(2, pos, k)
-            vc.index_copy_(2, pos, v.view(1, 1, self.kv_heads, d).transpose(1, 2))
-            o = F.scaled_dot_product_attention(q, kc, vc, attn_mask=mask, enable_gqa=True)
-            x = x + F.linear(o.transpose(1, 2).reshape(1, 1, hq), w["wo"])
-            g, u = F.linear(self._norm(x, w["ln2"]), w["w13"]).chunk(2, dim=-1)
-            x = x + F.linear(F.silu(g) * u, w["w2"])
-        return F.linear(self._norm(x, self.norm), self.head).argmax(dim=-1)  # the next token [1, 1]
+def parse(argv=None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("model", help=f"one of {', '.join(MODELS)} (or its -tiny variant)")
+    ap.add_argument("--tiny", action="store_true", help="the model's -tiny variant (2 layers, hidden 64)")
+    ap.add_argument("--device", default=None, help="cuda (default when there is one) or cpu")
+    ap.add_argument("--prompt", type=int, nargs="+", default=[128, 1024])
+    ap.add_argument("--batch", type=int, nargs="+", default=[1, 8])
+    ap.add_argument("--new", type=int, default=256, help="new tokens per sequence (the cache: prompt + new)")
+    ap.add_argument("--rows", default="all",
+                    help="all, stock (= hf + fast), hf, fast, hoid, or row keys joined by commas: "
+                    + ", ".join(GROUPS["stock"] + GROUPS["hoid"]))
+    ap.add_argument("--optimize-budget", default=None,
+                    help="hoid.optimize's budget for each of the cold and warm runs, as `hoid optimize` reads it "
+                         "(e.g. 4m, '0 attempts'); default: until the proposers run dry")
+    ap.add_argument("--warmup", type=int, default=8, help="decode steps of the warm-up generation")
+    ap.add_argument("--eager-prefill", action="store_true", help="stock compiled rows prefill uncompiled")
+    ap.add_argument("--cpu-inductor", action="store_true", help="on the CPU, compile with inductor (minutes)")
+    ap.add_argument("--no-profile", action="store_true", help="skip hoid's in-context profile")
+    ap.add_argument("--no-gate", action="store_true", help="skip the correctness gate")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, default=HERE / "results" / "decode")
+    ap.add_argument("--reference", type=Path, default=None,
+                    help="the reference cells to check against (default: OUT/reference.json); the updated "
+                         "reference is written to OUT/reference.json")
+    ap.add_argument("--note", default=None, help="why best stock differs from the reference (measured)")
+    ap.add_argument("--no-write-reference", action="store_true",
+                    help="check against the reference but do not write it (decode_parallel's slices)")
+    ap.add_argument("--gpus", type=int, default=1,
+                    help="run the (shape, group) slices as processes over this many GPUs of this host "
+                         "(decode_parallel.py); 1: every slice in this process, in turn")
+    args = ap.parse_args(argv)
+    if args.tiny and not args.model.endswith("-tiny"):
+        args.model += "-tiny"
+    return args
 
 
-def tokens_per_second(step, steps: int, warmup: int = 8) -> float:
-    """Greedy decode of `steps` tokens from position 0: the token each step returns is the next input."""
-    token = torch.zeros((1, 1), dtype=torch.long, device="cuda")
-    pos = torch.zeros((1,), dtype=torch.long, device="cuda")
-    for i in range(warmup):
-        pos.fill_(i)
-        token = step(token, pos).clone()
-    torch.cuda.synchronize()
-    begin = time.perf_counter()
-    for i in range(steps):
-        pos.fill_(i)
-        token = step(token, pos).clone()
-    torch.cuda.synchronize()
-    return steps / (time.perf_counter() - begin)
+def selected(text: str) -> list[str]:
+    if text == "all":
+        return GROUPS["stock"] + GROUPS["hoid"]
+    keys = []
+    for part in text.split(","):
+        part = part.strip()
+        keys += GROUPS.get(part, [part])
+    unknown = [k for k in keys if k not in decode_stock.ROWS and k not in decode_hoid.ROWS]
+    if unknown:
+        raise SystemExit(f"--rows: unknown {', '.join(unknown)}; choose from all, {', '.join(GROUPS)}, "
+                         + ", ".join(GROUPS["stock"] + GROUPS["hoid"]))
+    return keys
 
 
-def stock(lm, cache_len: int, mode: str, steps: int) -> dict:
-    import torch._inductor.config as inductor
+def copy_bandwidth(device: torch.device) -> tuple[float, str]:
+    """Read + write bytes per second of a large device-to-device copy, measured now."""
+    if device.type == "cuda":
+        from kernels import copy_bandwidth as measure  # benchmarks/kernels.py: the one copy-bandwidth probe
 
-    inductor.coordinate_descent_tuning = True
-    torch._dynamo.reset()
-    model = FastQwen3(lm, cache_len)
-    fn = torch.compile(model.forward, mode=mode, fullgraph=True)
-    begin = time.perf_counter()
-    with torch.no_grad():
-        fn(torch.zeros((1, 1), dtype=torch.long, device="cuda"), torch.zeros(1, dtype=torch.long, device="cuda"))
-        compile_s = time.perf_counter() - begin
-        rate = tokens_per_second(lambda t, p: fn(t, p), steps)
-    return {"name": f"gpt-fast-style torch.compile {mode}", "tokens_per_s": rate, "compile_s": compile_s}
+        return measure("cuda"), "2 GiB bf16 device-to-device copy (benchmarks/kernels.py copy_bandwidth)"
+    from hoid.measure.cpu import calibrate_cpu
+
+    return calibrate_cpu().copy_bandwidth, "64 MiB CPU copy (hoid.measure.cpu.calibrate_cpu)"
 
 
-def hoid_backend(lm, cache_len: int, steps: int) -> dict:
-    """The same gpt-fast-style step through `torch.compile(backend="hoid")` (hoid/backend.py): the FX graph
-    imported, rewritten with the rules and the kernels accepted for this GPU (HOID_KERNELS, filled by an
-    optimize run), compiled by hoid's runtime; a subgraph hoid cannot take runs eagerly and is logged."""
-    import logging
+def versions() -> dict:
+    import transformers
 
-    logging.basicConfig()
-    from hoid.backend import backend  # what backend="hoid" resolves to once `pip install` wrote the entry point
+    out = {"torch": torch.__version__, "transformers": transformers.__version__, "python": platform.python_version()}
+    try:
+        import triton
 
-    torch._dynamo.reset()
-    model = FastQwen3(lm, cache_len)
-    fn = torch.compile(model.forward, backend=backend, fullgraph=True)
-    begin = time.perf_counter()
-    with torch.no_grad():
-        fn(torch.zeros((1, 1), dtype=torch.long, device="cuda"), torch.zeros(1, dtype=torch.long, device="cuda"))
-        compile_s = time.perf_counter() - begin
-        rate = tokens_per_second(lambda t, p: fn(t, p), steps)
-    return {"name": "torch.compile(backend='hoid')", "tokens_per_s": rate, "compile_s": compile_s}
-
-
-def hoid_run(lm, cache_len: int, steps: int, profile: bool) -> dict:
-    import hoid
-    from hoid.models import decode_step_graph
-    from hoid.runtime import compile
-    from hoid.runtime.profile import example_inputs
-    from hoid.runtime.profile import profile as in_context
-    from hoid.runtime.sampling import Greedy
-
-    begin = time.perf_counter()
-    graph = hoid.search.rewrite(decode_step_graph(lm, cache_len), device="h200")
-    rewrite_s = time.perf_counter() - begin
-    compiled = compile(graph, sample=Greedy())
-    state = compiled.state
-
-    def step(token, pos):
-        return compiled(token, pos, *state)[0]
-
-    rate = tokens_per_second(step, steps)
-    kernels = {n.attrs["kernel"] for n in compiled.plan.steps if n.op == "kernel"}
-    out = {"name": "hoid compiled (CUDA graph)", "tokens_per_s": rate, "rewrite_s": rewrite_s,
-           "captured": compiled.captured, "cuda_graph_reason": compiled.cuda_graph_reason,
-           "nodes": len(compiled.plan.steps), "kernel_nodes": sum(n.op == "kernel" for n in compiled.plan.steps),
-           "kernels": sorted(kernels), "fallbacks": compiled.fallbacks, "state_copies": compiled.copies,
-           "memory": vars(compiled.memory)}
-    if profile:
-        prof = in_context(compiled, example_inputs(compiled))
-        out["profile"] = {"step_s": prof.step, "kernels_s": prof.kernels,
-                          "gap_s": prof.step - prof.kernels if prof.kernels is not None else None,
-                          "rows": [dict(node=r.node, op=r.op, kernel=r.kernel, seconds=r.seconds, share=r.share,
-                                        floor=r.floor) for r in prof.rows[:40]]}
-        print(prof.table(limit=25))
+        out["triton"] = triton.__version__
+    except ImportError:
+        out["triton"] = None
+    try:
+        out["hoid_commit"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=HERE, capture_output=True,
+                                            text=True, timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        out["hoid_commit"] = None
     return out
 
 
-def exported_run(lm, cache_len: int, steps: int) -> dict:
-    """The same rewritten graph as `hoid_run`, shipped through `hoid.export` and run as plain PyTorch: the
-    package loaded from a temporary directory, under torch.compile(reduce-overhead) as a user would."""
-    import importlib
-    import sys
-    import tempfile
+def run_shape(lm, shape: Shape, keys: list[str], args, device, cell: dict, save) -> None:
+    """Every selected row of one shape into `cell["rows"]`, `save()`d after each (a slice cut off by a time
+    limit keeps the rows it finished)."""
+    torch.manual_seed(args.seed)
+    prompt = torch.randint(0, lm.config.vocab_size, (shape.batch, shape.prompt), device=device)
+    gate_wanted = not args.no_gate and any(k in decode_hoid.ROWS for k in keys)
+    held: dict = {}
+    stock_ctx = decode_stock.Context(device, compile_prefill=not args.eager_prefill, cpu_inductor=args.cpu_inductor)
+    rows = cell["rows"]
 
-    import hoid
-    from hoid.models import decode_step_graph
+    def eager_after(decoder, row, tokens):  # hf-eager's tokens are the gate's teacher
+        if gate_wanted:
+            held["gate"] = Gate(lm, prompt, tokens)
+            row["gate_baseline"] = cell["gate_baseline"] = held["gate"].set_baseline(decoder)
 
-    graph = hoid.search.rewrite(decode_step_graph(lm, cache_len), device="h200")
-    folder = tempfile.mkdtemp()
-    hoid.export(graph, Path(folder) / "hoid_decode_export")
-    sys.path.insert(0, folder)
-    model = importlib.import_module("hoid_decode_export").load("cuda")
-    fn = torch.compile(model, mode="reduce-overhead", fullgraph=True)
-    state = [torch.zeros(v.type.shape, dtype=v.type.torch_dtype, device="cuda")
-             for v in graph.inputs_of_kind("state")]
+    def done(row):
+        row["date"] = cell["date"]
+        if row.get("tokens_per_s") is not None:
+            row["roofline_fraction"] = row["tokens_per_s"] / cell["roofline_tokens_per_s"]
+        rows.append(row)
+        cell["best_stock"] = decode_report.best_of(rows)
+        print(_line(row), flush=True)
+        save()
 
-    def step(token, pos):
-        logits, *new = fn(token, pos, *state)
-        for old, t in zip(state, new):
-            if t.data_ptr() != old.data_ptr():
-                old.copy_(t)
-        return logits[:, -1:].argmax(dim=-1)
+    # hf-eager runs first, and always where the gate needs it: its tokens are what every gated row is fed
+    for key in [k for k in decode_stock.ROWS if k in keys or (k == "hf-eager" and gate_wanted)]:
+        name, build = decode_stock.ROWS[key]
+        done(run_row(key, name, "stock", lambda b=build: b(lm, shape, stock_ctx), prompt, shape.new,
+                     warmup=args.warmup, after=eager_after if key == "hf-eager" else None))
+    hoid_keys = [k for k in decode_hoid.ROWS if k in keys]
+    if not hoid_keys:
+        return
+    budget = None
+    if args.optimize_budget is not None:
+        from hoid.agent import Budget
 
-    rate = tokens_per_second(step, steps)
-    return {"name": "hoid.export package, torch.compile reduce-overhead", "tokens_per_s": rate}
+        budget = Budget.parse(args.optimize_budget)
+    ctx = decode_hoid.Context(device, budget=budget, profile=not args.no_profile)
+    plan, failure = None, None
+    try:
+        plan = decode_hoid.prepare(lm, shape, ctx)
+    except Exception as e:  # every hoid row of this shape reports it
+        import traceback
+
+        traceback.print_exc()
+        failure = f"hoid.optimize / prefill rewrite failed: {type(e).__name__}: {e}"
+    gate = held.get("gate")
+    for key in hoid_keys:
+        name, build = decode_hoid.ROWS[key]
+        if plan is None:
+            done({"key": key, "name": name, "group": "hoid", "status": "error", "reason": failure})
+            continue
+        after = (lambda d, r, t: gate.judge(d, r)) if gate is not None else None
+        done(run_row(key, name, "hoid", lambda b=build: b(lm, shape, ctx, plan), prompt, shape.new,
+                     warmup=args.warmup, after=after))
+    if plan is not None:
+        plan.close()
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="qwen3-1.7b")
-    ap.add_argument("--cache-len", type=int, default=1024)
-    ap.add_argument("--steps", type=int, default=256)
-    ap.add_argument("--modes", nargs="*", default=["reduce-overhead", "max-autotune"])
-    ap.add_argument("--no-profile", action="store_true")
-    ap.add_argument("--no-backend", action="store_true", help="skip the torch.compile(backend='hoid') row")
-    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "decode.json")
-    args = ap.parse_args()
-    if not torch.cuda.is_available():
-        raise SystemExit("benchmarks/decode.py needs a CUDA GPU")
+def _line(row: dict) -> str:
+    if row.get("status") != "ok":
+        return f"  {row['key']:<28} {row['status']}: {row.get('reason')}"
+    gate = "" if "gate" not in row else ("  gate FAILED" if row.get("failed") else "  gate ok")
+    return (f"  {row['key']:<28} {row['tokens_per_s']:9.1f} tok/s  TTFT {row['ttft_s'] * 1e3:8.2f} ms  "
+            f"roofline {row.get('roofline_fraction', 0):5.1%}{gate}")
+
+
+def output_name(args) -> str:
+    parts = [args.model]
+    if args.prompt != [128, 1024]:
+        parts.append("p" + "+".join(map(str, args.prompt)))
+    if args.batch != [1, 8]:
+        parts.append("b" + "+".join(map(str, args.batch)))
+    if args.new != 256:
+        parts.append(f"n{args.new}")
+    if args.rows != "all":
+        parts.append(args.rows.replace(",", "+"))
+    return "decode-" + "-".join(parts) + ".json"
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
+    keys = selected(args.rows)
+    if args.gpus > 1:
+        import decode_parallel
+
+        return decode_parallel.run(args, keys, argv if argv is not None else sys.argv[1:])
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: no CUDA GPU here (use --device cpu --tiny for the smoke run)")
     from hoid.models import build_model
 
-    lm = build_model(args.model, dtype=torch.bfloat16, device="cuda")
-    rows = [hoid_run(lm, args.cache_len, args.steps, not args.no_profile)]
-    print(json.dumps({k: v for k, v in rows[0].items() if k != "profile"}, default=str))
-    rows.append(exported_run(lm, args.cache_len, args.steps))
-    print(json.dumps(rows[-1]))
-    for mode in args.modes:
-        rows.append(stock(lm, args.cache_len, mode, args.steps))
-        print(json.dumps(rows[-1]))
-    if not args.no_backend:
-        rows.append(hoid_backend(lm, args.cache_len, args.steps))
-        print(json.dumps(rows[-1]))
-    import triton
+    date = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+    bandwidth, how = copy_bandwidth(device)
+    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({platform.machine()})"
+    begin = time.perf_counter()
+    lm = build_model(args.model, dtype=torch.bfloat16, device=device, seed=args.seed)
+    build_s = time.perf_counter() - begin
+    weights = decode_report.streamed_weight_bytes(lm)
+    kv = decode_report.kv_bytes_per_position(lm.config)
+    print(f"{args.model} on {device_name}: {weights / 2**30:.2f} GiB of weights per step, {kv} KV bytes per "
+          f"position; copy bandwidth {bandwidth / 1e9:.0f} GB/s", flush=True)
+    reference_path = args.reference or args.out / "reference.json"
+    reference = json.loads(reference_path.read_text()) if reference_path.is_file() else {"cells": {}}
+    result = {"benchmark": "decode", "format": 2, "model": args.model, "device": device_name, "dtype": "bf16",
+              "date": date, "versions": versions(), "argv": sys.argv[1:] if argv is None else list(argv),
+              "bandwidth_bytes_per_s": bandwidth, "bandwidth_how": how, "weight_bytes": weights,
+              "kv_bytes_per_position": kv, "model_build_s": build_s, "note": args.note, "complete": False,
+              "cells": []}
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / output_name(args)
 
-    result = {"benchmark": "decode", "model": args.model, "dtype": "bf16", "cache_len": args.cache_len,
-              "steps": args.steps, "device": torch.cuda.get_device_name(),
-              "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-              "torch": torch.__version__, "triton": triton.__version__, "python": platform.python_version(),
-              "results": rows}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=1, default=str))
-    print(f"wrote {args.out}")
+    def save():
+        path.write_text(json.dumps(result, indent=1, default=str) + "\n")
+
+    with torch.no_grad():
+        for prompt in args.prompt:
+            for batch in args.batch:
+                shape = Shape(prompt, args.new, batch)
+                roof = decode_report.roofline_tokens_per_s(weights, kv, prompt, args.new, batch, bandwidth)
+                print(f"{args.model} {shape.key} (cache {shape.cache_len}): roofline {roof:.0f} tok/s", flush=True)
+                cell = {"shape": {"prompt": prompt, "new": args.new, "batch": batch, "cache_len": shape.cache_len,
+                                  "key": shape.key}, "date": date, "roofline_tokens_per_s": roof, "rows": [],
+                        "best_stock": {}, "gate_baseline": None}
+                result["cells"].append(cell)
+                run_shape(lm, shape, keys, args, device, cell, save)
+                cell["reference_check"], _ = decode_report.check_reference(
+                    reference, decode_report.cell_id(device_name, args.model, shape.key), cell["rows"], args.note)
+                save()
+    result["complete"] = True
+    save()
+    if not args.no_write_reference:
+        (args.out / "reference.json").write_text(json.dumps(reference, indent=1, sort_keys=True) + "\n")
+    cells = decode_report.load(path, legacy=None)
+    print(decode_report.markdown(cells))
+    print(f"wrote {path}" + ("" if args.no_write_reference else f" and {args.out / 'reference.json'}"))
+    try:
+        print(f"wrote {decode_report.plot(cells, path.with_suffix('.png'))}")
+    except ImportError as e:  # matplotlib is the `report` extra; the JSON and the table are the results
+        print(f"no plot: {e} (pip install matplotlib; then benchmarks/decode_report.py --plot)", file=sys.stderr)
+    errors = [f"{c['shape']['key']} {r['key']}" for c in result["cells"] for r in c["rows"]
+              if r.get("status") == "error"]
+    if errors:
+        print(f"rows that raised: {', '.join(errors)}", file=sys.stderr)
+    return 1 if errors else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

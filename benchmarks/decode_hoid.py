@@ -1,0 +1,234 @@
+"""hoid's rows of `benchmarks/decode.py`: one optimization per shape, then three ways to run its graph.
+
+`prepare` imports the decode step (`decode_step_graph`), runs `hoid.optimize` with the offline proposers
+twice: cold (empty measurement cache, empty journal) and warm (the cold run's measurement cache, an empty
+journal and an empty store of accepted kernels, so nothing is replayed or reused but measurements), and
+rewrites the prompt's graph (`prefill_graph`) with the rules and the library kernels that run here. Rows:
+
+- `hoid-compile`: `hoid.compile(opt.graph, sample=Greedy())` (CUDA graph on a GPU, argmax inside the step),
+  the prefill compiled over the same cache; the in-context profile (`hoid.runtime.profile`) after timing;
+- `hoid-export`: `hoid.export` packages of both graphs, imported as plain PyTorch, the step under
+  `torch.compile` reduce-overhead (the caches as module buffers, so CUDA graphs are kept), the prefill eager;
+- `hoid-backend`: the plain fast model under `torch.compile(backend=hoid.backend.backend)`, reading the
+  kernels the cold run accepted (`HOID_KERNELS` pointed at its store).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from decode_fast import FastModel
+from decode_loop import Decoder, Shape, greedy, last_logits
+
+
+@dataclass
+class Context:
+    device: torch.device
+    budget: object = None  # a hoid.Budget for each optimize run (None: until the proposers run dry)
+    profile: bool = True
+
+
+@dataclass
+class Plan:
+    """What the hoid rows of one shape share: the optimized step, the rewritten prefill, and where the
+    cold run's accepted kernels were stored."""
+
+    graph: object
+    prefill: object
+    optimize: dict
+    store: Path
+    folder: tempfile.TemporaryDirectory
+    key: str
+
+    def close(self) -> None:
+        self.folder.cleanup()
+
+
+def _optimize(graph, device, folder: Path, name: str, cache, budget):
+    import hoid
+    from hoid.kernels import AcceptedStore
+
+    begin = time.perf_counter()
+    with AcceptedStore(folder / f"{name}_kernels.sqlite") as store:
+        opt = hoid.optimize(graph, device=device, journal=folder / f"{name}_journal.sqlite", cache=cache,
+                            store=store, budget=budget)
+    seconds = time.perf_counter() - begin
+    report = opt.report
+    return opt, {"seconds": seconds, "stop_reason": str(report.stop_reason), "measured": report.measured,
+                 "speedup": opt.speedup, "modelled_gain": opt.modelled_gain, "baseline_s": opt.baseline_s,
+                 "best_s": opt.best_s, "attempts": len(report.attempts),
+                 "kept": sum(1 for a in report.attempts if a.get("kept"))}
+
+
+def prepare(lm, shape: Shape, ctx: Context) -> Plan:
+    import hoid
+    import hoid.measure
+    from hoid.agent.loop import resolve_device
+    from hoid.ir.text import dumps
+    from hoid.kernels import KernelSet
+    from hoid.models import decode_step_graph, prefill_graph
+
+    folder = tempfile.TemporaryDirectory(prefix="hoid_decode_")
+    root = Path(folder.name)
+    target = resolve_device(None if ctx.device.type == "cuda" else "cpu")
+    begin = time.perf_counter()
+    step = decode_step_graph(lm, shape.cache_len, batch=shape.batch)
+    import_s = time.perf_counter() - begin
+    with hoid.measure.MeasureCache(root / "measure.sqlite") as cache:
+        opt, cold = _optimize(step, target, root, "cold", cache, ctx.budget)
+        warm_opt, warm = _optimize(step, target, root, "warm", cache, ctx.budget)
+    begin = time.perf_counter()
+    prefill = hoid.search.rewrite(prefill_graph(lm, shape.prompt, shape.cache_len, batch=shape.batch),
+                                  device=target, kernels=KernelSet.default().runnable_here())
+    prefill_s = time.perf_counter() - begin
+    kernels = sorted({n.attrs["kernel"] for n in opt.graph.nodes if n.op == "kernel"})
+    info = {"device": target.name, "import_s": import_s, "cold": cold, "warm": warm,
+            "same_graph": dumps(opt.graph) == dumps(warm_opt.graph), "kernels": kernels,
+            "report": str(opt.report), "prefill_rewrite_s": prefill_s,
+            "prefill_kernels": sorted({n.attrs["kernel"] for n in prefill.nodes if n.op == "kernel"})}
+    return Plan(opt.graph, prefill, info, root / "cold_kernels.sqlite", folder, shape.key.replace("-", "_"))
+
+
+def _profile(compiled) -> dict:
+    from hoid.runtime.profile import example_inputs, profile
+
+    prof = profile(compiled, example_inputs(compiled))
+    print(prof.table(limit=25))
+    return {"step_s": prof.step, "kernels_s": prof.kernels,
+            "gap_s": prof.step - prof.kernels if prof.kernels is not None and prof.step is not None else None,
+            "rows": [dict(node=r.node, op=r.op, kernel=r.kernel, seconds=r.seconds, share=r.share, floor=r.floor)
+                     for r in prof.rows[:40]]}
+
+
+def hoid_compile(lm, shape: Shape, ctx: Context, plan: Plan) -> Decoder:
+    import hoid
+    from hoid.runtime.sampling import Greedy
+
+    device = ctx.device
+    step = hoid.compile(plan.graph, device=device, sample=Greedy())
+    prefill = hoid.compile(plan.prefill, device=device, state=step.state)
+    state = step.state
+    held = {}
+
+    def logits_step():  # for the gate only: the same graph without the sampler, over the same cache
+        if "logits" not in held:
+            held["logits"] = hoid.compile(plan.graph, device=device, state=state)
+        return held["logits"]
+
+    def describe():
+        out = {"captured": step.captured, "cuda_graph_reason": step.cuda_graph_reason,
+               "prefill_captured": prefill.captured, "prefill_cuda_graph_reason": prefill.cuda_graph_reason,
+               "nodes": len(step.plan.steps), "kernel_nodes": sum(n.op == "kernel" for n in step.plan.steps),
+               "fallbacks": step.fallbacks, "state_copies": step.copies + prefill.copies,
+               "compiled_memory": vars(step.memory), "optimize": plan.optimize}
+        if ctx.profile:
+            out["profile"] = _profile(step)
+        return out
+
+    return Decoder(prefill=lambda ids, pos: greedy(prefill(ids, pos, *state)[0]),
+                   step=lambda tok, pos: step(tok, pos, *state)[0],
+                   prefill_logits=lambda ids, pos: last_logits(prefill(ids, pos, *state)[0]),
+                   step_logits=lambda tok, pos: last_logits(logits_step()(tok, pos, *state)[0]),
+                   describe=describe)
+
+
+class _Stateful(torch.nn.Module):
+    """An exported package's model with the caches as module buffers: torch.compile's CUDA graphs keep a
+    module that mutates its own buffers (not one that mutates its arguments). Returns (last logits, next
+    token). A state output that is not its input (an op the package runs functionally) is copied back."""
+
+    def __init__(self, model, state, tokens: int):
+        super().__init__()
+        self.model = model
+        for i, t in enumerate(state):
+            self.register_buffer(f"s{i}", t, persistent=False)
+        self.count = len(state)
+        batch = state[0].shape[0]
+        probe = torch.zeros((batch, tokens), dtype=torch.long, device=state[0].device)
+        outs = model(probe, torch.zeros((1,), dtype=torch.long, device=state[0].device), *state)
+        self.copy_back = [i for i, (t, new) in enumerate(zip(state, outs[1:])) if new.data_ptr() != t.data_ptr()]
+
+    def forward(self, ids, pos):
+        state = [getattr(self, f"s{i}") for i in range(self.count)]
+        logits, *new = self.model(ids, pos, *state)
+        for i in self.copy_back:
+            state[i].copy_(new[i])
+        return last_logits(logits), greedy(logits)
+
+
+def _import_package(graph, folder: Path, name: str, device):
+    import hoid
+
+    hoid.export(graph, folder / name)
+    sys.path.insert(0, str(folder))
+    try:
+        return importlib.import_module(name).load(device)
+    finally:
+        sys.path.remove(str(folder))
+
+
+def hoid_export(lm, shape: Shape, ctx: Context, plan: Plan) -> Decoder:
+    from hoid.models import empty_cache
+
+    device = ctx.device
+    root = Path(plan.folder.name)
+    begin = time.perf_counter()
+    step_model = _import_package(plan.graph, root, f"hoid_step_{plan.key}", device)
+    prefill_model = _import_package(plan.prefill, root, f"hoid_prefill_{plan.key}", device)
+    export_s = time.perf_counter() - begin
+    state = empty_cache(plan.graph, device)
+    step, prefill = _Stateful(step_model, state, 1), _Stateful(prefill_model, state, shape.prompt)
+    info = {"export_s": export_s, "copied_back_states": len(step.copy_back)}
+    if device.type == "cuda":
+        run = torch.compile(step, mode="reduce-overhead", fullgraph=True, dynamic=False)
+        info["compiled"] = "torch.compile reduce-overhead (step); prefill eager"
+    else:
+        run = step
+        info["compiled"] = "eager (CPU: reduce-overhead's CUDA graphs need CUDA)"
+
+    def close():
+        for name in (f"hoid_step_{plan.key}", f"hoid_prefill_{plan.key}"):
+            for module in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
+                del sys.modules[module]
+
+    return Decoder(prefill=lambda ids, pos: prefill(ids, pos)[1], step=lambda tok, pos: run(tok, pos)[1],
+                   prefill_logits=lambda ids, pos: prefill(ids, pos)[0],
+                   step_logits=lambda tok, pos: run(tok, pos)[0], info=info, close=close)
+
+
+def hoid_backend(lm, shape: Shape, ctx: Context, plan: Plan) -> Decoder:
+    from hoid.backend import backend  # what backend="hoid" resolves to once hoid is pip-installed
+
+    saved = os.environ.get("HOID_KERNELS")
+    os.environ["HOID_KERNELS"] = str(plan.store)  # the kernels the cold optimize run accepted
+    model = FastModel(lm, shape.cache_len, shape.batch).eval()
+
+    def forward(ids, pos):
+        logits = model(ids, pos)
+        return last_logits(logits), greedy(logits)
+
+    fn = torch.compile(forward, backend=backend, fullgraph=True, dynamic=False)
+
+    def close():
+        if saved is None:
+            os.environ.pop("HOID_KERNELS", None)
+        else:
+            os.environ["HOID_KERNELS"] = saved
+
+    return Decoder(prefill=lambda ids, pos: fn(ids, pos)[1], step=lambda tok, pos: fn(tok, pos)[1],
+                   prefill_logits=lambda ids, pos: fn(ids, pos)[0], step_logits=lambda tok, pos: fn(tok, pos)[0],
+                   info={"store": "the cold optimize run's accepted kernels"}, close=close)
+
+
+ROWS = {
+    "hoid-compile": ("hoid.optimize + hoid.compile (CUDA graph), prefill through hoid", hoid_compile),
+    "hoid-export": ("hoid.export package as plain PyTorch, torch.compile reduce-overhead", hoid_export),
+    "hoid-backend": ("torch.compile(backend='hoid') over the plain fast model", hoid_backend),
+}

@@ -1,0 +1,188 @@
+"""The one decode loop every row of `benchmarks/decode.py` is timed and gated with.
+
+A row is a `Decoder`: `prefill(ids [B, P], position) -> token [B, 1]` fills the cache from slot 0 and
+returns the first new token; `step(token [B, 1], position) -> token [B, 1]` runs one decode step at
+`position` (an i64[1] tensor the loop fills in place, so a CUDA graph sees one address). A decoder that
+can be gated also gives logits: `prefill_logits` / `step_logits` -> [B, V] (the last position's).
+
+`measure` runs a warm-up generation (compiles, CUDA-graph captures), then times the prefill (time to
+first token, the median of a few) and a greedy decode of the remaining new tokens, each token fed back
+as the next input. `teacher_forced` feeds given tokens instead and hands each step's logits to a
+callback (the correctness gate). `run_row` wraps a row's build and measurement: peak memory, a
+`Skip` (a row this device cannot run, with the reason), or an error, recorded instead of raised.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One benchmark cell: `prompt` tokens, then `new` tokens generated, `batch` sequences; the cache holds
+    prompt + new slots."""
+
+    prompt: int
+    new: int
+    batch: int
+
+    @property
+    def cache_len(self) -> int:
+        return self.prompt + self.new
+
+    @property
+    def key(self) -> str:
+        return f"p{self.prompt}-n{self.new}-b{self.batch}"
+
+
+class Skip(Exception):  # noqa: N818  (a row this device cannot run: not an error)
+    """Raised by a row's builder when the device cannot run it; the message says why."""
+
+
+@dataclass
+class Decoder:
+    prefill: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    step: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    prefill_logits: Callable | None = None
+    step_logits: Callable | None = None
+    info: dict = field(default_factory=dict)  # what the row reports beyond the loop's figures
+    describe: Callable[[], dict] | None = None  # more of that, known only once it ran (captured, profile)
+    close: Callable[[], None] | None = None  # frees what the row holds beyond the decoder (temp dirs...)
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _positions(device):
+    return torch.zeros((1,), dtype=torch.long, device=device), torch.zeros((1,), dtype=torch.long, device=device)
+
+
+def measure(decoder: Decoder, prompt: torch.Tensor, new_tokens: int, *, warmup: int = 8,
+            ttft_repeats: int = 3) -> tuple[dict, torch.Tensor]:
+    """(figures, generated tokens i64[B, new_tokens]) of a greedy decode of `new_tokens` after `prompt`."""
+    device = prompt.device
+    batch, length = prompt.shape
+    generated = torch.zeros((new_tokens, batch, 1), dtype=torch.long, device=device)  # [i] is contiguous
+    zero, pos = _positions(device)
+    begin = time.perf_counter()
+    generated[0].copy_(decoder.prefill(prompt, zero))
+    for i in range(1, min(warmup, new_tokens - 1) + 1):
+        pos.fill_(length + i - 1)
+        generated[i].copy_(decoder.step(generated[i - 1], pos))
+    sync(device)
+    warmup_s = time.perf_counter() - begin
+    ttft = []
+    for _ in range(ttft_repeats):  # a prefill rewrites slots 0..P-1: repeating it leaves the same cache
+        sync(device)
+        begin = time.perf_counter()
+        first = decoder.prefill(prompt, zero)
+        sync(device)
+        ttft.append(time.perf_counter() - begin)
+    generated[0].copy_(first)
+    sync(device)
+    begin = time.perf_counter()
+    for i in range(1, new_tokens):
+        pos.fill_(length + i - 1)
+        generated[i].copy_(decoder.step(generated[i - 1], pos))
+    sync(device)
+    seconds = time.perf_counter() - begin
+    steps = new_tokens - 1
+    figures = {"tokens_per_s": batch * steps / seconds, "steps_per_s": steps / seconds,
+               "ttft_s": statistics.median(ttft), "decode_s": seconds, "warmup_s": warmup_s}
+    return figures, generated.squeeze(-1).T.contiguous()
+
+
+def tokens_per_second(step: Callable, steps: int, *, warmup: int = 8, batch: int = 1,
+                      device: str | torch.device = "cuda") -> float:
+    """Greedy decode of `steps` timed tokens through `step(token [B, 1], position) -> token` alone: a
+    one-token prompt whose "prefill" is the step at position 0 (a graph benchmarked without its prefill)."""
+    prompt = torch.zeros((batch, 1), dtype=torch.long, device=device)
+    figures, _ = measure(Decoder(prefill=step, step=step), prompt, steps + 1, warmup=warmup, ttft_repeats=1)
+    return figures["tokens_per_s"]
+
+
+def teacher_forced(decoder: Decoder, prompt: torch.Tensor, tokens: torch.Tensor,
+                   on_step: Callable[[int, torch.Tensor], None]) -> None:
+    """Feed `tokens` i64[B, N] (the first N new tokens) after `prompt`; `on_step(i, logits [B, V])` gets the
+    logits predicting new token i: i = 0 from the prefill, then one per decode step."""
+    if decoder.prefill_logits is None or decoder.step_logits is None:
+        raise ValueError("this decoder gives no logits: it cannot be gated")
+    device = prompt.device
+    length = prompt.shape[1]
+    zero, pos = _positions(device)
+    on_step(0, decoder.prefill_logits(prompt, zero))
+    for i in range(1, tokens.shape[1]):
+        pos.fill_(length + i - 1)
+        on_step(i, decoder.step_logits(tokens[:, i - 1:i].contiguous(), pos))
+
+
+def last_logits(logits: torch.Tensor) -> torch.Tensor:
+    """[B, T, V] -> [B, V] at the last position."""
+    return logits[:, -1]
+
+
+def greedy(logits: torch.Tensor) -> torch.Tensor:
+    """[B, T, V] -> the next token [B, 1] (argmax at the last position)."""
+    return logits[:, -1:].argmax(dim=-1)
+
+
+def release(device: torch.device) -> None:
+    """Free what the last row left: dynamo's caches (compiled graphs hold weights), Python garbage, the
+    allocator's cached blocks, so the next row's peak memory is its own."""
+    torch._dynamo.reset()
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def allocated(device: torch.device) -> int | None:
+    return torch.cuda.memory_allocated(device) if device.type == "cuda" else None
+
+
+def run_row(key: str, name: str, group: str, build: Callable[[], Decoder], prompt: torch.Tensor, new_tokens: int,
+            *, warmup: int = 8, after: Callable[[Decoder, dict, torch.Tensor], None] | None = None) -> dict:
+    """One row: build the decoder, measure it, then `after(decoder, row, tokens)` (the gate) while it is
+    alive. A `Skip` is recorded as skipped with its reason; any other exception as an error (printed), so
+    one broken row does not cost a whole GPU run."""
+    device = prompt.device
+    row = {"key": key, "name": name, "group": group}
+    decoder = None
+    began = time.perf_counter()
+    try:
+        release(device)
+        row["start_bytes"] = allocated(device)
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        begin = time.perf_counter()
+        decoder = build()
+        row["build_s"] = time.perf_counter() - begin
+        figures, tokens = measure(decoder, prompt, new_tokens, warmup=warmup)
+        row.update(figures)
+        row["peak_bytes"] = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
+        row.update(decoder.info)
+        if decoder.describe is not None:
+            row.update(decoder.describe())
+        row["status"] = "ok"
+        if after is not None:
+            after(decoder, row, tokens)
+    except Skip as e:
+        row.update(status="skipped", reason=str(e))
+    except Exception as e:  # recorded, printed, and the run goes on to the next row
+        traceback.print_exc()
+        row.update(status="error", reason=f"{type(e).__name__}: {e}")
+    finally:
+        if decoder is not None and decoder.close is not None:
+            decoder.close()
+        del decoder
+        release(device)
+        row["row_s"] = time.perf_counter() - began  # the row's whole wall time: what a GPU slice costs
+    return row

@@ -1,0 +1,121 @@
+"""`benchmarks/decode.py` end to end on the CPU (the tiny model): every row of the lattice runs or says why
+not, hoid's rows are gated, the reference rule holds across two runs, and the parallel mode merges slices."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("transformers")
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "decode.py"
+CUDA_ONLY = {"hf-compile-reduce-overhead", "hf-compile-max-autotune", "fast-reduce-overhead", "fast-max-autotune",
+             "fast-max-autotune-cd", "fast-cuda-graph"}
+
+
+def _run(tmp, *argv, timeout=1500):
+    """decode.py on the tiny model, 8 new tokens (cache >= 16: hoid's region discovery draws positions below
+    16 whatever the cache, hoid.measure.inputs.random_tensor)."""
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT), "HOID_CACHE": str(tmp / "cache.sqlite"),
+           "HOID_KERNELS": str(tmp / "kernels.sqlite"), "HOID_JOURNAL": str(tmp / "journal.sqlite")}
+    return subprocess.run([sys.executable, str(SCRIPT), "qwen3-1.7b", "--tiny", "--device", "cpu", "--new", "8",
+                           "--warmup", "1", "--out", str(tmp / "out"), *argv], env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("decode")
+    done = _run(tmp, "--prompt", "8", "--batch", "2", "--optimize-budget", "0 attempts")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    path = tmp / "out" / "decode-qwen3-1.7b-tiny-p8-b2-n8.json"
+    return tmp, json.loads(path.read_text()), done.stdout
+
+
+@pytest.mark.slow
+def test_every_row_runs_or_says_it_needs_cuda(smoke):
+    _, result, _ = smoke
+    assert result["format"] == 2 and result["complete"] and result["bandwidth_bytes_per_s"] > 0
+    [cell] = result["cells"]
+    rows = {r["key"]: r for r in cell["rows"]}
+    import decode_hoid
+    import decode_stock
+
+    assert list(rows) == list(decode_stock.ROWS) + list(decode_hoid.ROWS)
+    for key, row in rows.items():
+        if key in CUDA_ONLY:
+            assert row["status"] == "skipped" and row["reason"].startswith("needs CUDA"), row
+            continue
+        assert row["status"] == "ok", row
+        assert row["tokens_per_s"] > 0 and row["ttft_s"] > 0 and row["row_s"] > 0
+        assert row["roofline_fraction"] == pytest.approx(row["tokens_per_s"] / cell["roofline_tokens_per_s"])
+    assert "eager backend" in rows["hf-compile-default"]["compiler"]  # the CPU smoke says what it compiled with
+    best = cell["best_stock"]["tokens_per_s"]
+    ran = [r for r in cell["rows"] if r["group"] == "stock" and r["status"] == "ok"]
+    assert best["value"] == max(r["tokens_per_s"] for r in ran)
+
+
+@pytest.mark.slow
+def test_hoid_rows_are_gated_against_eager(smoke):
+    _, result, _ = smoke
+    [cell] = result["cells"]
+    rows = {r["key"]: r for r in cell["rows"]}
+    baseline = rows["hf-eager"]["gate_baseline"]
+    assert baseline == cell["gate_baseline"] and baseline["samples"] == 2 * 8  # batch x new tokens
+    assert 0 < baseline["median"] <= baseline["p99"] and 0 <= baseline["top1"] <= 1
+    for key in ("hoid-compile", "hoid-export", "hoid-backend"):
+        gate = rows[key]["gate"]
+        assert gate["baseline"] == baseline and gate["candidate"]["samples"] == 16
+        assert rows[key]["failed"] is (not gate["passed"])
+        assert gate["passed"] == (gate["reasons"] == [])
+
+
+@pytest.mark.slow
+def test_hoid_reports_its_optimization_and_profile(smoke):
+    _, result, _ = smoke
+    [cell] = result["cells"]
+    hoid = next(r for r in cell["rows"] if r["key"] == "hoid-compile")
+    opt = hoid["optimize"]
+    assert opt["cold"]["seconds"] > 0 and opt["warm"]["seconds"] > 0
+    assert opt["cold"]["stop_reason"] == "budget spent: 0 attempts"
+    assert hoid["profile"]["rows"] and hoid["profile"]["step_s"] > 0
+    assert hoid["captured"] is False and hoid["cuda_graph_reason"] == "the device is not a GPU"
+
+
+@pytest.mark.slow
+def test_the_first_run_commits_the_reference_and_a_later_one_is_checked(smoke):
+    tmp, result, _ = smoke
+    [cell] = result["cells"]
+    assert cell["reference_check"]["status"] == "reference created"
+    reference = json.loads((tmp / "out" / "reference.json").read_text())["cells"]
+    ok = [r["key"] for r in cell["rows"] if r["group"] == "stock" and r["status"] == "ok"]
+    prefix = f"{result['device']}|qwen3-1.7b-tiny|p8-n8-b2|"
+    assert sorted(k[len(prefix):] for k in reference) == sorted(ok)
+    first = reference[prefix + "hf-static"]["tokens_per_s"]
+    again = _run(tmp, "--prompt", "8", "--batch", "2", "--rows", "hf-static")
+    assert again.returncode == 0, again.stderr[-3000:]
+    second = json.loads((tmp / "out" / "decode-qwen3-1.7b-tiny-p8-b2-n8-hf-static.json").read_text())
+    check = second["cells"][0]["reference_check"]
+    assert check["status"] in ("within", "off")
+    measured = second["cells"][0]["rows"][0]["tokens_per_s"]
+    assert check["metrics"]["tokens_per_s"]["ratio"] == pytest.approx(measured / first)
+    assert check["metrics"]["tokens_per_s"]["off"] == (abs(measured / first - 1) > 0.05)
+    kept = json.loads((tmp / "out" / "reference.json").read_text())["cells"]
+    assert kept[prefix + "hf-static"]["tokens_per_s"] == first  # a later run never replaces the reference
+
+
+@pytest.mark.slow
+def test_slices_over_gpus_merge_into_one_table(tmp_path):
+    done = _run(tmp_path, "--prompt", "8", "--batch", "1", "2", "--rows", "hf-static", "--gpus", "2")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    names = sorted(p.name for p in (tmp_path / "out").glob("decode-*.json"))
+    assert names == ["decode-qwen3-1.7b-tiny-p8-b1-n8-hf-static.json", "decode-qwen3-1.7b-tiny-p8-b2-n8-hf-static.json"]
+    reference = json.loads((tmp_path / "out" / "reference.json").read_text())["cells"]
+    assert sorted(k.split("|", 1)[1] for k in reference) == ["qwen3-1.7b-tiny|p8-n8-b1|hf-static",
+                                                              "qwen3-1.7b-tiny|p8-n8-b2|hf-static"]
+    assert done.stdout.count("| qwen3-1.7b-tiny | 8 |") == 2
+    assert len(list((tmp_path / "out" / "logs").glob("*.log"))) == 2
