@@ -261,6 +261,12 @@ def executor_from_args(args):
 
     if args.workers is not None and args.workers < 1:
         raise _UsageError(f"--workers {args.workers}: give at least 1")
+    if args.workers is not None and args.ray is None:
+        import torch
+
+        if torch.cuda.is_available() and args.workers > torch.cuda.device_count():
+            raise _UsageError(f"--workers {args.workers}: this machine has {torch.cuda.device_count()} GPU(s), a "
+                              "worker runs on one of its own; ask for fewer, or use --ray for a cluster")
     if args.ray is not None:
         if importlib.util.find_spec("ray") is None:
             raise _UsageError("--ray needs Ray: pip install 'hoid[ray]' (or pip install ray)")

@@ -119,14 +119,19 @@ class PoolExecutor(LocalExecutor):
         raise NotImplementedError
 
     def close(self) -> None:
+        """Stop the workers: idle ones are asked to, busy ones (a task read ahead, now not wanted) killed."""
         with self._lock:
             self._closing = True
             for task in self._queue:
                 task.future.cancel()
             self._queue.clear()
+            busy = set(self._busy)
             self._lock.notify_all()
         for h in self.workers:
-            h.stop()
+            if h in busy:
+                h.kill()
+            else:
+                h.stop()
 
     @property
     def parallel(self) -> int:
@@ -247,18 +252,19 @@ class PoolExecutor(LocalExecutor):
                 self._busy.add(worker)
             try:
                 worker.send(task.message(worker))
-                answer = worker.receive(self.timeout_s)
+                answer = _answer(worker.receive(self.timeout_s))
             except Lost as e:
-                self._fail(worker, task, str(e))
+                if not self._closing:  # killed by close(): not a fault
+                    self._fail(worker, task, str(e))
                 return
-            except Exception as e:  # noqa: BLE001  a message that cannot be built fails its task, not the worker
-                task.future.set_exception(e)
+            except Exception as e:  # noqa: BLE001  a task that cannot be sent or read fails, not the worker
                 with self._lock:
                     self._busy.discard(worker)
+                task.future.set_exception(e)
                 continue
             with self._lock:
                 self._busy.discard(worker)
-            task.future.set_result((*_answer(answer), worker))
+            task.future.set_result((*answer, worker))
 
     def _fail(self, worker, task: _Task, why: str) -> None:
         """`worker` is gone: its task goes to another worker once, else fails; with none left, all fail."""

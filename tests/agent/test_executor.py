@@ -18,7 +18,7 @@ from hoid.kernels import KernelSpec, get
 from hoid.kernels.pattern import op_pattern
 from hoid.models.examples import mlp_block
 
-from .helpers import SLOW_RMSNORM, norm_graph
+from .helpers import SLOW_RMSNORM, Only, norm_graph
 
 pytestmark = pytest.mark.slow  # worker processes import torch and hoid: seconds each on this CPU
 
@@ -68,19 +68,10 @@ class WithFaults(LibraryProposer):
             yield proposal
 
 
-class Listed:
-    """Exactly these kernels, in order, for every region of their pattern; independent (read ahead)."""
+class Listed(Only):
+    """`Only`, independent: a pool reads its proposals ahead."""
 
     independent = True
-
-    def __init__(self, name, *specs):
-        self.name, self.specs = name, specs
-
-    def propose(self, context):
-        for spec in self.specs:
-            for region in context.regions:
-                if spec.pattern.name == region.pattern and spec.rejects(list(region.types), region.attrs) is None:
-                    yield Proposal(region.key, spec, (spec.default_params(),))
 
 
 @pytest.fixture(autouse=True)
