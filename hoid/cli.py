@@ -77,8 +77,10 @@ def _optimize(args: argparse.Namespace) -> int:
     except ValueError as e:
         raise _UsageError(f"--budget {args.budget}: {e}") from None
     agents = [a.strip() for a in args.agent.split(",") if a.strip()]
+    from .cli_agent import executor_from_args
+
     opt = optimize(graph, agent=agents, budget=budget, device=args.device, journal=args.journal,
-                   progress=_progress_printer())
+                   executor=executor_from_args(args), progress=_progress_printer())
     print(opt.report)
     if args.out:
         save(opt.graph, args.out)
@@ -100,19 +102,23 @@ def _progress_printer():
 
         def escape(text):
             return text
+    from .cli_agent import WorkerStatus
     from .measure.timing import format_seconds
 
     count = [0]
+    workers = WorkerStatus()  # a pool's workers and queue (--workers, --ray)
 
     def show(event: dict) -> None:
         kind = event["kind"]
+        if (line := workers.update(event)) is not None:
+            say(escape(line))
         if kind == "baseline":
             say(f"baseline {format_seconds(event['seconds'])} ({event['evidence']})")
         elif kind in ("attempt", "replayed"):
             count[0] += 1
             mark = "kept" if event["kept"] else event.get("verdict", "replayed")
             best = f"  best {format_seconds(event['best'])} ({event['evidence']})" if "best" in event else ""
-            say(f"[{count[0]}] {event['kernel']} for {event['region'][:60]}: {mark}{best}")
+            say(f"[{count[0]}] {event['kernel']} for {event['region'][:60]}: {mark}{best}{escape(workers.suffix())}")
         elif kind == "stale":
             say(f"checking again {event['kernel']}: {event['why']}")
         elif kind == "region skipped":  # a proposer left it without a proposal (a kernel whose region is absent)
@@ -240,6 +246,9 @@ def main(argv: list[str] | None = None) -> int:
     op.add_argument("--device", default=None, help="h200, b200 or cpu (default: this GPU, else an H200 plan)")
     op.add_argument("--journal", default=None, help="the journal file (default: HOID_JOURNAL or the user cache)")
     op.add_argument("--out", default=None, help="write the optimized graph as a .hoid document here")
+    from .cli_agent import add_executor_options  # --workers, --ray (hoid/cli_agent.py)
+
+    add_executor_options(op)
     op.set_defaults(func=_optimize)
     va = sub.add_parser("validate", parents=[common], help="parse and validate a .hoid document (and its weights "
                         "if the weights file is beside it)")

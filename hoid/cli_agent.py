@@ -12,6 +12,7 @@
                                            an HTML page with the plots (regions before/after, roofline, attempts)
 
 `hoid.cli.main` adds them (`add_commands`); errors follow its rule (one line, exit 2 or 1, `--debug`).
+`hoid optimize`'s executor options (`--workers N`, `--ray ADDRESS`) and their progress lines live here too.
 """
 
 from __future__ import annotations
@@ -236,3 +237,72 @@ def report(args: argparse.Namespace) -> int:
         write_report_html(rep, journal, out.with_suffix(".html"), str(png))
     print(f"wrote {out}, {out.with_suffix('.html')} and {png}: {rep.headline()}")
     return 0
+
+
+# --- hoid optimize: where candidates are checked and measured ------------------------------------------
+
+def add_executor_options(parser) -> None:
+    parser.add_argument("--workers", type=int, default=None, metavar="N",
+                        help="check and measure candidates on N worker processes: one per GPU of this machine "
+                        "(each pinned to its GPU), or N CPU processes without a GPU (with --ray: N actors)")
+    parser.add_argument("--ray", default=None, metavar="ADDRESS",
+                        help="check and measure on a Ray cluster's GPUs (ADDRESS as ray.init takes it: auto, "
+                        "ray://head:10001); needs pip install 'hoid[ray]'")
+    parser.add_argument("--worker-timeout", type=float, default=900.0, metavar="SECONDS",
+                        help="a worker that does not answer a task in this time is killed and its task retried "
+                        "once on another (default 900)")
+
+
+def executor_from_args(args):
+    """The pool `--workers` / `--ray` ask for, or None (this process)."""
+    import importlib.util
+
+    from .cli import _UsageError
+
+    if args.workers is not None and args.workers < 1:
+        raise _UsageError(f"--workers {args.workers}: give at least 1")
+    if args.workers is not None and args.ray is None:
+        import torch
+
+        if torch.cuda.is_available() and args.workers > torch.cuda.device_count():
+            raise _UsageError(f"--workers {args.workers}: this machine has {torch.cuda.device_count()} GPU(s), a "
+                              "worker runs on one of its own; ask for fewer, or use --ray for a cluster")
+    if args.ray is not None:
+        if importlib.util.find_spec("ray") is None:
+            raise _UsageError("--ray needs Ray: pip install 'hoid[ray]' (or pip install ray)")
+        from .agent.ray_executor import RayPool
+
+        return RayPool(args.ray, workers=args.workers, timeout_s=args.worker_timeout)
+    if args.workers is not None:
+        from .agent.pool import WorkerPool
+
+        return WorkerPool(args.workers, timeout_s=args.worker_timeout)
+    return None
+
+
+class WorkerStatus:
+    """The workers and their queue, for `hoid optimize`'s progress: `update(event)` gives a line to print
+    (a worker lost or left out) or None; `suffix()` the state to append to an attempt's line."""
+
+    def __init__(self):
+        self.state: dict | None = None
+
+    def update(self, event: dict) -> str | None:
+        kind = event["kind"]
+        if kind == "workers":
+            first = self.state is None
+            self.state = event
+            return f"workers: {event['alive']} on {event['device']}" if first else None
+        if kind == "worker lost":
+            then = "its task goes to another worker" if event["retry"] else "its task is not retried again"
+            return f"lost {event['worker']}: {event['why']} ({event['task']}; {then})"
+        if kind == "worker left out":
+            return f"left out {event['worker']}: {event['why']}"
+        return None
+
+    def suffix(self) -> str:
+        s = self.state
+        if s is None:
+            return ""
+        lost = f", {s['lost']} lost" if s["lost"] else ""
+        return f"  [workers {s['alive']}{lost}: {s['busy']} busy, {s['queued']} queued]"

@@ -1,5 +1,6 @@
 """The agent: the optimization loop (`optimize`), its `Budget`, the proposer protocol and the library proposer,
-the LLM proposers (`openai:<model>`, `openai-advisor:<model>`), the journal, the executor and the report.
+the LLM proposers (`openai:<model>`, `openai-advisor:<model>`), the journal, the executors (in-process,
+`WorkerPool`: a worker per local GPU, `RayPool`: a Ray cluster) and the report.
 Nothing here imports egglog until a run starts.
 
     opt = hoid.optimize(graph, agent="library", budget=hoid.Budget(minutes=10), device="h200")
@@ -15,9 +16,12 @@ from .journal import Journal
 from .library_proposer import LibraryProposer
 from .loop import Optimized, optimize
 from .openai_proposer import OpenAIProposer
+from .pool import WorkerPool
 from .proposer import Context, Outcome, Proposal, Proposer, RegionInfo, proposer_names, register_proposer
+from .ray_executor import RayPool  # imports Ray only when a RayPool is made
 from .report import Report
 
 __all__ = ["AdvisoryProposer", "Budget", "CodegenProposer", "Context", "DirectoryProposer", "Evidence", "Executor",
            "Journal", "LibraryProposer", "LocalExecutor", "OpenAIProposer", "Optimized", "Outcome", "Proposal",
-           "Proposer", "RegionInfo", "Report", "Spend", "optimize", "proposer_names", "register_proposer"]
+           "Proposer", "RayPool", "RegionInfo", "Report", "Spend", "WorkerPool", "optimize", "proposer_names",
+           "register_proposer"]

@@ -26,6 +26,7 @@ class CodegenProposer:
     """sweep: at most this many param sets per kernel ("auto" first, then a few block sizes around it)."""
 
     name = "codegen"
+    independent = True  # its proposals never depend on earlier outcomes: a pool may read them ahead
 
     def __init__(self, *, sweep: int = 4):
         self.sweep = sweep

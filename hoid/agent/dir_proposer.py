@@ -155,6 +155,8 @@ def load_kernels(path: str | Path) -> list[DirKernel]:
 class DirectoryProposer:
     """See the module doc. `path`: a folder of kernel folders, or one."""
 
+    independent = True  # its proposals never depend on earlier outcomes: a pool may read them ahead
+
     def __init__(self, path: str | Path):
         self.path = str(path)
         self.name = f"dir:{self.path}"

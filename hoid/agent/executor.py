@@ -19,12 +19,18 @@ Checks: a trusted kernel (library or registered Python) is checked at the region
 the region (`hoid.verify.check`), except on the CPU where the region is too large for Triton's
 interpreter, where `hoid.verify.check_kernel` checks it over its declared shape space; kernel source
 (`KernelSource.to_spec`) is untrusted and always checked in a separate process (`check_kernel`).
+
+The loop asks for a candidate's check and kernel measurement together (`submit`, an `Evaluation` to
+wait for), and for its finalists' whole-graph times together (`measure_graphs`): `LocalExecutor` does
+each at once, in this process; `hoid.agent.pool.WorkerPool` (a worker process per local GPU) and
+`hoid.agent.ray_executor.RayPool` (a Ray cluster) fan them out, `parallel` at a time.
 """
 
 from __future__ import annotations
 
 import math
 import os
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -54,8 +60,31 @@ class Evidence:
     fresh: bool = True
 
 
+@dataclass(frozen=True)
+class Evaluation:
+    """A candidate's check and kernel measurement. verdict: the check's (None: it could not be checked);
+    params, kernel: the chosen params and the kernel's time (None: failed the check, or could not be
+    measured); error: why it could not be checked or measured, in words; retried: why its first worker
+    was lost, where it was evaluated a second time."""
+
+    verdict: object | None = None
+    params: dict | None = None
+    kernel: Evidence | None = None
+    error: str = ""
+    retried: str = ""
+
+
+class WorkerLost(RuntimeError):
+    """A task whose worker died or hung, twice (on two workers): the candidate is recorded as failed."""
+
+
+class NoWorkers(RuntimeError):
+    """Every worker is lost: the run stops (resumable) with this as its reason."""
+
+
 class Executor(Protocol):
-    """What the loop asks of a worker (see the module doc)."""
+    """What the loop asks of a worker (see the module doc). `submit` and `measure_graphs` are optional:
+    the loop calls `check`, `measure_kernel` and `measure_graph` one by one where they are missing."""
 
     device: Device
 
@@ -68,22 +97,58 @@ class Executor(Protocol):
     def cost_model(self): ...
 
 
+def evaluate(executor, spec, region, params: dict, sweep) -> Evaluation:
+    """Check, then (passed) measure, in this process: what a candidate's evaluation is, wherever it runs."""
+    try:
+        verdict = executor.check(spec, region, params)
+    except Exception as e:  # noqa: BLE001  a candidate that cannot even be checked is rejected, not fatal
+        return Evaluation(error=f"could not be checked: {type(e).__name__}: {e}")
+    if not verdict.ok:
+        return Evaluation(verdict)
+    try:
+        params, kernel = executor.measure_kernel(spec, region, sweep)
+    except Exception as e:  # noqa: BLE001
+        return Evaluation(verdict, error=f"could not be measured: {type(e).__name__}: {e}")
+    return Evaluation(verdict, params, kernel)
+
+
+def done(value) -> Future:
+    """A future that already holds `value`."""
+    future = Future()
+    future.set_result(value)
+    return future
+
+
 class LocalExecutor:
     """This process and this machine. `device`: the target (a `Device`); `cache`: the measurement cache
     (default `HOID_CACHE`), into which the shipped measurements are merged once; `trials`: numerical
     check trials (None: `hoid.verify`'s default); `journal`, `run`: where measurements are recorded."""
 
+    parallel = 1  # candidates evaluated at once: the loop reads proposals ahead only where this is above 1
+
     def __init__(self, device: Device, *, cache: MeasureCache | None = None, trials: int | None = None,
-                 journal: Journal | None = None, run: int | None = None):
+                 journal: Journal | None = None, run: int | None = None, shipped: bool = True):
         if not has_cuda():
             # Triton picks interpreter or compiler when first imported: on a CPU only the interpreter runs
             os.environ.setdefault("TRITON_INTERPRET", "1")
         self.device, self.trials, self.journal, self.run = device, trials, journal, run
         self.local = local_device()
         self.cache = cache if cache is not None else MeasureCache()
-        if SHIPPED.is_file() and self.cache.path.resolve() != SHIPPED:
+        if shipped and SHIPPED.is_file() and self.cache.path.resolve() != SHIPPED:
             self.cache.merge(SHIPPED)
         self.on_device = self.device.name == self.local.name
+        self.profiles_here = self.on_device  # regions are profiled in this process: measured only on the target
+
+    def submit(self, spec, region, params: dict, sweep) -> Future:
+        """The candidate's `Evaluation` (here: computed now)."""
+        return done(evaluate(self, spec, region, params, sweep))
+
+    def measure_graphs(self, graphs) -> list[Evidence]:
+        """`measure_graph` of each (graph, modelled price) pair (a pool times them at once)."""
+        return [self.measure_graph(g, modelled=modelled) for g, modelled in graphs]
+
+    def close(self) -> None:
+        """Nothing to release here (a pool stops its workers)."""
 
     # --- checks ----------------------------------------------------------------------------------
     def check(self, spec, region, params: dict):
@@ -104,41 +169,54 @@ class LocalExecutor:
                      destination_passing=True, aliases=spec.aliases, deterministic=spec.deterministic, seed=0)
 
     # --- kernel measurements ---------------------------------------------------------------------
+
     def measure_kernel(self, spec, region, sweep) -> tuple[dict, Evidence]:
         """The fastest params of the sweep and the kernel's time with them."""
-        from ..kernels.registry import register
-        from ..measure.kernel_bench import measure_kernel
+        register_checked(spec)  # only a kernel that passed its check is measured
+        candidates = self.candidates(spec, region, sweep)
+        if self.on_device:
+            return self.choose(spec, candidates, [self.time_kernel(spec, region, p) for p in candidates])
+        return self.modelled_kernel(spec, region, candidates)
 
-        if isinstance(getattr(spec.launch, "source", None), KernelSource):
-            # only a kernel that passed its check is measured: from here on its nodes may be bound (the
-            # whole-graph timing and the runtime launch kernel nodes by id, through the registry)
-            register(spec, replace=True)
+    def candidates(self, spec, region, sweep) -> list[dict]:
+        """The sweep's params resolved for the target ("auto"s filled in), each once."""
         target = self.device.target()
         candidates = [resolve_params(spec, region.types, region.attrs, p, target) for p in (sweep or [{}])]
-        candidates = list({repr(sorted(c.items())): c for c in candidates}.values())  # resolved "auto"s may meet
-        if self.on_device:
-            best = None
-            for params in candidates:
-                m = measure_kernel(spec, region.types, region.attrs, params, device=self.local, cache=self.cache)
-                self._record("kernel", _kernel_key(m.key), m.median, m.timing.samples if m.timing else (),
-                             "measured", m.timing.method if m.timing else "cache", fresh=not m.cached)
-                if m.suspect:
-                    continue
-                if best is None or m.median < best[1].median:
-                    best = (params, m)
-            if best is None:
-                raise RuntimeError(f"kernel {spec.id}: every candidate's time is below the roofline floor (suspect)")
-            params, m = best
-            method = f"timed at its real shapes, fastest of {len(candidates)} param sets"
-            return params, Evidence(m.median, "measured", method, m.timing.samples if m.timing else (), not m.cached)
+        return list({repr(sorted(c.items())): c for c in candidates}.values())  # resolved "auto"s may meet
+
+    def time_kernel(self, spec, region, params):
+        """One param set timed on this machine (`hoid.measure.measure_kernel`, through the cache)."""
+        from ..measure.kernel_bench import measure_kernel
+
+        return measure_kernel(spec, region.types, region.attrs, params, device=self.local, cache=self.cache)
+
+    def choose(self, spec, candidates, measurements, where: str = "") -> tuple[dict, Evidence]:
+        """The fastest of `measurements` (one per candidate, suspect ones left out), each recorded."""
+        best = None
+        for params, m in zip(candidates, measurements, strict=True):
+            method = (m.timing.method if m.timing else "cache") + where
+            self._record("kernel", _kernel_key(m.key), m.median, m.timing.samples if m.timing else (),
+                         "measured", method, fresh=not m.cached)
+            if m.suspect:
+                continue
+            if best is None or m.median < best[1].median:
+                best = (params, m)
+        if best is None:
+            raise RuntimeError(f"kernel {spec.id}: every candidate's time is below the roofline floor (suspect)")
+        params, m = best
+        method = f"timed at its real shapes, fastest of {len(candidates)} param sets{where}"
+        return params, Evidence(m.median, "measured", method, m.timing.samples if m.timing else (), not m.cached)
+
+    def modelled_kernel(self, spec, region, candidates) -> tuple[dict, Evidence]:
+        """Off the target: the target's own measurement where the cache holds one, else the model."""
         found = []
         for params in candidates:
             key = MeasureKey.of(self.device.name, spec.id, spec.version, params, region.types, region.attrs)
             entry = self.cache.get(key)
             if entry is not None:
-                found.append((entry.median, params))
+                found.append((entry.median, params, key))
         if found:
-            seconds, params = min(found, key=lambda f: f[0])
+            seconds, params, key = min(found, key=lambda f: f[0])
             self._record("kernel", _kernel_key(key), seconds, (), "measured", "cache", fresh=False)
             return params, Evidence(seconds, "measured", f"measured on {self.device.name} earlier (cache)", (), False)
         params = candidates[0]
@@ -158,19 +236,32 @@ class LocalExecutor:
         """The whole graph's time on the target; `modelled`: its price under `cost_model()` if known (what
         is returned off the device, computed here when not given)."""
         if not self.on_device:
-            seconds = modelled if modelled is not None else self._price_graph(graph)
-            return Evidence(seconds, "modelled", f"cost model of the search on {self.device.name}")
-        key = f"{self.device.name}|{graph_hash(graph)}"
-        if self.journal is not None and (done := self.journal.graph_measurement(key)) is not None:
-            seconds, samples, evidence, method = done
-            self._record("graph", key, seconds, samples, evidence, method, fresh=False)
-            return Evidence(seconds, evidence, method, tuple(samples), fresh=False)
-        samples, method = self._time_graph(graph, repeats)
+            return self.modelled_graph(graph, modelled)
+        return self.known_graph(graph) or self.timed_graph(graph, *self.time_graph(graph, repeats))
+
+    def modelled_graph(self, graph, modelled: float | None) -> Evidence:
+        seconds = modelled if modelled is not None else self._price_graph(graph)
+        return Evidence(seconds, "modelled", f"cost model of the search on {self.device.name}")
+
+    def graph_key(self, graph) -> str:
+        return f"{self.device.name}|{graph_hash(graph)}"
+
+    def known_graph(self, graph) -> Evidence | None:
+        """A measurement of `graph` on the target the journal already holds (resume repeats none)."""
+        key = self.graph_key(graph)
+        if self.journal is None or (found := self.journal.graph_measurement(key)) is None:
+            return None
+        seconds, samples, evidence, method = found
+        self._record("graph", key, seconds, samples, evidence, method, fresh=False)
+        return Evidence(seconds, evidence, method, tuple(samples), fresh=False)
+
+    def timed_graph(self, graph, samples, method: str) -> Evidence:
+        """`samples` of `graph` just timed on the target, recorded."""
         seconds = sorted(samples)[len(samples) // 2]
-        self._record("graph", key, seconds, samples, "measured", method, fresh=True)
+        self._record("graph", self.graph_key(graph), seconds, samples, "measured", method, fresh=True)
         return Evidence(seconds, "measured", method, tuple(samples))
 
-    def _time_graph(self, graph, repeats: int) -> tuple[list[float], str]:
+    def time_graph(self, graph, repeats: int) -> tuple[list[float], str]:
         from ..measure.inputs import random_inputs
         from ..measure.profile import profile_graph
         from ..verify.region import index_bounds
@@ -213,6 +304,15 @@ def _kernel_key(key: MeasureKey) -> str:
     return "|".join(key.row())
 
 
+def register_checked(spec) -> None:
+    """Kernel source that passed its check is registered: from here on its nodes may be bound (the kernel
+    measurement, the whole-graph timing and the runtime launch kernel nodes by id, through the registry)."""
+    from ..kernels.registry import register
+
+    if isinstance(getattr(spec.launch, "source", None), KernelSource):
+        register(spec, replace=True)
+
+
 def _destination_passing(bound):
     """The bound kernel as `hoid.verify` calls a destination-passing candidate: inputs, then outputs."""
     n = len(bound.inputs)
@@ -221,3 +321,15 @@ def _destination_passing(bound):
         bound.launch(tensors[:n], tensors[n:])
 
     return launch
+
+
+def start_executor(executor, device: Device, *, cache, trials, journal: Journal, run: int, progress):
+    """The executor a run uses, and whether the run owns it (closes it when done): `LocalExecutor` for
+    None; a pool (an object with `start`) started for this run's device, journal and progress; any other
+    executor as it is."""
+    if executor is None:
+        return LocalExecutor(device, cache=cache, trials=trials, journal=journal, run=run), True
+    if hasattr(executor, "start"):
+        executor.start(device, cache=cache, trials=trials, journal=journal, run=run, progress=progress)
+        return executor, True
+    return executor, False

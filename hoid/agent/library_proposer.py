@@ -29,6 +29,7 @@ class LibraryProposer:
     choices in their declared order), so a kernel with many choices does not eat the budget."""
 
     name = "library"
+    independent = True  # its proposals never depend on earlier outcomes: a pool may read them ahead
 
     def __init__(self, *, sweep: int = 8):
         self.sweep = sweep

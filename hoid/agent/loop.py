@@ -7,11 +7,18 @@
 The e-graph is built (and saturated with the rule sets) once; every candidate is injected into it, and
 a cost model that prices any kernel not yet kept (nor being tried) out of reach makes extraction see
 only the accepted kernels plus the candidate. A kept kernel's chosen params are in its kernel nodes.
+
+With an executor that evaluates several candidates at once (`parallel` > 1: a pool of workers), the loop
+reads an independent proposer's proposals ahead (`Proposer.independent`) and submits their checks and
+kernel measurements together; it still decides them one by one in the proposer's order, so a run keeps
+the same kernels whichever executor it has. A candidate whose worker was lost twice is recorded as
+failed; a run that has lost every worker stops, resumable.
 """
 
 from __future__ import annotations
 
 import json
+from collections import deque
 from dataclasses import dataclass
 
 from ..ir import Graph, expect_graph
@@ -25,7 +32,7 @@ from ..measure.local import has_cuda, local_device
 from ..measure.noise import compare
 from ..measure.timing import Timing
 from .budget import Budget, Spend
-from .executor import Evidence, LocalExecutor
+from .executor import Evaluation, Evidence, NoWorkers, WorkerLost, done, evaluate, start_executor
 from .journal import Journal, graph_hash
 from .proposer import DEFAULT_AGENTS, Context, Outcome, Proposal, proposers_for
 from .regions import discover
@@ -93,7 +100,8 @@ def optimize(graph: Graph, *, agent=DEFAULT_AGENTS, budget: Budget | None = None
     sets first. k: finalists per extraction. cache: a `hoid.measure.MeasureCache`; store: a
     `hoid.kernels.AcceptedStore` or its path (default: `HOID_KERNELS`'s; False for none): measured
     acceptances, stored and reused per device; executor: where checks and
-    measurements run (default `LocalExecutor`); trials: numerical-check trials; progress: a callable
+    measurements run (default `LocalExecutor`; `hoid.agent.WorkerPool(n)` for a worker per local GPU,
+    `hoid.agent.RayPool(address)` for a Ray cluster); trials: numerical-check trials; progress: a callable
     given each event (a dict) as it happens, for the CLI.
     """
     graph = expect_graph(graph, "hoid.optimize")
@@ -115,8 +123,10 @@ class Runner:
         agents = ",".join(p.name for p in self.proposers)
         key = f"{graph_hash(graph)}|{device.name}|{agents}|rules={rules}"
         self.run_id, self.resumed = self.journal.open_run(key, graph.name, device.name, agents, str(budget))
-        self.executor = executor or LocalExecutor(device, cache=cache, trials=trials, journal=self.journal,
-                                                  run=self.run_id)
+        self.executor, self._owns_executor = start_executor(executor, device, cache=cache, trials=trials,
+                                                            journal=self.journal, run=self.run_id,
+                                                            progress=self.progress)
+        self._pending: dict = {}  # proposal key -> its evaluation, submitted ahead (a pool's workers)
         self.spend = Spend()
         self.allowed: set = set()
         self.accepted = KernelSet.empty()
@@ -126,6 +136,15 @@ class Runner:
 
     # --- the run ---------------------------------------------------------------------------------
     def run(self) -> Optimized:
+        try:
+            return self._run()
+        finally:
+            for pending in self._pending.values():
+                pending.cancel()
+            if self._owns_executor:
+                self.executor.close()
+
+    def _run(self) -> Optimized:
         from ..search.library import apply_library
         from ..search.rules import default_rulesets
         from ..search.space import SearchSpace
@@ -146,8 +165,7 @@ class Runner:
             # the library's patterns, and those of proposers that bring their own (`region_specs()`)
             specs = list(library_kernels().values()) + [s for p in self.proposers
                                                         for s in getattr(p, "region_specs", list)()]
-            regions = discover(self.space, specs, self.device,
-                               measured=self.executor.on_device if hasattr(self.executor, "on_device") else False)
+            regions = discover(self.space, specs, self.device, measured=getattr(self.executor, "profiles_here", False))
             context = Context(self.graph, regions, self.device, self.accepted, self.history, self._spend_llm,
                               self._skip, budget=self.budget, spent=self.spend, _record=self._record_failure,
                               _emit=self._emit)
@@ -155,7 +173,7 @@ class Runner:
             if self.rules:
                 self._try_rules_only()
             for proposer in self.proposers:
-                for proposal in proposer.propose(context):
+                for proposal in self._proposals(proposer, context):
                     reason = self.spend.exhausted(self.budget)
                     if reason is not None:
                         stop = reason
@@ -166,20 +184,62 @@ class Runner:
             stop = self.spend.exhausted(self.budget) or stop
         except _Stop:
             pass
+        except NoWorkers as e:  # every worker lost: what is accepted stays, the rest is resumable
+            stop = f"no workers left: {e}"
         except KeyboardInterrupt:  # Ctrl-C: stop cleanly with the best so far; the run stays resumable
             stop = "interrupted"
-        resumable = stop == "interrupted"
+        resumable = stop == "interrupted" or stop.startswith("no workers left")
         self.journal.finish_run(self.run_id, stop, self.best.seconds, self.best.evidence, resumable=resumable)
         return self._result(stop)
 
     def _try_rules_only(self) -> None:
         """The rule sets alone (no kernel): a finalist like any other, kept if it gains."""
         finalists = self.space.extract(_Allowed(self.cost, set(self.allowed)), k=0).finalists
-        evidence = self.executor.measure_graph(finalists[0].graph, modelled=finalists[0].cost)
+        try:
+            evidence = self.executor.measure_graph(finalists[0].graph, modelled=finalists[0].cost)
+        except WorkerLost as e:
+            self._record_failure("rules", "the rule sets alone", f"not measured: {e}", "failed")
+            return
         gain, why = self._gain(evidence)
         if gain:
             self._keep(finalists[0].graph, evidence, None)
         self._emit(kind="rules", kept=gain, why=why)
+
+    def _proposals(self, proposer, context):
+        """`proposer`'s proposals in its order; with a pool, an independent proposer's are read ahead (two
+        per worker, as far as the budget's attempts allow) and submitted, so that no worker waits."""
+        proposals = iter(proposer.propose(context))
+        width = 2 * getattr(self.executor, "parallel", 1)
+        if width <= 2 or not getattr(proposer, "independent", False):
+            yield from proposals
+            return
+        ahead: deque = deque()
+        while True:
+            while len(ahead) < width and (self.budget.attempts is None
+                                          or self.spend.attempts + len(ahead) < self.budget.attempts):
+                if (proposal := next(proposals, None)) is None:
+                    break
+                ahead.append(proposal)
+                key = proposal.key(proposer.name)
+                region = next((r for r in context.regions if r.key == proposal.region), None)
+                if region is None or self.journal.finished_attempt(self.run_id, key) is not None or \
+                        (proposal.kernel.id, tuple(region.types), attr_key(region.attrs)) in self.allowed:
+                    continue  # its turn says what is wrong with it, replays it or skips it: nothing to evaluate
+                self._pending[key] = self._submit(proposal.kernel, region, proposal.sweep)
+            if not ahead:
+                return
+            yield ahead.popleft()
+
+    def _submit(self, spec, region, sweep):
+        """The candidate's `Evaluation` to wait for: checked with the sweep's first params, then measured."""
+        sweep = sweep or (spec.default_params(),)
+        try:
+            params = self._resolved(spec, region, sweep[0])
+        except Exception as e:  # noqa: BLE001  a candidate that cannot even be checked is rejected, not fatal
+            return done(Evaluation(error=f"could not be checked: {type(e).__name__}: {e}"))
+        if hasattr(self.executor, "submit"):
+            return self.executor.submit(spec, region, params, sweep)
+        return done(evaluate(self.executor, spec, region, params, sweep))
 
     def _attempt(self, proposer: str, proposal: Proposal, context: Context) -> None:
         key = proposal.key(proposer)
@@ -205,7 +265,7 @@ class Runner:
         attempt = self.journal.begin_attempt(self.run_id, key, proposer, region, spec, proposal.sweep, text,
                                              note=proposal.note)
         self._verdict = None
-        verdict_word, kept, why, fields = self._decide(spec, region, proposal, attempt)
+        verdict_word, kept, why, fields = self._decide(spec, region, proposal, attempt, key)
         self.journal.update_attempt(attempt, verdict=verdict_word, kept=kept, why=why, finished=1, **fields)
         self.history.append(Outcome(proposer, region.key, spec.id, verdict_word, kept, why,
                                     kind=getattr(self._verdict, "kind", None), kernel_s=fields.get("kernel_s"),
@@ -213,21 +273,22 @@ class Runner:
         self._emit(kind="attempt", proposer=proposer, kernel=spec.id, region=region.key, verdict=verdict_word,
                    kept=kept, why=why, best=self.best.seconds, evidence=self.best.evidence)
 
-    def _decide(self, spec, region, proposal, attempt) -> tuple[str, bool, str, dict]:
-        sweep = proposal.sweep or (spec.default_params(),)
+    def _decide(self, spec, region, proposal, attempt, key) -> tuple[str, bool, str, dict]:
+        pending = self._pending.pop(key, None) or self._submit(spec, region, proposal.sweep)
         try:
-            params = self._resolved(spec, region, sweep[0])
-            verdict = self.executor.check(spec, region, params)
-            self._verdict = verdict  # its kind goes back to the proposer with the outcome
-        except Exception as e:  # noqa: BLE001  a candidate that cannot even be checked is rejected, not fatal
-            return "rejected", False, f"could not be checked: {type(e).__name__}: {e}", {}
+            result = pending.result()
+        except WorkerLost as e:
+            return "failed", False, str(e), {}
+        retried = f"; evaluated again after its worker was lost ({result.retried})" if result.retried else ""
+        verdict = self._verdict = result.verdict  # its kind goes back to the proposer with the outcome
+        if verdict is None:
+            return "rejected", False, result.error + retried, {}
         if not verdict.ok:
-            return "rejected", False, verdict.reason, {"verdict_reason": verdict.reason}
+            return "rejected", False, verdict.reason + retried, {"verdict_reason": verdict.reason}
         fields = {"verdict_reason": verdict.reason}
-        try:
-            params, kernel = self.executor.measure_kernel(spec, region, sweep)
-        except Exception as e:  # noqa: BLE001
-            return "passed", False, f"could not be measured: {type(e).__name__}: {e}", fields
+        if result.kernel is None:
+            return "passed", False, result.error + retried, fields
+        params, kernel = result.params, result.kernel
         fields.update(params=params, kernel_s=kernel.seconds, kernel_evidence=kernel.evidence,
                       kernel_method=kernel.method)
         trial = KernelSet.empty().accept(spec, region.types, region.attrs, params, evidence=kernel.evidence)
@@ -235,10 +296,14 @@ class Runner:
         signature = (spec.id, tuple(region.types), attr_key(region.attrs))
         finalists = self.space.extract(_Allowed(self.cost, self.allowed | {signature}), k=self.k).finalists
         best_f, best_e = None, None
-        for f in {graph_hash(f.graph): f for f in finalists}.values():
-            if not any(n.op == "kernel" and n.attrs["kernel"] == spec.id for n in f.graph.nodes):
-                continue  # a finalist without the candidate says nothing about it
-            e = self.executor.measure_graph(f.graph, modelled=f.cost)
+        # a finalist without the candidate says nothing about it
+        finalists = [f for f in {graph_hash(f.graph): f for f in finalists}.values()
+                     if any(n.op == "kernel" and n.attrs["kernel"] == spec.id for n in f.graph.nodes)]
+        try:
+            timed = _measure_graphs(self.executor, [(f.graph, f.cost) for f in finalists])
+        except WorkerLost as e:
+            return "failed", False, f"finalists not measured: {e}", fields
+        for f, e in zip(finalists, timed, strict=True):
             if best_e is None or e.seconds < best_e.seconds:
                 best_f, best_e = f, e
         if best_f is None:
@@ -246,11 +311,11 @@ class Runner:
         fields.update(graph_s=best_e.seconds, graph_evidence=best_e.evidence)
         gain, why = self._gain(best_e)
         if not gain:
-            return "passed", False, why, fields
+            return "passed", False, why + retried, fields
         measured = kernel.evidence == "measured" and best_e.evidence == "measured"
         self._admit(spec, region, params, measured)
         self._keep(best_f.graph, best_e, attempt)
-        return "passed", True, why + ("" if measured else " (modelled: provisional, not stored)"), fields
+        return "passed", True, why + ("" if measured else " (modelled: provisional, not stored)") + retried, fields
 
     # --- decisions -------------------------------------------------------------------------------
     def _gain(self, candidate: Evidence) -> tuple[bool, str]:
@@ -313,7 +378,11 @@ class Runner:
             self.reused.append(f"{a.spec.id} at {', '.join(map(str, a.types))}")
         if found.current:
             finalists = self.space.extract(_Allowed(self.cost, set(self.allowed)), k=0).finalists
-            evidence = self.executor.measure_graph(finalists[0].graph, modelled=finalists[0].cost)
+            try:
+                evidence = self.executor.measure_graph(finalists[0].graph, modelled=finalists[0].cost)
+            except WorkerLost as e:
+                self._record_failure("store", "the reused kernels", f"not measured: {e}", "failed")
+                return
             if self._gain(evidence)[0]:
                 self._keep(finalists[0].graph, evidence, None)
 
@@ -362,6 +431,13 @@ class Runner:
                         self.resumed, self.journal.attempts(self.run_id), sorted(set(kept)), self.reused,
                         [f"{k}: {why}" for k, why in self.stale.items()])
         return Optimized(self.best_graph, report, self.baseline.seconds, self.best.seconds, self.accepted)
+
+
+def _measure_graphs(executor, graphs) -> list[Evidence]:
+    """The finalists' whole-graph times: together where the executor can (a pool), else one by one."""
+    if hasattr(executor, "measure_graphs"):
+        return executor.measure_graphs(graphs)
+    return [executor.measure_graph(g, modelled=modelled) for g, modelled in graphs]
 
 
 class _Stop(Exception):

@@ -18,6 +18,9 @@ the whole graph gets faster beyond the noise. A proposer never sees a verdict it
 `context.history` (earlier attempts' outcomes) to adapt. Proposers that spend LLM tokens report them
 with `context.spend(tokens=, turns=)` so the budget can stop them. Offline proposers must be
 deterministic (same context, same proposals in the same order): that is what makes runs reproducible.
+A proposer whose proposals never depend on the outcomes of earlier ones (it reads neither `history` nor
+`accepted`) says so with `independent = True`: then a pool of workers (`hoid.agent.WorkerPool`) may read
+its proposals ahead and check and measure several at once; the loop still decides them in its order.
 
 The loop's regions are those of the library's patterns. A proposer whose kernels implement other
 patterns (a region cut from the graph, as `DirectoryProposer`'s do) lists their specs in an optional
