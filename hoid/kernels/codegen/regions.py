@@ -3,9 +3,10 @@
 Greedy over the graph in order: a node whose op has a Triton template joins the regions of its producers
 (all of them together if that is legal, else the latest one it legally can), else starts a region of its
 own. A join is legal when the union is convex (no outside node between two of its nodes; a view counts as
-each region's own copy) and the generator can compute it as one kernel (`legality.check`). Every refusal is kept with its
-reason: a node the generator cannot compute alone is *skipped*; a join refused leaves two kernels where one
-was wanted (*not fused*). Values computed from weights alone are left out: the runtime folds them once.
+each region's own copy) and the generator can compute it as one kernel (`legality.check`). Every refusal is
+kept with its reason: a node the generator cannot compute alone is *skipped*; a join refused leaves two
+kernels where one was wanted (*not fused*). Values computed from weights alone are left out: the runtime
+folds them once.
 
 Views (reshape, permute, transpose, expand: ops whose template is a view's) join the region of the node that
 reads them, with the chain of views behind them, so that the kernel reads through them instead of the

@@ -119,3 +119,21 @@ def test_a_template_no_loop_can_split_says_why():
     assert "tl.cumsum" in unsplittable("_c = tl.cumsum({x}, axis=1)\n_c")
     assert "not a reduction over the row" in unsplittable("tl.sum(tl.where({mask}, {x}, 0), axis=0)")
     assert unsplittable("tl.max(tl.sum({x}, axis=1, keep_dims=True), axis=1, keep_dims=True)") is None
+
+
+@pytest.mark.parametrize("block_m", [2, 4])
+def test_several_rows_a_program_with_a_ragged_last_block(block_m):
+    """"auto" takes one row a program at these sizes; the block sizes a sweep tries must be right too."""
+    import torch
+
+    import hoid
+    from hoid.kernels.loader import load_entry
+
+    b = builder()
+    x, w = b.input("x", (5, ROW), "f32"), b.input("w", (ROW,), "f32")
+    gen = generate(b.build(b.layer_norm(x, w, normalized_shape=[ROW])), max_row=TILE)
+    gen_x, gen_w = torch.randn(5, ROW, generator=torch.Generator().manual_seed(0)), torch.rand(ROW) + 0.5
+    out = torch.full((5, ROW), float("nan"))
+    load_entry(gen.source)(gen_x, gen_w, out, block_m=block_m, block_n=128)
+    (want,) = hoid.run(gen.body, gen_x, gen_w)
+    torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-5)
