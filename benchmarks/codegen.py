@@ -13,6 +13,12 @@ Inductor's own CUDA graphs cannot be captured inside another), with inputs rotat
 `--budget` seconds) and its best graph's measured time is set against `torch.compile(mode="max-autotune")` of
 the whole model.
 
+Then the kernel forms no model above needs, as regions of their own at real sizes (`--no-forms` skips
+them): looped row kernels (softmax, layer norm, RMSNorm, the variance of x - max(x) over rows of 32k-64k,
+longer than one tile) and views fused into the kernel (Whisper's gelu -> permute -> + positions -> layer norm at its
+real width, heads split by a reshape, a padding mask expanded over heads and queries before a softmax),
+each against Inductor the same way (`forms` in the JSON, with their own geometric mean).
+
 Scaled down to fit ~8 minutes on one H200: each model keeps its real widths, sequence lengths and batch, but
 only `--layers` layers (default 2; every layer has the same regions, so the per-region figures are those of
 the full model, and the whole-model figures are those of a 2-layer slice). Targets (the issue's): geometric
@@ -79,6 +85,67 @@ def models(layers: int, smoke: bool) -> dict:
                 lambda: (torch.randint(2, cfg.vocab_size, (batch, tokens)),))
 
     return {"vit-base-16": vit, "whisper-large-v3-encoder": whisper, "bge-m3": bge_m3}
+
+
+def forms(smoke: bool) -> dict:
+    """name -> the region's graph (bf16 on the GPU; tiny, with tiles of 64 so that rows loop, for --smoke)."""
+    from hoid.ir import GraphBuilder
+
+    dt = "f32" if smoke else "bf16"
+    rows, long, wide = (3, 200, 256) if smoke else (256, 32768, 65536)
+
+    def region(name, build):
+        b = GraphBuilder(name)
+        outs = build(b)
+        return b.build(*(outs if isinstance(outs, tuple) else (outs,)))
+
+    def whisper_input(b):
+        c, t = (8, 6) if smoke else (1280, 1500)
+        y = b.add(b.permute(b.gelu(b.input("conv", (1, c, t), dt)), dims=[0, 2, 1]), b.input("pos", (t, c), dt))
+        return y, b.layer_norm(y, b.input("w", (c,), dt), b.input("b", (c,), dt), normalized_shape=[c])
+
+    def split_heads(b):
+        bs, n, h, d = (1, 4, 2, 4) if smoke else (8, 512, 16, 64)
+        x = b.reshape(b.input("qkv", (bs, n, h * d), dt), shape=(bs, n, h, d))
+        return b.mul(b.add(x, b.input("bias", (d,), dt)), 0.125)
+
+    def masked_softmax(b):
+        bs, h, n = (1, 2, 6) if smoke else (8, 16, 512)
+        mask = b.expand(b.input("mask", (bs, 1, 1, n), dt), shape=(bs, h, n, n))
+        return b.softmax(b.add(b.input("scores", (bs, h, n, n), dt), mask), dim=-1)
+
+    return {
+        "looped-softmax": region("softmax", lambda b: b.softmax(b.input("x", (rows, long), dt), dim=-1)),
+        "looped-layer-norm": region("ln", lambda b: b.layer_norm(
+            b.input("x", (rows // 2, wide), dt), b.input("w", (wide,), dt), b.input("b", (wide,), dt),
+            normalized_shape=[wide])),
+        "looped-rmsnorm": region("rms", lambda b: b.op("rmsnorm", b.input("x", (rows, long), dt),
+                                                       b.input("w", (long,), dt), eps=1e-6)),
+        "looped-var-of-x-minus-max": region("stats", lambda b: b.op("var", b.sub(
+            x := b.input("x", (rows // 2, wide), dt), b.amax(x, dim=[-1], keepdim=True)), dim=[-1])),  # 3 passes
+        "view-whisper-input": region("whisper_in", whisper_input),
+        "view-split-heads": region("heads", split_heads),
+        "view-masked-softmax": region("mask", masked_softmax),
+    }
+
+
+def bench_forms(device, smoke: bool) -> list[dict]:
+    from hoid.kernels.codegen import find_regions
+
+    out = []
+    for name, graph in forms(smoke).items():
+        try:
+            found = find_regions(graph, max_row=64) if smoke else find_regions(graph)
+            if len(found.regions) != 1:
+                raise RuntimeError(f"{len(found.regions)} regions, not one: {[str(r) for r in found.refusals]}")
+            generated = found.regions[0].generated
+            row = {"form": name, "looped": generated.layout.looped, **bench_region(generated, 1, device, smoke)}
+        except Exception as e:  # noqa: BLE001  one form's failure is a row, not the end of the run
+            row = {"form": name, "kernel": name, "error": f"{type(e).__name__}: {e}",
+                   "trace": traceback.format_exc()[-2000:]}
+        out.append(row)
+        print(f"  {name}: {row.get('kernel')} {row.get('speedup', row.get('error'))}", flush=True)
+    return out
 
 
 def on_device(args, dtype, device):
@@ -237,6 +304,7 @@ def main() -> int:
     ap.add_argument("--budget", type=float, default=45.0, help="seconds of hoid.optimize per model")
     ap.add_argument("--models", default="all", help="comma-separated names, or all")
     ap.add_argument("--no-whole", action="store_true", help="skip the whole-model comparison")
+    ap.add_argument("--no-forms", action="store_true", help="skip the looped-row and view kernel forms")
     ap.add_argument("--smoke", action="store_true", help="tiny models on the CPU (checks the script, no figures)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     args = ap.parse_args()
@@ -254,7 +322,11 @@ def main() -> int:
                                     min(args.budget, 10) if smoke else args.budget, not args.no_whole))
         except Exception as e:  # noqa: BLE001
             rows.append({"model": name, "error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-3000:]})
-    regions = [r for row in rows for r in row.get("regions", ()) if "speedup" in r]
+    if not args.no_forms:
+        print("kernel forms ...", flush=True)
+        rows.append({"model": "forms", "regions": bench_forms(device, smoke)})
+    form_rows = rows[-1]["regions"] if not args.no_forms else []
+    regions = [r for row in rows if row["model"] != "forms" for r in row.get("regions", ()) if "speedup" in r]
     result = {
         "benchmark": "codegen", "smoke": smoke,
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
@@ -263,6 +335,7 @@ def main() -> int:
         "python": platform.python_version(), "layers": args.layers, "dtype": str(dtype),
         "wall_s": time.perf_counter() - started,
         "geomean_vs_inductor": geomean(r["speedup"] for r in regions),
+        "geomean_forms_vs_inductor": geomean(r.get("speedup") for r in form_rows),
         "regions_below_inductor": [{"model": row["model"], **r} for row in rows for r in row.get("regions", ())
                                    if r.get("speedup", 0) < 1.0],
         "models": rows,
@@ -290,6 +363,8 @@ def main() -> int:
             print(f"{row['model']:26} error: {row['error'][:100]}")
     g = result["geomean_vs_inductor"]
     print(f"geomean over {len(regions)} regions: {g:.3f}x Inductor" if g else "no region timed")
+    g = result["geomean_forms_vs_inductor"]
+    print(f"geomean over {len(form_rows)} kernel forms: {g:.3f}x Inductor" if g else "no kernel form timed")
     print(f"wrote {path} ({result['wall_s']:.0f} s)")
     return 0
 

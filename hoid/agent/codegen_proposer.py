@@ -65,12 +65,14 @@ class CodegenProposer:
                                 f"{', '.join(n for n in fused.names[:3])}{'...' if len(fused.names) > 3 else ''}")
 
     def _sweep(self, generated) -> tuple[dict, ...]:
-        """"auto" first, then the block of rows halved and doubled, and the warps doubled."""
+        """"auto" first, then (for a looped row kernel) the tile its passes walk the row with doubled, the block
+        of rows halved and doubled, and the warps doubled."""
         from ..kernels.codegen.params import auto_params
 
         auto = auto_params(generated.layout)
         combos = [{p.name: "auto" for p in generated.spec.params}]
-        for change in ({"block_m": max(1, auto["block_m"] // 2)}, {"block_m": auto["block_m"] * 2},
+        longer = ({"block_n": auto["block_n"] * 2},) if generated.layout.looped else ()
+        for change in (*longer, {"block_m": max(1, auto["block_m"] // 2)}, {"block_m": auto["block_m"] * 2},
                        {"num_warps": min(16, auto["num_warps"] * 2)}):
             combo = {**combos[0], **change}
             if combo not in combos and len(combos) < self.sweep:

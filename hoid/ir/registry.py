@@ -70,7 +70,9 @@ class OpDef:
       before the last are assignments to `_names`, private to the op's one use. A mapping chooses among
       templates by condition, the first that holds: "attr=value", "operands=N", or the kind of the
       output, "float"/"int"/"bool" (a plain string serves float and int outputs; a bool output needs a
-      "bool" key). None: the generator does not fuse the op (and says so).
+      "bool" key). "view", for a view: no code; the strides `infer` gives the output over a contiguous input
+      say which input element each output element is, and the generator reads the input there. None: the
+      generator does not fuse the op (and says so).
     """
 
     name: str

@@ -13,6 +13,7 @@ from hoid.agent import proposer_names
 from hoid.agent.codegen_proposer import CodegenProposer
 from hoid.agent.proposer import DEFAULT_AGENTS, Context, proposers_for
 from hoid.ir import GraphBuilder
+from hoid.kernels.codegen import find_regions
 
 
 def _mlp(layers: int = 1):
@@ -66,3 +67,18 @@ def test_a_generated_kernel_is_kept_as_modelled_with_its_source_journaled(tmp_pa
     got = hoid.run(opt.graph, x, weights=opt.graph.weights)
     for a, b in zip(got, want, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_a_looped_row_kernel_sweeps_the_tile_it_walks_rows_with():
+    """A softmax over rows of 20000 (longer than one tile) is proposed as a looped kernel, its sweep trying
+    a longer tile than "auto" first."""
+    from hoid.kernels.codegen.legality import MAX_ROW
+    from hoid.kernels.codegen.params import auto_params
+
+    b = GraphBuilder("long")
+    x = b.input("x", (4, MAX_ROW + 3616), "f32")
+    graph = b.build(b.softmax(b.mul(x, 0.5), dim=-1))
+    (proposal,) = CodegenProposer().propose(Context(graph, [], None, None, _skip=lambda *a: None))
+    assert "def _pass2(" in proposal.kernel.source
+    longer = 2 * auto_params(find_regions(graph).regions[0].generated.layout)["block_n"]
+    assert proposal.sweep[1] == {"block_m": "auto", "block_n": longer, "num_warps": "auto"}

@@ -67,6 +67,7 @@ register_op(OpDef(
     category="shape",
     is_view=True,  # of a contiguous input; `bytes` charges the copy otherwise
     doc="the same elements in row-major order, in a new shape",
+    triton="view",  # a generated kernel reads its input through the strides inferred here (no data moves)
 ))
 
 
@@ -105,6 +106,7 @@ register_op(OpDef(
     category="shape",
     is_view=True,
     doc="reorder the dims (a view)",
+    triton="view",  # a generated kernel reads its input through the strides inferred here (no data moves)
 ))
 
 
@@ -131,6 +133,7 @@ register_op(OpDef(
     category="shape",
     is_view=True,
     doc="swap two dims (a view)",
+    triton="view",  # a generated kernel reads its input through the strides inferred here (no data moves)
 ))
 
 

@@ -1,26 +1,35 @@
 """Writing the kernel: a region (its body graph) and its `Layout` -> readable Triton source text.
 
-One program computes a tile of BLOCK_M rows by BLOCK_N columns of the iteration shape. Each input is loaded
-once per tile through its own strides (a broadcast dim has none), converted to its compute dtype; each node
-becomes one line (or a few, for a row op) from its op's template, with a comment naming the IR node; each
-output is stored from the tile through its contiguous strides, masked to the lanes it owns (a broadcast
-dim of an output is written by the first lane along it). Shapes and strides are constants of the source: a
-generated kernel serves exactly the region's types, and its version is its text.
+`lower` turns the region into statements, the same for every kernel form: each input loaded through its own
+strides at each place it is read (`Layout.requests`: its own coordinates, or those a view maps to), converted
+to its compute dtype; each node one line (or a few, for a row op) from its op's template, with a comment
+naming the IR node; a view no line at all (its consumers read its input elsewhere); each output stored from
+the tile through its contiguous strides, masked to the lanes it owns (a broadcast dim of an output is
+written by the first lane along it). Then the statements are printed as one of two forms:
+
+- a tile kernel (here): one program computes a tile of BLOCK_M rows by BLOCK_N columns of the iteration
+  shape (for a row op, BLOCK_N holds the whole row and its passes run over registers);
+- a looped row kernel (`looped.py`), when rows are longer than one tile.
+
+Shapes and strides are constants of the source: a generated kernel serves exactly the region's types, and
+its version is its text.
 """
 
 from __future__ import annotations
 
-import math
 import re
+from dataclasses import dataclass
 
 from ...ir import Graph
 from ...ir.dtypes import promote
 from ...ir.registry import get_op
 from ...ir.types import contiguous_strides
-from .legality import Layout
-from .templates import COMPUTE, TL, is_row_template, literal, render
+from .index import Render, dim, offset
+from .legality import Layout, operand_coords
+from .templates import COMPUTE, TL, VIEW, is_row_template, literal, render
 
 INT32_MAX = 2**31 - 1
+_ASSIGN = re.compile(r"^(\w+) = (.+)$")
 
 
 def _ident(name: str, taken: set[str]) -> str:
@@ -33,125 +42,141 @@ def _ident(name: str, taken: set[str]) -> str:
     return out
 
 
-class _Coords:
-    """The coordinate expressions of the iteration shape's dims, from `rows` (the flattened leading dims)
-    and `cols` (the last dim)."""
+@dataclass
+class Stmt:
+    """`name = expr`, with the comment that heads it (the IR node or input it begins)."""
 
-    def __init__(self, shape: tuple[int, ...]):
-        self.shape = shape
+    name: str
+    expr: str
+    comment: str | None = None
 
-    def of(self, d: int) -> str:
-        shape, rank = self.shape, len(self.shape)
-        if d == rank - 1:
-            return "cols"
-        inner = math.prod(shape[d + 1:rank - 1])
-        lead = shape[:rank - 1]
-        expr = "rows" if inner == 1 else f"(rows // {inner})"
-        # the outermost non-trivial leading dim needs no modulo: rows < the leading dims' product
-        if any(s > 1 for s in lead[:d]):
-            expr = f"({expr} % {shape[d]})"
-        return expr
 
-    def offset(self, addressing: tuple[int, ...], strides: tuple[int, ...]) -> str:
-        """The element offset of a tensor laid out with `strides` and broadcast from `addressing` to S."""
-        rank = len(self.shape)
-        if addressing == self.shape and tuple(strides) == contiguous_strides(self.shape):
-            cols = self.shape[-1]
-            return f"rows * {cols} + cols" if rank > 1 and math.prod(self.shape[:-1]) > 1 else "cols"
-        terms = []
-        for d in range(rank):
-            if addressing[d] == 1 or strides[d] == 0:
+@dataclass
+class Program:
+    """A region as statements: what either kernel form prints. stores: the `tl.store(...)` lines."""
+
+    stmts: list[Stmt]
+    stores: list[Stmt]
+    args: list[str]
+    dtypes: list[str]
+    wide: bool
+
+
+def lower(body: Graph, layout: Layout) -> Program:
+    shape = layout.shape
+    text = Render(shape)
+    taken = {"rows", "cols", "mask", "zero", "pid_m", "pid_n", "tl", "triton", "torch", "grid", "block_m",
+             "block_n", "num_warps", "launch", "fused_kernel", "PARAMS", "AUTO", "start"}
+    base: dict[str, str] = {}  # each IR value's Python name: v_<name> in the kernel, p_<name> its pointer
+    for v in [gi.value for gi in body.inputs] + [o for n in body.nodes for o in n.outputs]:
+        base.setdefault(v.name, _ident(v.name, taken))
+    ptr = {v.name: f"p_{base[v.name]}" for v in [gi.value for gi in body.inputs] + list(body.outputs)}
+    names: dict[tuple, str] = {}  # (value name, coordinates) -> the kernel's name for it there
+
+    def name_for(v, k: int) -> str:
+        return f"v_{base[v.name]}" if k == 0 else f"v_{base[v.name]}_at{k}"
+
+    def where(v, k: int, coords) -> str:
+        if v.name in layout.addressing and coords == layout.own_coords(v):
+            return ""
+        return f", where a view reads it: at [{', '.join(text(c) for c in coords)}]"
+
+    stmts: list[Stmt] = []
+    for gi in body.inputs:
+        v = gi.value
+        for k, coords in enumerate(layout.requests.get(v.name, ())):
+            offs = text(offset(coords, tuple(v.type.layout()) if v.type.rank else (), shape))
+            load = f"tl.load({ptr[v.name]} + (zero + {offs}), mask=mask, other=0)"
+            if COMPUTE[v.type.dtype] != v.type.dtype:
+                load += f".to({TL[COMPUTE[v.type.dtype]]})"
+            names[(v.name, coords)] = name_for(v, k)
+            stmts.append(Stmt(name_for(v, k), load, f"%{v.name}: {v.type}{where(v, k, coords)}"))
+    for i, node in enumerate(body.nodes):
+        out = node.outputs[0]
+        template = layout.templates[i]
+        op = get_op(node.op)
+        for k, coords in enumerate(layout.requests.get(out.name, ())):
+            reads = operand_coords(node, template, coords, layout)
+            if template == VIEW:  # no code: what reads the view reads its input there
+                names[(out.name, coords)] = names[(node.inputs[0].name, reads[0])]
                 continue
-            c = self.of(d)
-            terms.append(c if strides[d] == 1 else f"{c} * {strides[d]}")
-        return " + ".join(terms) if terms else "0"
-
-    def owner_mask(self, addressing: tuple[int, ...]) -> list[str]:
-        """Conditions that pick one lane along each dim an output is broadcast over."""
-        return [f"({self.of(d)} == 0)" for d in range(len(self.shape))
-                if addressing[d] == 1 and self.shape[d] > 1]
-
-
-def _strides_of(t, rank: int) -> tuple[int, ...]:
-    layout = tuple(t.layout()) if t.rank else ()
-    return (0,) * (rank - len(layout)) + layout
+            name = name_for(out, k)
+            names[(out.name, coords)] = name
+            var = {v.name: names[(v.name, at)] for v, at in zip(node.inputs, reads, strict=True)}
+            values = _operand_values(node, op, var, template)
+            for attr, value in node.attrs.items():
+                if attr == "dtype" and value is not None:
+                    values[attr] = TL[value]
+                elif isinstance(value, (int, float)) and attr != "scalar":
+                    values[attr] = literal(value, COMPUTE[out.type.dtype])
+            values["mask"], values["n"] = "mask", str(layout.cols)
+            pre, expr = render(template, name, values)
+            ct = COMPUTE[out.type.dtype]
+            if ".to(" in template and out.type.dtype != "bool":
+                expr = f"({expr}).to({TL[ct]})"
+            if out.type.dtype == "f16":  # f16's range ends at 65504: a value the region overflows to inf must
+                expr = f"({expr}).to(tl.float16).to(tl.float32)"  # overflow here too (found by the property test)
+            comment = _node_text(node) + where(out, k, coords)
+            for line in pre:
+                assigned = _ASSIGN.match(line)
+                if assigned is None:
+                    raise ValueError(f"{node.op}'s template line {line!r} is not an assignment to a _name")
+                stmts.append(Stmt(assigned.group(1), assigned.group(2), comment))
+                comment = None
+            stmts.append(Stmt(name, expr, comment))
+    stores = []
+    for v in body.outputs:
+        addressing = layout.addressing[v.name]
+        own = layout.own_coords(v)
+        offs = text(offset(own, contiguous_strides(tuple(v.type.shape)), shape))
+        value = names[(v.name, own)]
+        if addressing[-1] == 1:  # a value per row may be a [BLOCK_M, 1] tile (a reduction's)
+            value = f"tl.broadcast_to({value}, (BLOCK_M, BLOCK_N))"
+        owner = [f"({text(dim(d, shape))} == 0)" for d in range(len(shape))
+                 if addressing[d] == 1 and shape[d] > 1]
+        conditions = " & ".join(["mask", *owner])
+        stores.append(Stmt("", f"tl.store({ptr[v.name]} + (zero + {offs}), {value}.to({ptr[v.name]}.dtype.element_ty), "
+                               f"mask={conditions})", f"store %{v.name}: {v.type}"))
+    inputs = [gi.value for gi in body.inputs]
+    spans = [layout.rows * layout.cols] + [max(1, sum((s - 1) * abs(st) for s, st in
+                                                      zip(v.type.shape, v.type.layout(), strict=True)) + 1)
+                                           for v in inputs if v.type.rank]
+    args = [ptr[v.name] for v in inputs] + [ptr[v.name] for v in body.outputs]
+    dtypes = [v.type.dtype for v in inputs] + [v.type.dtype for v in body.outputs]
+    return Program(stmts, stores, args, dtypes, max(spans) > INT32_MAX)
 
 
 def emit(body: Graph, layout: Layout, *, title: str) -> tuple[str, dict]:
     """(source text, facts the spec needs: kernel name, pointer dtypes in order, constexpr block sizes)."""
-    shape, rank = layout.shape, len(layout.shape)
-    coords = _Coords(shape)
-    taken = {"rows", "cols", "mask", "zero", "pid_m", "pid_n", "tl", "triton", "torch", "grid", "block_m",
-             "block_n", "num_warps", "launch", "fused_kernel", "PARAMS", "AUTO"}
-    base: dict[str, str] = {}  # each IR value's Python name: v_<name> in the kernel, p_<name> its pointer
-    for v in [gi.value for gi in body.inputs] + [o for n in body.nodes for o in n.outputs]:
-        base.setdefault(v.name, _ident(v.name, taken))
-    var = {name: f"v_{b}" for name, b in base.items()}
-    ptr = {v.name: f"p_{base[v.name]}" for v in [gi.value for gi in body.inputs] + list(body.outputs)}
-    spans = [layout.rows * layout.cols] + [max(1, sum((s - 1) * abs(st) for s, st in
-                                                      zip(v.type.shape, v.type.layout(), strict=True)) + 1)
-                                           for v in [gi.value for gi in body.inputs] if v.type.rank]
-    wide = max(spans) > INT32_MAX
-    lines: list[str] = []
-    add = lines.append
-    add("    pid_m = tl.program_id(0)")
-    add("    pid_n = tl.program_id(1)")
-    cast64 = ".to(tl.int64)" if wide else ""
-    add(f"    rows = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)){cast64}[:, None]")
-    add(f"    cols = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)){cast64}[None, :]")
-    add(f"    mask = (rows < {layout.rows}) & (cols < {layout.cols})")
-    add("    zero = rows * 0 + cols * 0  # a full tile of offsets 0: every load and store covers the tile")
-    for gi in body.inputs:
-        v = gi.value
-        offs = coords.offset(layout.addressing[v.name], _strides_of(v.type, rank))
-        load = f"tl.load({ptr[v.name]} + (zero + {offs}), mask=mask, other=0)"
-        if COMPUTE[v.type.dtype] != v.type.dtype:
-            load += f".to({TL[COMPUTE[v.type.dtype]]})"
-        add(f"    # %{v.name}: {v.type}")
-        add(f"    {var[v.name]} = {load}")
-    for i, node in enumerate(body.nodes):
-        out = node.outputs[0]
-        name = var[out.name]
-        template = layout.templates[i]
-        op = get_op(node.op)
-        values = _operand_values(node, op, var, template)
-        for attr, value in node.attrs.items():
-            if attr == "dtype" and value is not None:
-                values[attr] = TL[value]
-            elif isinstance(value, (int, float)) and attr != "scalar":
-                values[attr] = literal(value, COMPUTE[out.type.dtype])
-        values["mask"], values["n"] = "mask", str(layout.cols)
-        pre, expr = render(template, name, values)
-        ct = COMPUTE[out.type.dtype]
-        if ".to(" in template and out.type.dtype != "bool":
-            expr = f"({expr}).to({TL[ct]})"
-        if out.type.dtype == "f16":  # f16's range ends at 65504: a value the region overflows to inf must
-            expr = f"({expr}).to(tl.float16).to(tl.float32)"  # overflow here too (found by the property test)
-        add(f"    # {_node_text(node)}")
-        for line in pre:
-            add(f"    {line}")
-        add(f"    {name} = {expr}")
-    for v in body.outputs:
-        addressing = layout.addressing[v.name]
-        own = contiguous_strides(tuple(s for s in addressing))
-        strides = tuple(0 if a == 1 else st for a, st in zip(addressing, own, strict=True))
-        offs = coords.offset(addressing, strides)
-        value = var[v.name]
-        if addressing[-1] == 1:  # a value per row may be a [BLOCK_M, 1] tile (a reduction's)
-            value = f"tl.broadcast_to({value}, (BLOCK_M, BLOCK_N))"
-        conditions = " & ".join(["mask", *coords.owner_mask(addressing)])
-        add(f"    # store %{v.name}: {v.type}")
-        add(f"    tl.store({ptr[v.name]} + (zero + {offs}), {value}.to({ptr[v.name]}.dtype.element_ty), "
-            f"mask={conditions})")
-    inputs = [gi.value for gi in body.inputs]
-    args = [ptr[v.name] for v in inputs] + [ptr[v.name] for v in body.outputs]
+    program = lower(body, layout)
     kernel = "fused_kernel"
-    header = _header(title, body, layout)
-    signature = ", ".join(args + ["BLOCK_M: tl.constexpr", "BLOCK_N: tl.constexpr"])
-    source = "\n".join([header, "", "@triton.jit", f"def {kernel}({signature}):", *lines, "", "",
-                        _launch(args, kernel, layout)]) + "\n"
-    dtypes = [v.type.dtype for v in inputs] + [v.type.dtype for v in body.outputs]
-    return source, {"kernel": kernel, "args": args, "dtypes": dtypes}
+    if layout.looped:
+        from .looped import looped_kernel
+
+        lines, helpers = looped_kernel(program, layout)
+    else:
+        lines, helpers = _tile_kernel(program, layout), []
+    signature = ", ".join(program.args + ["BLOCK_M: tl.constexpr", "BLOCK_N: tl.constexpr"])
+    source = "\n".join([_header(title, body, layout), "", *helpers, "@triton.jit", f"def {kernel}({signature}):",
+                        *lines, "", "", _launch(program.args, kernel, layout)]) + "\n"
+    return source, {"kernel": kernel, "args": program.args, "dtypes": program.dtypes}
+
+
+def print_stmt(stmt: Stmt, indent: str) -> list[str]:
+    head = [f"{indent}# {stmt.comment}"] if stmt.comment else []
+    return head + [f"{indent}{stmt.name} = {stmt.expr}" if stmt.name else f"{indent}{stmt.expr}"]
+
+
+def _tile_kernel(program: Program, layout: Layout) -> list[str]:
+    cast64 = ".to(tl.int64)" if program.wide else ""
+    lines = ["    pid_m = tl.program_id(0)", "    pid_n = tl.program_id(1)",
+             f"    rows = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)){cast64}[:, None]",
+             f"    cols = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)){cast64}[None, :]",
+             f"    mask = (rows < {layout.rows}) & (cols < {layout.cols})",
+             "    zero = rows * 0 + cols * 0  # a full tile of offsets 0: every load and store covers the tile"]
+    for stmt in program.stmts + program.stores:
+        lines += print_stmt(stmt, "    ")
+    return lines
 
 
 def _operand_values(node, op, var: dict[str, str], template: str) -> dict[str, str]:
@@ -193,7 +218,10 @@ def _node_text(node) -> str:
 
 def _header(title: str, body: Graph, layout: Layout) -> str:
     ops = " -> ".join(n.op for n in body.nodes)
-    kind = (f"row kernel: each program holds BLOCK_M whole rows of {layout.cols} (one tile per row), so every "
+    kind = (f"looped row kernel: each program takes BLOCK_M rows of {layout.cols} (longer than one tile, at most "
+            f"{layout.max_row}) and makes each pass of its row ops by a loop over them, BLOCK_N columns at a time"
+            if layout.looped else
+            f"row kernel: each program holds BLOCK_M whole rows of {layout.cols} (one tile per row), so every "
             "row op makes its passes over registers" if layout.row_kernel else
             "elementwise kernel: each program computes a BLOCK_M x BLOCK_N tile")
     return (f'"""Generated by hoid.kernels.codegen: {title}.\n\n{ops}\n\nIteration shape {list(layout.shape)}, '
@@ -213,7 +241,8 @@ def _launch(args: list[str], kernel: str, layout: Layout) -> str:
     for k in choices:
         lines.append(f'    {k} = AUTO["{k}"] if {k} == "auto" else {k}')
     block_n = "block_n" if "block_n" in choices else str(auto["block_n"])
-    lines.append(f"    grid = (triton.cdiv({layout.rows}, block_m), triton.cdiv({layout.cols}, {block_n}))")
+    columns = "1" if layout.looped else f"triton.cdiv({layout.cols}, {block_n})"  # a looped program walks its rows
+    lines.append(f"    grid = (triton.cdiv({layout.rows}, block_m), {columns})")
     call = ", ".join(a.removeprefix("p_") for a in args)
     lines.append(f"    {kernel}[grid]({call}, BLOCK_M=block_m, BLOCK_N={block_n}, num_warps=num_warps)")
     return "\n".join(lines)

@@ -20,7 +20,7 @@ from ..loader import KernelSource
 from ..pattern import Pattern
 from ..spec import Constraint, KernelSpec
 from .emit import emit
-from .legality import Layout, Refused, check
+from .legality import MAX_ROW, Layout, Refused, check
 from .params import auto_params
 
 __all__ = ["Generated", "Refused", "generate", "body_pattern"]
@@ -91,12 +91,14 @@ def _exactly(types: tuple[TensorType, ...]) -> Constraint:
                       holds)
 
 
-def generate(body: Graph) -> Generated:
+def generate(body: Graph, *, max_row: int = MAX_ROW) -> Generated:
     """The kernel for `body` (a region's body: `hoid.ir.Region.body()`, its values renamed by position: see
-    `canonical`); raises `Refused` with the reason."""
+    `canonical`); raises `Refused` with the reason. Rows longer than `max_row` are looped."""
     body = canonical(body)
-    layout = check(body)
-    digest = hashlib.sha256(dumps(body).encode()).hexdigest()[:10]
+    layout = check(body, max_row=max_row)
+    # another max_row is another kernel for the same region (looped or not): another id
+    keyed = dumps(body) + (f"\nmax_row={max_row}" if max_row != MAX_ROW else "")
+    digest = hashlib.sha256(keyed.encode()).hexdigest()[:10]
     kernel_id = f"codegen.{digest}"
     ops = "+".join(dict.fromkeys(n.op for n in body.nodes))
     text, facts = emit(body, layout, title=f"{kernel_id}, a fusion of {ops}")

@@ -5,28 +5,35 @@ dim) of the region's iteration shape S. Every value of the region is a tile broa
 
 - elementwise ops (and broadcasts between them) fuse whenever each value's shape broadcasts to S;
 - row ops (reductions over the last dim, softmax, layer/RMS norm: templates that read `{mask}` or `{n}`)
-  fuse with their prologue and epilogue when a whole row fits one tile (a row of at most `MAX_ROW`): the
-  kernel then makes as many passes over the tile as the row op needs (the mean before the variance, the max
-  before the sum), so a reduction whose full result is needed first is never cut across. A longer row would
-  need a kernel that loops over the row for each pass: it is refused, with that reason;
+  fuse with their prologue and epilogue, and a reduction whose full result is needed first is never cut
+  across: when a whole row fits one tile (a row of at most `max_row`, `MAX_ROW` unless told) the kernel
+  makes as many passes over the tile as the row ops need (the mean before the variance, the max before the
+  sum); a longer row is *looped*: each pass walks the row a tile at a time (`looped.py`), which every
+  statistic that is a sum, max or min over the row allows (`templates.unsplittable` says which do not);
+- views (templates `"view"`, and expand's) move no data: a value a view reads is evaluated at the
+  coordinates the view maps its own to (`index.py`), down to the loads of region inputs. So a view fuses
+  wherever its input can be computed at other coordinates: an input, or elementwise ops over inputs; a row
+  op's result exists once per row, and a view that would read it elsewhere is refused;
 - every row op of a region reduces the same rows (the region's S);
 - a reduction without keepdim gives a value per row (shape S[:-1]); it may feed only other per-row values
   and scalars, not a value laid out over S, whose broadcast would align it differently;
 - a value of integer or bool dtype is computed in its own dtype; floats in float32 (float64 for f64).
 
-`check(body)` returns the `Layout` or raises `Refused` with the reason in words.
+`check(body)` returns the `Layout` (with the coordinates each value is evaluated at) or raises `Refused` with
+the reason in words.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ...ir import Graph
 from ...ir.registry import get_op
-from .templates import COMPUTE, choose, is_row_template
+from .index import ZERO, Ix, broadcast_coords, dim, view_coords
+from .templates import COMPUTE, VIEW, choose, is_row_template, unsplittable
 
-MAX_ROW = 16384  # the longest row one tile holds (float32 registers of one program)
+MAX_ROW = 16384  # the longest row one tile holds (float32 registers of one program); longer rows are looped
 
 
 class Refused(ValueError):
@@ -37,7 +44,9 @@ class Refused(ValueError):
 class Layout:
     """shape: the iteration shape S; rows, cols: S as a 2-D space; row_kernel: a row fits one tile (a row op
     is present); addressing: each value's shape as a rank-len(S) broadcast of S; per_row: values that hold
-    one element per row (reduced ones); templates: the template of each node (by node index)."""
+    one element per row (reduced ones); templates: the template of each node (by node index); requests: the
+    coordinates each value is evaluated at (its own first, where it is read in place); looped: a row op's rows
+    are longer than `max_row`, so its passes loop over each row a tile at a time."""
 
     shape: tuple[int, ...]
     rows: int
@@ -46,6 +55,16 @@ class Layout:
     addressing: dict[str, tuple[int, ...]]
     per_row: frozenset[str]
     templates: dict[int, str]
+    requests: dict[str, tuple[tuple[Ix, ...], ...]] = field(default_factory=dict)
+    looped: bool = False
+    max_row: int = MAX_ROW
+
+    def own_coords(self, value) -> tuple[Ix, ...]:
+        """The coordinates where `value` is itself (not through a view): S's dims it is laid out over."""
+        shape, rank = self.shape, len(self.shape)
+        vshape = tuple(value.type.shape)
+        first = 0 if value.name in self.per_row else rank - len(vshape)
+        return tuple(ZERO if s == 1 else dim(first + i, shape) for i, s in enumerate(vshape))
 
 
 def _right_aligned(shape: tuple[int, ...], rank: int) -> tuple[int, ...]:
@@ -71,8 +90,21 @@ def _row_dims_ok(node, x_rank: int) -> str | None:
     return None
 
 
-def check(body: Graph) -> Layout:
-    """The `Layout` of one kernel computing `body` (a region cut out with `hoid.ir.Region`), or `Refused`."""
+def _in_place(body: Graph, templates: dict[int, str]) -> set[str]:
+    """The values read in place (at their own coordinates): outputs and row ops' results (a row op's result
+    exists only there), and what non-view nodes among those read."""
+    marked = {v.name for v in body.outputs}
+    marked.update(n.outputs[0].name for i, n in enumerate(body.nodes) if is_row_template(templates[i]))
+    for i in reversed(range(len(body.nodes))):
+        node = body.nodes[i]
+        if node.outputs[0].name in marked and templates[i] != VIEW:
+            marked.update(v.name for v in node.inputs)
+    return marked
+
+
+def check(body: Graph, *, max_row: int = MAX_ROW) -> Layout:
+    """The `Layout` of one kernel computing `body` (a region cut out with `hoid.ir.Region`), or `Refused`.
+    Rows longer than `max_row` are looped (tests make it small, so that a short row is several tiles)."""
     if not body.nodes:
         raise Refused("the region has no nodes")
     templates: dict[int, str] = {}
@@ -94,17 +126,21 @@ def check(body: Graph) -> Layout:
             if bad is not None:
                 raise Refused(f"{node.name}: {bad}")
             row_inputs.append(tuple(x.shape) or (1,))
+    in_place = _in_place(body, templates)
     if row_inputs:
         shape = row_inputs[0]
         if any(s != shape for s in row_inputs):
             listed = ", ".join(str(list(s)) for s in dict.fromkeys(row_inputs))
             raise Refused(f"the row ops reduce rows of different shapes ({listed}): one kernel has one row space")
-        if shape[-1] > MAX_ROW:
-            raise Refused(f"a row of {shape[-1]} does not fit one tile (at most {MAX_ROW}): a kernel that makes "
-                          "its passes by looping over the row is not generated, so the reduction is not fused "
-                          "with what needs its full result")
+        if shape[-1] > max_row:
+            for i, node in enumerate(body.nodes):
+                why = unsplittable(templates[i]) if is_row_template(templates[i]) else None
+                if why is not None:
+                    raise Refused(f"{node.name}: a row of {shape[-1]} does not fit one tile (at most {max_row}) and "
+                                  f"{node.op}'s template cannot loop over it: {why}; so the reduction is not fused "
+                                  "with what needs its full result")
     else:
-        shapes = [tuple(n.outputs[0].type.shape) for n in body.nodes]
+        shapes = [tuple(n.outputs[0].type.shape) for n in body.nodes if n.outputs[0].name in in_place]
         rank = max(len(s) for s in shapes)
         shape = tuple(max(s[d] for s in (_right_aligned(s, rank) for s in shapes)) for d in range(rank)) or (1,)
     if math.prod(shape) == 0:
@@ -123,11 +159,17 @@ def check(body: Graph) -> Layout:
     addressing: dict[str, tuple[int, ...]] = {}
     per_row: set[str] = set()
     for v in body.inputs:
-        addressing[v.value.name] = _right_aligned(tuple(v.value.type.shape), rank) if v.value.type.rank <= rank \
-            else tuple(v.value.type.shape)
+        if v.value.name in in_place:
+            addressing[v.value.name] = _right_aligned(tuple(v.value.type.shape), rank) \
+                if v.value.type.rank <= rank else tuple(v.value.type.shape)
     for i, node in enumerate(body.nodes):
         out = node.outputs[0]
         template = templates[i]
+        if out.name not in in_place:  # read only through views: evaluated where they read it
+            continue
+        if template == VIEW:
+            addressing[out.name] = _right_aligned(tuple(out.type.shape), rank)
+            continue
         flat_in = [v.name for v in node.inputs if v.name in per_row]
         if is_row_template(template):
             x = node.inputs[0]
@@ -158,4 +200,30 @@ def check(body: Graph) -> Layout:
         if not _broadcasts(shape_of, shape):
             raise Refused(f"%{name} {list(shape_of)} does not broadcast to the region's iteration shape "
                           f"{list(shape)}")
-    return Layout(shape, math.prod(lead), shape[-1], bool(row_inputs), addressing, frozenset(per_row), templates)
+    layout = Layout(shape, math.prod(lead), shape[-1], bool(row_inputs), addressing, frozenset(per_row), templates,
+                    looped=bool(row_inputs) and shape[-1] > max_row, max_row=max_row)
+    requests: dict[str, list] = {}
+    for v in body.outputs:
+        requests.setdefault(v.name, []).append(layout.own_coords(v))
+    for i in reversed(range(len(body.nodes))):
+        node = body.nodes[i]
+        for coords in requests.get(node.outputs[0].name, ()):
+            for v, at in zip(node.inputs, operand_coords(node, templates[i], coords, layout), strict=True):
+                if at not in requests.setdefault(v.name, []):
+                    requests[v.name].append(at)
+    layout.requests.update({name: tuple(at) for name, at in requests.items()})
+    return layout
+
+
+def operand_coords(node, template: str, coords: tuple[Ix, ...], layout: Layout) -> list[tuple[Ix, ...]]:
+    """Where `node`, evaluated at `coords`, reads each of its operands; `Refused` where that cannot be."""
+    out = node.outputs[0]
+    if template == VIEW:
+        return [view_coords(node, coords, layout.shape)]
+    if not is_row_template(template):
+        return [broadcast_coords(coords, tuple(out.type.shape), tuple(v.type.shape)) for v in node.inputs]
+    if out.name not in layout.addressing or coords != layout.own_coords(out):
+        raise Refused(f"{node.name}: the result of {node.op} is read through a view at other coordinates than its "
+                      "own: a row op's result exists once per row, where it was reduced; leave the view outside")
+    whole = layout.own_coords(node.inputs[0])
+    return [whole] + [broadcast_coords(whole, layout.shape, tuple(v.type.shape)) for v in node.inputs[1:]]

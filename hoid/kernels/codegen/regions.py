@@ -2,10 +2,18 @@
 
 Greedy over the graph in order: a node whose op has a Triton template joins the regions of its producers
 (all of them together if that is legal, else the latest one it legally can), else starts a region of its
-own. A join is legal when the union is convex (`Region.check_convex`: no outside node between two of its
-nodes) and the generator can compute it as one kernel (`legality.check`). Every refusal is kept with its
-reason: a node the generator cannot compute alone is *skipped*; a join refused leaves two kernels where one
-was wanted (*not fused*). Values computed from weights alone are left out: the runtime folds them once.
+own. A join is legal when the union is convex (no outside node between two of its nodes; a view counts as
+each region's own copy) and the generator can compute it as one kernel (`legality.check`). Every refusal is
+kept with its reason: a node the generator cannot compute alone is *skipped*; a join refused leaves two
+kernels where one was wanted (*not fused*). Values computed from weights alone are left out: the runtime
+folds them once.
+
+Views (reshape, permute, transpose, expand: ops whose template is a view's) join the region of the node that
+reads them, with the chain of views behind them, so that the kernel reads through them instead of the
+region breaking there; where that is refused, the node reads the view's result as an input instead. A view
+moves no data, so it may join every region that reads it, and a kernel never writes one out: a view's result
+that is also read outside its region stays the view's (over the region's output it views, when the region
+computes that).
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ from ...ir import Graph, Region
 from ...ir.analysis import weight_only_values
 from ...ir.registry import get_op, has_op
 from .generate import Generated, generate
-from .legality import Refused, check
+from .legality import MAX_ROW, Refused, check
 
 
 @dataclass(frozen=True)
@@ -51,12 +59,59 @@ class Found:
     folded: int = 0  # nodes left out as weight-only
 
 
-def _legal(graph: Graph, nodes: list) -> str | None:
+def _is_view(node) -> bool:
+    return get_op(node.op).is_view and _templated(node)
+
+
+def cut(graph: Graph, nodes: list) -> Graph:
+    """`Region.of(graph, nodes).body()`, but no view's result is an output (see the module doc): one read
+    outside is left to the view itself, which reads the region's input or the value it views, which the region
+    then outputs instead."""
+    body = Region.of(graph, nodes).body()
+    views = {n.outputs[0].name: n for n in body.nodes if _is_view(n)}
+    if not any(v.name in views for v in body.outputs):
+        return body
+    ins = {gi.value.name for gi in body.inputs}
+    outputs: list = []
+    for v in body.outputs:
+        while v.name in views:
+            v = views[v.name].inputs[0]
+        if v.name not in ins and v not in outputs:
+            outputs.append(v)
+    if not outputs:
+        raise Refused("the region computes nothing but views of its inputs")
+    kept = list(body.nodes)
+    while True:  # a view read only outside goes (and a view only it read)
+        read = {v.name for n in kept for v in n.inputs} | {v.name for v in outputs}
+        alive = [n for n in kept if n.outputs[0].name in read or n.outputs[0].name not in views]
+        if len(alive) == len(kept):
+            return Graph(body.name, body.inputs, kept, outputs).validate()
+        kept = alive
+
+
+def _check_convex(graph: Graph, nodes: list) -> None:
+    """`Region.check_convex`, where a view in the region is its own copy (see the module doc): what reads the
+    view outside depends on the region only when the view reads what the region computes."""
+    mine = {id(n) for n in nodes}
+    computed = {v.name for n in nodes if not _is_view(n) for v in n.outputs}
+    tainted: set[str] = set()  # values computed outside the region from what it computes
+    for node in graph.nodes:
+        reads = {v.name for v in node.inputs}
+        if id(node) in mine:
+            if reads & tainted:
+                raise GraphError(f"region is not convex: %{sorted(reads & tainted)[0]} is computed outside the "
+                                 f"region from one of its outputs and read by {node.name} inside it")
+            if _is_view(node) and reads & computed:
+                computed.update(v.name for v in node.outputs)
+        elif reads & (computed | tainted):
+            tainted.update(v.name for v in node.outputs)
+
+
+def _legal(graph: Graph, nodes: list, max_row: int) -> str | None:
     """None when `nodes` can be one generated kernel, else why not."""
     try:
-        region = Region.of(graph, nodes)
-        region.check_convex()
-        check(region.body())
+        _check_convex(graph, nodes)
+        check(cut(graph, nodes), max_row=max_row)
     except (Refused, GraphError) as e:
         return str(e)
     return None
@@ -66,68 +121,59 @@ def _templated(node) -> bool:
     return node.op != "kernel" and has_op(node.op) and get_op(node.op).triton is not None
 
 
-def find_regions(graph: Graph, *, generate_kernels: bool = True) -> Found:
-    """The maximal fusible regions of `graph` (each with its generated kernel) and every refusal."""
+def find_regions(graph: Graph, *, generate_kernels: bool = True, max_row: int = MAX_ROW) -> Found:
+    """The maximal fusible regions of `graph` (each with its generated kernel) and every refusal. Rows longer
+    than `max_row` are looped (see `legality`)."""
     found = Found()
     folded = weight_only_values(graph)
     producers = graph.producers()
+    order = {id(n): i for i, n in enumerate(graph.nodes)}
     groups: list[list] = []
     group_of: dict[int, int] = {}
-    views: dict[int, object] = {}  # views (expand) not yet in a region: they join with a consumer
+    views: dict[int, object] = {}  # views outside any region's ownership: each joins whatever region reads it
     for node in graph.nodes:
         if not _templated(node):
             continue
         if all(v.name in folded for v in node.outputs):
             found.folded += 1
             continue
-        if get_op(node.op).is_view:  # a view alone would be an output, which a kernel writes contiguous
+        if _is_view(node):  # a view alone would be an output, which a kernel writes contiguous
             views[id(node)] = node
             continue
-        pulled = _views_read(node, producers, views)
-        reach = [producers[v.name] for n in [*pulled, node] for v in n.inputs if v.name in producers]
-        joinable = list(dict.fromkeys(group_of[id(p)] for p in reach if id(p) in group_of))
-        target, why = None, None
-        if len(joinable) > 1:
-            union = [n for g in joinable for n in groups[g]] + pulled + [node]
-            if _legal(graph, union) is None:
-                target = joinable
+        pulled = _views_read(node, producers, views, order)
+        target, refusals = _place(graph, groups, group_of, producers, pulled, node, max_row)
+        attempt = pulled
+        if target is None and pulled:  # through its views refused: read their results instead
+            found.refusals.append(Refusal("not fused", tuple(n.name for n in pulled) + (node.name,),
+                                          refusals[-1].reason))
+            attempt = []
+            target, refusals = _place(graph, groups, group_of, producers, attempt, node, max_row)
+        found.refusals.extend(refusals)
         if target is None:
-            for g in sorted(joinable, reverse=True):  # the latest producer region first
-                why = _legal(graph, groups[g] + pulled + [node])
-                if why is None:
-                    target = [g]
-                    break
-                found.refusals.append(Refusal("not fused", (groups[g][-1].name, node.name), why))
-        if target is None:
-            alone = _legal(graph, pulled + [node])
-            if alone is not None:
-                found.refusals.append(Refusal("skipped", (node.name,), alone))
-                continue
-            target = [len(groups)]
-            groups.append([])
+            continue
         keep = target[0]
         for g in target[1:]:
             for n in groups[g]:
-                group_of[id(n)] = keep
+                if not _is_view(n):  # views belong to no region (each that reads one takes it in)
+                    group_of[id(n)] = keep
             groups[keep].extend(groups[g])
             groups[g] = []
-        for n in [*pulled, node]:
-            views.pop(id(n), None)
-            groups[keep].append(n)
-            group_of[id(n)] = keep
+        groups[keep].extend(attempt)
+        groups[keep].append(node)
+        group_of[id(node)] = keep
     for members in groups:
         if not members:
             continue
         region = Region.of(graph, members)
-        why = _legal(graph, members)
-        if why is not None:  # a view it took in is also read outside it, say
+        why = _legal(graph, members, max_row)
+        if why is not None:
             found.refusals.append(Refusal("skipped", tuple(n.name for n in region.nodes), why))
             continue
         if not generate_kernels:
             found.regions.append(FusedRegion(region, None))
             continue
         try:
-            generated = generate(region.body())
+            generated = generate(cut(graph, members), max_row=max_row)
         except Refused as e:  # legal above, so this is the generator's own limit: say so, never crash
             found.refusals.append(Refusal("skipped", tuple(n.name for n in region.nodes), str(e)))
             continue
@@ -135,12 +181,35 @@ def find_regions(graph: Graph, *, generate_kernels: bool = True) -> Found:
     return found
 
 
-def _views_read(node, producers, views) -> list:
-    """The views not yet in a region that `node` reads, directly or through other such views, in order."""
+def _place(graph, groups, group_of, producers, pulled, node, max_row):
+    """(the groups `node` with the views `pulled` joins: several merged into the first, or a new one at
+    len(groups); or None) and the refusals met on the way."""
+    refusals: list[Refusal] = []
+    reach = [producers[v.name] for n in [*pulled, node] for v in n.inputs if v.name in producers]
+    joinable = list(dict.fromkeys(group_of[id(p)] for p in reach if id(p) in group_of))
+    if len(joinable) > 1:
+        union = [n for g in joinable for n in groups[g]] + pulled + [node]
+        if _legal(graph, union, max_row) is None:
+            return joinable, refusals
+    for g in sorted(joinable, reverse=True):  # the latest producer region first
+        why = _legal(graph, groups[g] + pulled + [node], max_row)
+        if why is None:
+            return [g], refusals
+        refusals.append(Refusal("not fused", (groups[g][-1].name, node.name), why))
+    alone = _legal(graph, pulled + [node], max_row)
+    if alone is not None:
+        refusals.append(Refusal("skipped", (node.name,), alone))
+        return None, refusals
+    groups.append([])
+    return [len(groups) - 1], refusals
+
+
+def _views_read(node, producers, views, order) -> list:
+    """The views (in no region of their own) that `node` reads, directly or through other such views, in order."""
     out, stack = [], [v.name for v in node.inputs]
     while stack:
         p = producers.get(stack.pop())
         if p is not None and id(p) in views and p not in out:
             out.append(p)
             stack.extend(v.name for v in p.inputs)
-    return sorted(out, key=lambda n: list(producers.values()).index(n))
+    return sorted(out, key=lambda n: order[id(n)])

@@ -24,6 +24,16 @@ _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 _PRIVATE = re.compile(r"(?<![\w.])_([A-Za-z]\w*)")
 
 
+# The template of a view (`OpDef.triton = "view"`): no code of its own; its output's strides, as the op infers
+# them over a contiguous input, say which input element each output element is (`index.view_coords`).
+VIEW = "view"
+
+# A row reduction inside a template: `tl.sum(E, axis=1, keep_dims=True)` (or max, min) over a tile's rows.
+_REDUCE = re.compile(r"\btl\.(sum|max|min)\(")
+_OTHER_REDUCE = re.compile(r"\btl\.(argmax|argmin|reduce|cumsum|cumprod|associative_scan|xor_sum|histogram)\(")
+_ROW_AXIS = ", axis=1, keep_dims=True"
+
+
 def kind(dtype: str) -> str:
     """"float", "int" or "bool": what a template is chosen by."""
     return "float" if dtype in FLOATS else "bool" if dtype == "bool" else "int"
@@ -58,6 +68,8 @@ def choose(op: OpDef, attrs: dict, n_operands: int, out_dtype: str) -> tuple[str
     out_kind = kind(out_dtype)
     if template is None:
         return None, f"{op.name} has no Triton template (OpDef.triton)"
+    if template == VIEW:
+        return template, ""
     if isinstance(template, str):
         if out_kind == "bool":
             return None, f"{op.name} with a bool output has no Triton template (its template serves float and int)"
@@ -73,6 +85,43 @@ def choose(op: OpDef, attrs: dict, n_operands: int, out_dtype: str) -> tuple[str
 def is_row_template(template: str) -> bool:
     """A template over whole rows (a reduction or a normalization): it reads `{mask}` or `{n}`."""
     return "{mask}" in template or "{n}" in template
+
+
+def innermost_reduction(expr: str) -> tuple[int, int, str, str] | None:
+    """The first row reduction in `expr` holding no other: (start, end, "sum"/"max"/"min", its operand), or
+    None. Raises ValueError for a reduction of another form (a loop over the row could not split it)."""
+    found = None
+    for match in _REDUCE.finditer(expr):
+        depth, i = 1, match.end()
+        while depth:
+            if i == len(expr):
+                raise ValueError(f"unbalanced parentheses in {expr!r}")
+            depth += {"(": 1, ")": -1}.get(expr[i], 0)
+            i += 1
+        inner = expr[match.end():i - 1]
+        if _REDUCE.search(inner):
+            continue
+        if not inner.endswith(_ROW_AXIS):
+            raise ValueError(f"tl.{match.group(1)}({inner}) is not a reduction over the row "
+                             f"(`{_ROW_AXIS.lstrip(', ')}`)")
+        found = (match.start(), i, match.group(1), inner[:-len(_ROW_AXIS)])
+        break
+    return found
+
+
+def unsplittable(template: str) -> str | None:
+    """Why a row template cannot be computed by passes that loop over the row (None: it can). Every statistic
+    must be a sum, max or min over the row (each tile's, then the tiles')."""
+    other = _OTHER_REDUCE.search(template)
+    if other:
+        return f"it reduces with tl.{other.group(1)}, which a loop over the row does not split"
+    rest = template
+    try:
+        while (found := innermost_reduction(rest)) is not None:
+            rest = rest[:found[0]] + "_r" + rest[found[1]:]
+    except ValueError as e:
+        return str(e)
+    return None
 
 
 def literal(value, dtype: str | None = None) -> str:

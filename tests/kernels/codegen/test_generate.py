@@ -7,7 +7,6 @@ import pytest
 
 from hoid.ir import Region
 from hoid.kernels.codegen import Refused, generate
-from hoid.kernels.codegen.legality import MAX_ROW
 
 from .helpers import assert_verified, builder
 
@@ -124,13 +123,6 @@ def test_a_reduction_over_another_dim_is_refused():
     b = builder()
     x = b.input("x", (4, 8), "f32")
     assert "not the last dim" in _refusal(b.build(b.exp(b.sum(x, dim=[0], keepdim=True))))
-
-
-def test_a_row_longer_than_one_tile_is_refused_as_needing_passes():
-    b = builder()
-    x = b.input("x", (2, MAX_ROW * 2), "f32")
-    why = _refusal(b.build(b.div(x, b.sum(x, dim=[-1], keepdim=True))))
-    assert "does not fit one tile" in why and "full result" in why
 
 
 def test_a_per_row_value_broadcast_against_a_full_one_is_refused():

@@ -1,7 +1,8 @@
 """Property tests: random elementwise/reduction graphs drawn from the op registry (every op with a Triton
-template and a sampler, each op's attrs from its own sampler), their fusible regions generated,
-compiled for sm_90 and sm_100, and each checked by hoid.verify against the interpreter. A region the
-generator refuses must say why in words; a kernel it does generate must be right."""
+template and a sampler, each op's attrs from its own sampler; views among them), their fusible regions
+generated (also with tiles so short that row ops loop), compiled for sm_90 and sm_100, and each checked by
+hoid.verify against the interpreter. A region the generator refuses must say why in words; a kernel it does
+generate must be right."""
 
 from __future__ import annotations
 
@@ -29,10 +30,10 @@ FUSIBLE = sorted(name for name, op in all_ops().items()
 
 
 @st.composite
-def fusible_graphs(draw, max_nodes: int = 6):
+def fusible_graphs(draw, max_nodes: int = 6, last_dim: float = 0.5):
     """Chains (with fan-in) of registry ops that have templates: each op's attrs from its own sampler, its
     first operand the latest value, others earlier values or fresh inputs broadcast to it; reductions over
-    the last dim half the time, so row kernels with prologues and epilogues form."""
+    the last dim half the time (`last_dim`), so row kernels with prologues and epilogues form."""
     rng = draw(st.randoms(use_true_random=False))
     b = GraphBuilder("random")
     shape = tuple(rng.randint(1, 6) for _ in range(rng.randint(1, 3)))
@@ -40,10 +41,11 @@ def fusible_graphs(draw, max_nodes: int = 6):
     for step in range(draw(st.integers(1, max_nodes))):
         op = get_op(rng.choice(FUSIBLE))
         types, attrs = op.sample(rng)
-        if "dim" in attrs and rng.random() < 0.5:
+        if "dim" in attrs and rng.random() < last_dim:
             attrs["dim"] = -1 if op.attr_map["dim"].kind == "int" else [-1]
         if "normalized_shape" in attrs:
             attrs["normalized_shape"] = values[-1].type.shape[-1:]
+        attrs.update(_view_of(op.name, values[-1].type, rng))
         operands = [values[-1]]
         for i, t in enumerate(types[1:], 1):
             earlier = [v for v in values[:-1] if v.type.dtype == t.dtype]
@@ -60,9 +62,26 @@ def fusible_graphs(draw, max_nodes: int = 6):
     return b.build(values[-1]) if len(values) > 1 else b.build(b.neg(values[0]))
 
 
+def _view_of(op: str, t, rng) -> dict:
+    """Attrs that make the view `op` valid over a value of type `t` (their samplers draw their own inputs)."""
+    if op == "reshape":
+        dims, n, p = [1] * rng.randint(1, 3), t.numel, 2
+        while n > 1:
+            while n % p == 0:
+                dims[rng.randrange(len(dims))] *= p
+                n //= p
+            p += 1
+        return {"shape": tuple(dims)}
+    if op == "permute":
+        return {"dims": tuple(rng.sample(range(t.rank), t.rank))}
+    if op == "transpose" and t.rank >= 2:
+        return {"dim0": rng.randrange(t.rank), "dim1": rng.randrange(t.rank)}
+    return {}
+
+
 def test_the_strategy_draws_the_families_the_generator_fuses():
     assert {"add", "where", "cast", "gt", "sum", "mean", "var", "amax", "softmax", "layer_norm", "rmsnorm",
-            "gelu", "expand"} <= set(FUSIBLE)
+            "gelu", "expand", "reshape", "permute", "transpose"} <= set(FUSIBLE)
 
 
 def _runs(graph) -> bool:
@@ -108,8 +127,20 @@ def _amplifies_rounding(body, seed: int) -> bool:
 @settings(max_examples=25, suppress_health_check=[h for h in (getattr(HealthCheck, "nested_given", None),) if h])
 @given(fusible_graphs())
 def test_random_regions_generate_compile_and_verify(graph):
+    _generate_and_verify(graph, {})
+
+
+# the same with tiles of 2 columns and reductions over the last dim: a row op over a row of 3 to 6 is a
+# looped kernel of 2 or 3 tiles
+@settings(max_examples=20, suppress_health_check=[h for h in (getattr(HealthCheck, "nested_given", None),) if h])
+@given(fusible_graphs(last_dim=1.0))
+def test_random_regions_looped_over_short_tiles_verify(graph):
+    _generate_and_verify(graph, {"max_row": 2})
+
+
+def _generate_and_verify(graph, kw: dict) -> None:
     assume(_runs(graph))
-    found = find_regions(graph)
+    found = find_regions(graph, **kw)
     for refusal in found.refusals:
         assert refusal.reason and refusal.nodes
     for fused in found.regions:
