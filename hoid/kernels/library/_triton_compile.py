@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import importlib.util
 import json
 import os
 import re
@@ -172,35 +171,6 @@ def compile_for(kernel: TritonKernel, arch: str, signature: dict[str, str], cons
     return _build(kernel, arch, signature, constexprs, num_warps, num_stages, divisible_by_16)
 
 
-def compile_file_for(path: str, name: str, arch: str, signature: dict[str, str], constexprs: dict[str, Any],
-                     num_warps: int = 4, num_stages: int = 3) -> BuiltKernel:
-    """`compile_for` of the `@triton.jit` function `name` in the source file at `path`: a kernel that is not
-    importable by module name (generated or loaded source, `hoid.kernels.loader`'s file of its text)."""
-    require_triton(f"compiling Triton kernel {name} of {path}")
-    if arch not in ARCHS:
-        raise ValueError(f"unknown arch {arch!r}; Triton kernels build for {', '.join(ARCHS)}")
-    if interpreting():
-        return _CompileServer.get().build(path, name, arch, signature, constexprs, num_warps, num_stages, [])
-    return _build(_kernel_at(path, name), arch, signature, constexprs, num_warps, num_stages)
-
-
-class _JitKernel:
-    """What `_build` reads of a kernel, for a `@triton.jit` function of a source file: its jit and name."""
-
-    def __init__(self, impl, name: str):
-        self.impl, self.name = impl, name
-
-
-def _kernel_at(module: str, name: str):
-    """The kernel `name` of `module`: a module name, or the path of a source file (`compile_file_for`)."""
-    if not module.endswith(".py"):
-        return getattr(importlib.import_module(module), name)
-    spec = importlib.util.spec_from_file_location(f"hoid_build_{abs(hash(module))}", module)
-    loaded = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(loaded)
-    return _JitKernel(getattr(loaded, name), name)
-
-
 def _build(kernel: TritonKernel, arch, signature, constexprs, num_warps, num_stages,
            divisible_by_16=()) -> BuiltKernel:
     from triton.backends.compiler import GPUTarget
@@ -267,7 +237,7 @@ def _serve_builds() -> None:
     for line in sys.stdin:
         module, name, arch, signature, constexprs, num_warps, num_stages, divisible = json.loads(line)
         try:
-            kernel = _kernel_at(module, name)
+            kernel = getattr(importlib.import_module(module), name)
             answer = asdict(_build(kernel, arch, signature, constexprs, num_warps, num_stages, divisible))
         except Exception:  # the whole trace goes back to the caller, which raises it
             answer = {"error": traceback.format_exc()}
