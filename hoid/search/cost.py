@@ -196,14 +196,29 @@ KERNEL_TIEBREAK = 1e-10
 
 def node_costs(snapshot: Snapshot, kernels: Mapping[str, KernelImpl], cost: CostModel,
                weights: set[str]) -> dict[str, float]:
-    """Seconds for every e-node (see the module doc for what is free)."""
+    """Seconds for every e-node (see the module doc for what is free). The model is asked once per distinct
+    call (op or kernel key, operand and result types, attrs): the 28 layers of a model make the same calls,
+    and a cost model prices a call, not an e-node."""
     folded = weight_only_classes(snapshot, weights)
     costs: dict[str, float] = {}
+    priced: dict[tuple, float] = {}
     for nid, node in snapshot.nodes.items():
         if node.op in (INPUT, ABSENT, OUT) or all(c in folded for c in snapshot.operands(node)):
             costs[nid] = 0.0
-        else:
-            costs[nid] = float(cost(op_call(snapshot, node, kernels)))
-            costs[nid] += KERNEL_TIEBREAK if node.op == KERNEL else 0.0
+            continue
+        key = _call_key(snapshot, node)
+        if key not in priced:
+            priced[key] = float(cost(op_call(snapshot, node, kernels))) + (KERNEL_TIEBREAK if node.op == KERNEL else 0.0)
+        costs[nid] = priced[key]
     return costs
+
+
+def _call_key(snapshot: Snapshot, node: ENode) -> tuple:
+    """What `op_call` would build for the node, as a key: equal keys give equal calls (a kernel by its key
+    in the encoding's table, which holds one key per implementation)."""
+    types = snapshot.types
+    results = (tuple(snapshot.outputs_of[node.eclass][i] for i in sorted(snapshot.outputs_of[node.eclass]))
+               if node.eclass in snapshot.outputs_of else (node.eclass,))
+    return (node.op, tuple(types.get(c) for c in snapshot.operands(node)), tuple(types.get(c) for c in results),
+            attr_key(node.attrs))
 
