@@ -1,8 +1,8 @@
 """Graph -> egglog: every value becomes a handle `(N i)` unioned with its node's term, plus type facts.
 
-Encoding emits commands in chunks against the handles instead of building one nested term: a decode
-step shares the residual stream across every layer, and nested terms (or one huge program) make
-egglog's parsing super-linear, while chunks of flat commands stay linear (notes/egglog-at-scale.md).
+Encoding emits flat commands against the handles instead of building one nested term: a decode step
+shares the residual stream across every layer, and nested terms (or one huge program) make egglog's
+parsing super-linear, while small batches of flat actions stay linear (`_egglog.Engine.act`).
 
 A `kernel` node already in the graph is expanded: its body is encoded inline over the node's operands,
 and the kernel's e-node is joined to the body's outputs, so extraction can keep or drop the kernel.
@@ -18,14 +18,10 @@ from ..ir.ops.kernel import KernelImpl
 from ..ir.registry import get_op
 from . import language as L
 
-# Commands per egglog call. egglog's cost per command grows with the size of the program it is in
-# (measured at 8 layers: one program 35 s, chunks of 400 1.75 s, of 50 0.40 s, of 25 0.49 s).
-CHUNK = 50
-
 
 @dataclass
 class Encoding:
-    """A graph as egglog commands, and the tables to map e-classes back: value names to handles,
+    """A graph as egglog actions (`commands`, for `Engine.act`), and the tables to map e-classes back: value names to handles,
     kernel keys to implementations."""
 
     graph: Graph
@@ -45,9 +41,6 @@ class Encoding:
             self.kernels[key] = impl
             self._key_of[identity] = key
         return self._key_of[identity]
-
-    def chunks(self) -> list[str]:
-        return ["\n".join(self.commands[i:i + CHUNK]) for i in range(0, len(self.commands), CHUNK)]
 
     # --- building: `env` maps value names to their handle indexes -------------------------------------
     def define(self, term: str, vtype: TensorType) -> int:

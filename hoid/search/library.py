@@ -239,10 +239,10 @@ def apply_library(space: SearchSpace, kernels: KernelSet | None = None) -> Libra
                 rules.append(region_rule(body, key, f"library-{key}"))
                 kernel_of[rules[-1].name] = spec.id
             else:  # this one match, by its classes' handles (a rule per match costs egglog seconds to declare)
-                pinned.append(pinned_union(key, [handle_of[c] for c in pins[0]], [handle_of[c] for c in pins[1]]))
+                pinned.extend(pinned_union(key, [handle_of[c] for c in pins[0]], [handle_of[c] for c in pins[1]]))
                 report.injected[spec.id] = report.injected.get(spec.id, 0) + 1
     if pinned:
-        space.engine.run("\n".join(pinned))
+        space.engine.act(pinned)
     # one pass of every signature's rule: each joins its kernel to every region it matches
     saturation = space.saturate([RuleSet(f"library-{len(space.reports)}", tuple(rules))], Limits(iterations=1))
     for name, spec_id in kernel_of.items():

@@ -62,8 +62,7 @@ class SearchSpace:
         self.engine = Engine()
         self.engine.run(language.declarations())
         self.encoding = encode(self.graph)
-        for chunk in self.encoding.chunks():
-            self.engine.run(chunk)
+        self.engine.act(self.encoding.commands)
         self._declared: dict[str, str] = {}  # rule set name -> its program
         self.reports: list[SaturationReport] = []
 
