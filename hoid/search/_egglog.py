@@ -1,20 +1,18 @@
-"""The one module that touches egglog: an e-graph driven by program text, and its serialized form.
+"""The one module that touches egglog: an e-graph driven by program text, and its rows read back.
 
 hoid talks to egglog through its low-level bindings (the text language) rather than the Python DSL:
 rules read like the egglog papers, encoding is plain text run as batches of actions (which keeps it linear
-in the graph's size: `Engine.act`), and extraction happens in Python on the serialized
-e-graph, because egglog's own extractors do not survive a whole model. egglog is imported on first use,
-so `import hoid.search` stays light.
+in the graph's size: `Engine.act`), and extraction happens in Python on the e-graph's rows (`Engine.tables`),
+because egglog's own extractors do not survive a whole model. egglog is imported on first use, so
+`import hoid.search` stays light.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..errors import HoidError
-
 
 ACTIONS = 40  # top-level actions per batch (see `Engine.act`)
 
@@ -81,10 +79,50 @@ class Engine:
         (output,) = self.run("(print-size)")
         return sum(count for _, count in output.sizes)
 
-    def serialize(self) -> dict:
-        """The e-graph in extraction-gym JSON form: {"nodes": {id: {op, children, eclass}}, "class_data"}."""
-        serialized = self._egraph.serialize([])
-        if serialized.truncated_functions or serialized.discarded_functions:
-            raise EgglogError(f"egglog truncated the serialized e-graph ({serialized.truncated_functions}, "
-                              f"{serialized.discarded_functions}); extraction would be wrong")
-        return json.loads(serialized.to_json())
+    def tables(self, containers: Mapping[str, str]) -> list[Table]:
+        """Every function's rows, decoded: a value of an e-class sort as its class id (`Sort-n`, the names
+        egglog's serializer gives), a primitive as its Python value, a container of `containers` (sort ->
+        element sort) as a tuple. Read from a frozen copy of the e-graph, whose rows are canonical after
+        each run: egglog's JSON serialization of the same rows costs 0.3 s at 28 layers, this 0.07 s."""
+        egraph = self._egraph
+        primitive = {"i64": egraph.value_to_i64, "f64": egraph.value_to_f64, "String": egraph.value_to_string,
+                     "bool": egraph.value_to_bool, "Unit": lambda value: None}
+
+        def decoder(sort: str):
+            if sort in primitive:
+                return primitive[sort]
+            if sort in containers:
+                element = primitive[containers[sort]]
+                return lambda value: tuple(element(v) for v in egraph.value_to_vec(value))
+            prefix = f"{sort}-"
+            return lambda value: prefix + _value_id(value)
+
+        tables = []
+        for name, function in egraph.freeze().functions.items():
+            if function.is_let_binding:
+                continue
+            decode = [decoder(sort) for sort in function.input_sorts]
+            output = decoder(function.output_sort)
+            rows = [(tuple(d(v) for d, v in zip(decode, row.inputs, strict=True)), output(row.output))
+                    for row in function.rows]
+            tables.append(Table(name, tuple(function.input_sorts), function.output_sort, rows))
+        return tables
+
+
+@dataclass(frozen=True)
+class Table:
+    """One egglog function (constructor, relation, fact) and its rows, (inputs, output), decoded."""
+
+    name: str
+    inputs: tuple[str, ...]  # sort names
+    output: str
+    rows: list[tuple[tuple, object]]
+
+
+def _value_id(value) -> str:
+    """The id of an e-class value: egglog's bindings expose it only as `str(Value)`, "Value(<id>)"."""
+    text = str(value)
+    if not text.startswith("Value(") or not text.endswith(")"):
+        raise EgglogError(f"egglog wrote an e-class value as {text!r}, not Value(<id>): its bindings changed; "
+                          "update hoid.search._egglog.Engine.tables")
+    return text[6:-1]

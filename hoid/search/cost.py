@@ -208,7 +208,8 @@ def node_costs(snapshot: Snapshot, kernels: Mapping[str, KernelImpl], cost: Cost
             continue
         key = _call_key(snapshot, node)
         if key not in priced:
-            priced[key] = float(cost(op_call(snapshot, node, kernels))) + (KERNEL_TIEBREAK if node.op == KERNEL else 0.0)
+            tiebreak = KERNEL_TIEBREAK if node.op == KERNEL else 0.0
+            priced[key] = float(cost(op_call(snapshot, node, kernels))) + tiebreak
         costs[nid] = priced[key]
     return costs
 

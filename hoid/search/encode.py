@@ -21,8 +21,8 @@ from . import language as L
 
 @dataclass
 class Encoding:
-    """A graph as egglog actions (`commands`, for `Engine.act`), and the tables to map e-classes back: value names to handles,
-    kernel keys to implementations."""
+    """A graph as egglog actions (`commands`, for `Engine.act`), and the tables to map e-classes back: value
+    names to handles, kernel keys to implementations."""
 
     graph: Graph
     handles: dict[str, int] = field(default_factory=dict)  # value name (top level) -> handle index

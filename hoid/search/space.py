@@ -88,7 +88,7 @@ class SearchSpace:
         return self.engine.size()
 
     def snapshot(self) -> Snapshot:
-        return Snapshot(self.engine.serialize())
+        return Snapshot(self.engine.tables(language.CONTAINERS))
 
     def add_kernel(self, region, kernel, **kw):
         """See `hoid.search.inject.add_kernel`."""
