@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from ..errors import HoidError
 
-ACTIONS = 40  # top-level actions per batch (see `Engine.act`)
+ACTIONS = 40  # top-level actions per batch, commands per program (see `Engine.act`)
+HIDDEN = "hoid-"  # functions named so are hoid's bookkeeping (the encoding's relations), not e-nodes
 
 
 class EgglogError(HoidError, RuntimeError):
@@ -47,6 +48,11 @@ class Engine:
             head = "\n".join(program.strip().splitlines()[:3])
             raise EgglogError(f"egglog rejected the program ({e}); it begins:\n{head}") from None
 
+    def run_each(self, commands: Sequence[str]) -> None:
+        """Execute commands `ACTIONS` at a time: egglog's cost per command grows with its program's size."""
+        for start in range(0, len(commands), ACTIONS):
+            self.run("\n".join(commands[start:start + ACTIONS]))
+
     def act(self, actions: Sequence[str]) -> None:
         """Execute top-level actions (`union`, `set`) in order, `ACTIONS` at a time, each batch as the body
         of a rule with no query, run once. egglog compiles every top-level action into a rule of its own and
@@ -75,9 +81,9 @@ class Engine:
         return RunStep(bool(report.updated), dict(report.num_matches_per_rule))
 
     def size(self) -> int:
-        """The number of e-nodes (rows of every constructor and function)."""
+        """The number of e-nodes (rows of every constructor and function but the `HIDDEN` ones)."""
         (output,) = self.run("(print-size)")
-        return sum(count for _, count in output.sizes)
+        return sum(count for name, count in output.sizes if not name.startswith(HIDDEN))
 
     def tables(self, containers: Mapping[str, str]) -> list[Table]:
         """Every function's rows, decoded: a value of an e-class sort as its class id (`Sort-n`, the names
@@ -99,7 +105,7 @@ class Engine:
 
         tables = []
         for name, function in egraph.freeze().functions.items():
-            if function.is_let_binding:
+            if function.is_let_binding or name.startswith(HIDDEN):
                 continue
             decode = [decoder(sort) for sort in function.input_sorts]
             output = decoder(function.output_sort)

@@ -16,7 +16,7 @@ from . import language
 from ._egglog import Engine
 from .cost import AnalyticCost, CostModel, node_costs
 from .decode import decode
-from .encode import encode
+from .encode import RULESET, encode
 from .extract import Method, Problem, top_k
 from .limits import Limits, SaturationReport, saturate
 from .rules import RuleSet
@@ -62,7 +62,9 @@ class SearchSpace:
         self.engine = Engine()
         self.engine.run(language.declarations())
         self.encoding = encode(self.graph)
-        self.engine.act(self.encoding.commands)
+        self.engine.run_each(self.encoding.program())
+        self.engine.act(self.encoding.rows)
+        self.engine.run(f"(run {RULESET} 1)")  # every template's rows at once
         self._declared: dict[str, str] = {}  # rule set name -> its program
         self.reports: list[SaturationReport] = []
 
