@@ -22,21 +22,48 @@ from ..ir import Graph, Node, TensorType
 from ..ir.ops.kernel import KernelImpl
 from ..ir.registry import get_op
 from . import language as L
-from ._egglog import HIDDEN
+from ._egglog import HIDDEN, Engine
 
-RULESET = f"{HIDDEN}encode"  # the templates' rules: run once, after every row is in
+
+class Templates:
+    """Definitions written once as rules over their parameters, each use one row of the rule's relation (see
+    the module doc). `actions` are written over `i0`.. for ints (handles as `(N i0)`) and `s0`.. for names."""
+
+    def __init__(self, ruleset: str):
+        self.ruleset = ruleset  # a `HIDDEN` name: its relations are bookkeeping, not e-nodes
+        self.relations: dict[tuple[str, int, int], str] = {}  # (actions, ints, names) -> relation
+        self.rows: list[str] = []
+
+    def add(self, actions: str, ints: list[int], names: tuple[str, ...] = ()) -> None:
+        relation = self.relations.setdefault((actions, len(ints), len(names)), f"{self.ruleset}-{len(self.relations)}")
+        self.rows.append(f"({relation} {' '.join([*map(str, ints), *map(L.string, names)])})")
+
+    def program(self) -> list[str]:
+        """The commands declaring each template: its relation (i64 params, then String ones) and its rule."""
+        commands = [f"(ruleset {self.ruleset})"]
+        for (actions, ints, names), relation in self.relations.items():
+            params = [f"i{i}" for i in range(ints)] + [f"s{i}" for i in range(names)]
+            sorts = ["i64"] * ints + ["String"] * names
+            commands.append(f"(relation {relation} ({' '.join(sorts)}))")
+            commands.append(f"(rule (({relation} {' '.join(params)})) ({actions}) :ruleset {self.ruleset})")
+        return commands
+
+    def run(self, engine: Engine) -> None:
+        """Declare the templates, add every row, then fire each rule once on all its rows."""
+        engine.run_each(self.program())
+        engine.act(self.rows)
+        engine.run(f"(run {self.ruleset} 1)")
 
 
 @dataclass
 class Encoding:
-    """A graph as egglog templates and their rows (`program`, `rows`), and the tables to map e-classes back:
-    value names to handles, kernel keys to implementations."""
+    """A graph as egglog templates and their rows (`templates`), and the tables to map e-classes back: value
+    names to handles, kernel keys to implementations."""
 
     graph: Graph
     handles: dict[str, int] = field(default_factory=dict)  # value name (top level) -> handle index
     kernels: dict[str, KernelImpl] = field(default_factory=dict)
-    templates: dict[tuple[str, int, int], str] = field(default_factory=dict)  # (actions, ints, names) -> relation
-    rows: list[str] = field(default_factory=list)  # one per definition, in graph order
+    templates: Templates = field(default_factory=lambda: Templates(f"{HIDDEN}encode"))
     _next_handle: int = 0
     _key_of: dict = field(default_factory=dict, repr=False)  # KernelImpl.identity() -> its key
 
@@ -50,24 +77,7 @@ class Encoding:
             self._key_of[identity] = key
         return self._key_of[identity]
 
-    def program(self) -> list[str]:
-        """The commands declaring each template: its relation (i64 params, then String ones) and its rule."""
-        commands = [f"(ruleset {RULESET})"]
-        for (actions, ints, names), relation in self.templates.items():
-            params = [f"i{i}" for i in range(ints)] + [f"s{i}" for i in range(names)]
-            sorts = ["i64"] * ints + ["String"] * names
-            commands.append(f"(relation {relation} ({' '.join(sorts)}))")
-            commands.append(f"(rule (({relation} {' '.join(params)})) ({actions}) :ruleset {RULESET})")
-        return commands
-
     # --- building: `env` maps value names to their handle indexes -------------------------------------
-    def definition(self, actions: str, ints: list[int], names: tuple[str, ...] = ()) -> None:
-        """A row of the template `actions`, written over `i0`.. for `ints` (handles as `(N i0)`) and `s0`..
-        for `names`."""
-        key = (actions, len(ints), len(names))
-        relation = self.templates.setdefault(key, f"{HIDDEN}enc-{len(self.templates)}")
-        self.rows.append(f"({relation} {' '.join([*map(str, ints), *map(L.string, names)])})")
-
     def define(self, term: str, ints: list[int], vtype: TensorType, names: tuple[str, ...] = (),
                extra: str = "") -> int:
         """A new handle, `(N i0)`, unioned with `term` (written over `i1`.. for `ints`), with its shape and
@@ -76,7 +86,7 @@ class Encoding:
         self._next_handle += 1
         actions = (f"(union (N i0) {term}) (set (shape (N i0)) {L.int_vec(vtype.shape)}) "
                    f"(set (dtype (N i0)) {L.string(vtype.dtype)}){extra}")
-        self.definition(actions, [index, *ints], names)
+        self.templates.add(actions, [index, *ints], names)
         return index
 
     def encode_nodes(self, nodes: list[Node], env: dict[str, int]) -> None:
@@ -106,7 +116,7 @@ class Encoding:
         kernel = f"(Kernel {L.string(self.kernel_key(impl))} {L.tensor_list(_vars(len(node.inputs)))})"
         operands = [env[u.name] for u in node.inputs]
         for i, (outer, inner_value) in enumerate(zip(node.outputs, body.outputs, strict=True)):
-            self.definition(f"(union (N i0) (Out {kernel} {i}))", [inner[inner_value.name], *operands])
+            self.templates.add(f"(union (N i0) (Out {kernel} {i}))", [inner[inner_value.name], *operands])
             env[outer.name] = inner[inner_value.name]
 
 

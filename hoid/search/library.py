@@ -27,6 +27,8 @@ from ..ir.ops.kernel import KernelImpl
 from ..ir.registry import has_op
 from ..kernels.kernel_set import KernelSet
 from ..kernels.launch import resolve_params
+from ._egglog import HIDDEN
+from .encode import Templates
 from .inject import pinned_union, region_rule
 from .joint import joint_matches, reaches_all
 from .limits import Limits
@@ -210,7 +212,8 @@ def apply_library(space: SearchSpace, kernels: KernelSet | None = None) -> Libra
     snapshot = space.snapshot()
     by_op = _nodes_by_op(snapshot)
     handle_of = {cls: h for h, cls in snapshot.handles.items()}
-    rules, kernel_of, pinned = [], {}, []
+    rules, kernel_of = [], {}
+    pinned = Templates(f"{HIDDEN}pinned-{len(space.reports)}")
     arch = getattr(space.target, "arch", None)
     for spec in specs:
         if arch is not None and spec.backend != "torch" and arch not in spec.archs:
@@ -239,10 +242,10 @@ def apply_library(space: SearchSpace, kernels: KernelSet | None = None) -> Libra
                 rules.append(region_rule(body, key, f"library-{key}"))
                 kernel_of[rules[-1].name] = spec.id
             else:  # this one match, by its classes' handles (a rule per match costs egglog seconds to declare)
-                pinned.extend(pinned_union(key, [handle_of[c] for c in pins[0]], [handle_of[c] for c in pins[1]]))
+                pinned_union(pinned, key, [handle_of[c] for c in pins[0]], [handle_of[c] for c in pins[1]])
                 report.injected[spec.id] = report.injected.get(spec.id, 0) + 1
-    if pinned:
-        space.engine.act(pinned)
+    if pinned.rows:
+        pinned.run(space.engine)
     # one pass of every signature's rule: each joins its kernel to every region it matches
     saturation = space.saturate([RuleSet(f"library-{len(space.reports)}", tuple(rules))], Limits(iterations=1))
     for name, spec_id in kernel_of.items():

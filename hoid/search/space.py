@@ -16,7 +16,7 @@ from . import language
 from ._egglog import Engine
 from .cost import AnalyticCost, CostModel, node_costs
 from .decode import decode
-from .encode import RULESET, encode
+from .encode import encode
 from .extract import Method, Problem, top_k
 from .limits import Limits, SaturationReport, saturate
 from .rules import RuleSet
@@ -62,9 +62,7 @@ class SearchSpace:
         self.engine = Engine()
         self.engine.run(language.declarations())
         self.encoding = encode(self.graph)
-        self.engine.run_each(self.encoding.program())
-        self.engine.act(self.encoding.rows)
-        self.engine.run(f"(run {RULESET} 1)")  # every template's rows at once
+        self.encoding.templates.run(self.engine)
         self._declared: dict[str, str] = {}  # rule set name -> its program
         self.reports: list[SaturationReport] = []
 
@@ -76,7 +74,7 @@ class SearchSpace:
                 raise ValueError(f"a different rule set named {ruleset.name!r} is already in this search space; "
                                  "give the new one another name")
             return
-        self.engine.run(program)
+        self.engine.run_each(ruleset.commands())
         self._declared[ruleset.name] = program
 
     def saturate(self, rulesets: list[RuleSet], limits: Limits | None = None) -> SaturationReport:
