@@ -113,23 +113,30 @@ class Engine:
         for name, function in egraph.freeze().functions.items():
             if function.is_let_binding or name.startswith(HIDDEN):
                 continue
-            rows = [(row.inputs, row.output) for row in function.rows]
-            columns = [decode(sort, [inputs[i] for inputs, _ in rows]) for i, sort in enumerate(function.input_sorts)]
-            outputs = decode(function.output_sort, [output for _, output in rows])
-            tables.append(Table(name, tuple(function.input_sorts), function.output_sort,
-                                list(zip(zip(*columns, strict=True), outputs, strict=True)) if columns
-                                else [((), output) for output in outputs]))
+            rows = function.rows
+            inputs = [row.inputs for row in rows]
+            columns = [decode(sort, [values[i] for values in inputs]) for i, sort in enumerate(function.input_sorts)]
+            outputs = decode(function.output_sort, [row.output for row in rows])
+            tables.append(Table(name, tuple(function.input_sorts), function.output_sort, columns, outputs))
         return tables
 
 
 @dataclass(frozen=True)
 class Table:
-    """One egglog function (constructor, relation, fact) and its rows, (inputs, output), decoded."""
+    """One egglog function (constructor, relation, fact) and its rows, decoded, by column: a list per input
+    and the outputs (a few lists, not a tuple per row: the rows of a model are 25k, and objects that outlive
+    a collection bring the interpreter's full collections closer)."""
 
     name: str
     inputs: tuple[str, ...]  # sort names
     output: str
-    rows: list[tuple[tuple, object]]
+    columns: list[list]  # one per input, a value per row
+    outputs: list
+
+    def rows(self):
+        """(inputs, output) per row."""
+        return zip(zip(*self.columns, strict=True) if self.columns else (() for _ in self.outputs), self.outputs,
+                   strict=True)
 
 
 def _value_id(value) -> str:

@@ -50,26 +50,25 @@ class Snapshot:
         self.types: dict[str, TensorType] = {}
         shapes: dict[str, tuple] = {}
         dtypes: dict[str, str] = {}
-        for table in tables:
+        tensor_tables = []
+        for table in tables:  # the facts and the values of attrs and tensor lists first
             name = table.name
             if name in ("shape", "dtype"):
-                facts = shapes if name == "shape" else dtypes
-                for (cls,), value in table.rows:
-                    facts[cls] = value
+                (shapes if name == "shape" else dtypes).update(zip(table.columns[0], table.outputs, strict=True))
             elif table.output == "Tensor":
-                if name == "N":
-                    for (index,), cls in table.rows:
-                        self.handles[index] = cls
-                    continue
-                for row, (inputs, cls) in enumerate(table.rows):
-                    nid = f"function-{row}-{name}"
-                    self.nodes[nid] = (name, inputs, cls)  # made into an ENode below, once every value is read
-                    self.classes.setdefault(cls, []).append(nid)
+                tensor_tables.append(table)
             elif table.output in ("Attr", "TensorList"):
-                for inputs, cls in table.rows:
+                for inputs, cls in table.rows():
                     self._value_row.setdefault(cls, (name, inputs))
-        for nid, (name, inputs, cls) in self.nodes.items():
-            self.nodes[nid] = self._tensor_node(nid, name, inputs, cls)
+        for table in tensor_tables:
+            name = table.name
+            if name == "N":
+                self.handles.update(zip(table.columns[0], table.outputs, strict=True))
+                continue
+            for row, (inputs, cls) in enumerate(table.rows()):
+                nid = f"function-{row}-{name}"
+                self.nodes[nid] = self._tensor_node(nid, name, inputs, cls)
+                self.classes.setdefault(cls, []).append(nid)
         for cls, shape in shapes.items():
             if cls in dtypes:
                 self.types[cls] = TensorType(shape, dtypes[cls])
