@@ -1,10 +1,10 @@
 """The one module that touches egglog: an e-graph driven by program text, and its rows read back.
 
 hoid talks to egglog through its low-level bindings (the text language) rather than the Python DSL:
-rules read like the egglog papers, encoding is plain text run as batches of actions (which keeps it linear
-in the graph's size: `Engine.act`), and extraction happens in Python on the e-graph's rows (`Engine.tables`),
-because egglog's own extractors do not survive a whole model. egglog is imported on first use, so
-`import hoid.search` stays light.
+rules read like the egglog papers, encoding is plain text (template rules and their rows, run in small
+batches, which keeps it linear in the graph's size: `encode.Templates`, `Engine.act`), and extraction
+happens in Python on the e-graph's rows (`Engine.tables`), because egglog's own extractors do not survive a
+whole model. egglog is imported on first use, so `import hoid.search` stays light.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from ..errors import HoidError
 
 ACTIONS = 40  # top-level actions per batch, commands per program (see `Engine.act`)
-HIDDEN = "hoid-"  # functions named so are hoid's bookkeeping (the encoding's relations), not e-nodes
+HIDDEN = "hoid-"  # functions and rulesets named so are hoid's bookkeeping (templates' relations), not e-nodes
 
 
 class EgglogError(HoidError, RuntimeError):
@@ -62,7 +62,7 @@ class Engine:
         0.97 s, batches of 30 to 80 0.5 s, of 300 1.4 s, of 2000 19 s)."""
         for start in range(0, len(actions), ACTIONS):
             batch = actions[start:start + ACTIONS]
-            name = f"hoid-actions-{self._batches}"
+            name = f"{HIDDEN}actions-{self._batches}"
             self._batches += 1
             try:
                 self._egraph.run_program(*self._egraph.parse_program(
