@@ -209,15 +209,15 @@ KERNEL_TIEBREAK = 1e-10
 
 
 def node_costs(snapshot: Snapshot, kernels: Mapping[str, KernelImpl], cost: CostModel,
-               weights: set[str]) -> dict[str, float]:
-    """Seconds for every e-node (see the module doc for what is free). The model is asked once per distinct
+               weight_only: set[str]) -> dict[str, float]:
+    """Seconds for every e-node (see the module doc for what is free; `weight_only`: the classes
+    `weight_only_classes` finds). The model is asked once per distinct
     call (op or kernel key, operand and result types, attrs): the 28 layers of a model make the same calls,
     and a cost model prices a call, not an e-node."""
-    folded = weight_only_classes(snapshot, weights)
     costs: dict[str, float] = {}
     priced: dict[tuple, float] = {}
     for nid, node in snapshot.nodes.items():
-        if node.op in (INPUT, ABSENT, OUT) or all(c in folded for c in snapshot.operands(node)):
+        if node.op in (INPUT, ABSENT, OUT) or all(c in weight_only for c in snapshot.operands(node)):
             costs[nid] = 0.0
             continue
         key = _call_key(snapshot, node)

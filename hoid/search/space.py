@@ -14,7 +14,7 @@ from ..ir import Graph
 from ..kernels.spec import Target
 from . import language
 from ._egglog import Engine
-from .cost import AnalyticCost, CostModel, node_costs
+from .cost import AnalyticCost, CostModel, node_costs, weight_only_classes
 from .decode import decode
 from .encode import encode
 from .extract import Method, Problem, top_k
@@ -101,9 +101,10 @@ class SearchSpace:
 
         The projection `Out(t, 0)` of a single-output tuple `t` computed by one e-node (a kernel, a split
         into one piece) is folded into that e-node: then a kernel and the op it implements have the same
-        children, and the ILP need not branch between equal-cost alternatives of the same shape."""
-        weights = {v.name for v in self.graph.weight_inputs}
-        costs = node_costs(snapshot, self.encoding.kernels, cost, weights)
+        children, and the ILP need not branch between equal-cost alternatives of the same shape. The classes
+        computed from weights alone are free (see `cost.node_costs`)."""
+        weight_only = weight_only_classes(snapshot, {v.name for v in self.graph.weight_inputs})
+        costs = node_costs(snapshot, self.encoding.kernels, cost, weight_only)
         children = {n: e.children for n, e in snapshot.nodes.items()}
         folded: dict[str, tuple[str, str]] = {}
         for nid, node in snapshot.nodes.items():
@@ -116,7 +117,7 @@ class SearchSpace:
         roots = tuple(dict.fromkeys(snapshot.handles[handles[v.name]] for v in self.graph.outputs))
         return Problem(classes=snapshot.classes, children=children,
                        eclass={n: e.eclass for n, e in snapshot.nodes.items()}, costs=costs, roots=roots,
-                       folded=folded)
+                       folded=folded, free=frozenset(weight_only))
 
     def extract(self, cost: CostModel | None = None, *, k: int = 0, time_limit: float = 10.0) -> Extracted:
         """The cheapest graph under `cost` (the analytic H200 model by default) and k more finalists."""
