@@ -1,19 +1,23 @@
 """Search time and e-graph size against depth: the Qwen3-1.7B decode step with 1 to 28 layers.
 
 For each layer count the decode-step graph is imported (weights on the meta device: the search never
-reads them; the import is not timed), then timed stage by stage: encoding into egglog, saturation of the
-default rule sets, the library kernels, and ILP extraction under the H200 prices (`hoid.search.prices`:
-shipped measurements where both sides of a choice have them, else the model; the split is recorded).
+reads them; the import is not timed, and its garbage is collected before the clock starts: torch.export
+leaves cyclic garbage whose full collection, 0.3-0.6 s, would otherwise fall in whichever stage triggers
+it), then timed stage by stage: encoding into egglog, saturation of the default rule sets, the library
+kernels, and ILP extraction under the H200 prices (`hoid.search.prices`: shipped measurements where both
+sides of a choice have them, else the model; the split is recorded). The time the collector still spends
+inside the stages is recorded (`gc_seconds`).
 
     python benchmarks/search_scaling.py [--layers 1 2 4 8 16 28] [--out benchmarks/results/search_scaling.json]
 
-Target (issue "E-graph search"): 28 layers in at most 5 s on the 2-core CPU machine, linear in layers,
-under 1 GB of memory.
+Targets: 28 layers in under 3 s on the 2-core CPU machine (issue 11; 5 s before), linear in layers, under
+1 GB of memory.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib.metadata
 import json
 import os
@@ -39,11 +43,32 @@ def decode_graph(layers: int):
     return decode_step_graph(lm, 4096)
 
 
+class _Collector:
+    """CPU seconds the garbage collector spends while `on`."""
+
+    def __init__(self):
+        self.on, self.seconds, self._start = False, 0.0, 0.0
+        gc.callbacks.append(self)
+
+    def __call__(self, phase: str, info: dict) -> None:
+        if self.on and phase == "start":
+            self._start = time.process_time()
+        elif self.on:
+            self.seconds += time.process_time() - self._start
+
+
+_COLLECTOR = _Collector()
+
+
 def _stage(fn):
     """(result, wall seconds, CPU seconds of this process): on a shared machine the wall time includes
     waiting for a core, the CPU time does not (HiGHS may add a helper thread's time)."""
     wall, cpu = time.perf_counter(), time.process_time()
-    result = fn()
+    _COLLECTOR.on = True
+    try:
+        result = fn()
+    finally:
+        _COLLECTOR.on = False
     return result, time.perf_counter() - wall, time.process_time() - cpu
 
 
@@ -56,6 +81,8 @@ def measure(layers: int) -> dict:
     from hoid.search.space import SearchSpace
 
     graph = decode_graph(layers)
+    gc.collect()  # the import's garbage is not the search's (see the module doc)
+    _COLLECTOR.seconds = 0.0
     space, *encode = _stage(lambda: SearchSpace(graph))
     report, *saturate = _stage(lambda: space.saturate(default_rulesets()))
     library, *lib = _stage(lambda: apply_library(space))
@@ -79,6 +106,7 @@ def measure(layers: int) -> dict:
         "cost_us": {"before": round(before * 1e6, 2), "after": round(extracted.cost * 1e6, 2),
                     "after_measured": round(split.measured_seconds * 1e6, 2),
                     "after_modelled": round(split.modelled_seconds * 1e6, 2)},
+        "gc_seconds": round(_COLLECTOR.seconds, 3),
         "max_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
         "load_average": os.getloadavg()[0],
     }
@@ -100,7 +128,7 @@ def main() -> None:
         print(f"{layers:3d} layers: {row['input_nodes']:5d} nodes -> {row['enodes']:6d} e-nodes, "
               f"total {s['total']:.2f} s, CPU {row['cpu_seconds']['total']:.2f} s (encode {s['encode']:.2f}, "
               f"saturate {s['saturate']:.2f}, library {s['library']:.2f}, extract {s['extract']:.2f}), "
-              f"rss {row['max_rss_mb']} MB, load {row['load_average']:.1f}", flush=True)
+              f"gc {row['gc_seconds']:.2f} s, rss {row['max_rss_mb']} MB, load {row['load_average']:.1f}", flush=True)
     result = {
         "benchmark": "search_scaling", "model": "qwen3-1.7b decode step (cache 4096, batch 1, bf16)",
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -111,7 +139,8 @@ def main() -> None:
         "note": ("seconds are wall time, cpu_seconds this process's CPU time (the machine is shared: "
                  "load_average says how busy it was); max_rss_mb is the process peak, the import of the "
                  "model (meta weights) included; a 1-layer warm-up run imports scipy and the kernel library "
-                 "first"),
+                 "first; the import's garbage is collected before each timed search, gc_seconds is the "
+                 "collector's CPU time inside the stages"),
         "rows": rows,
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

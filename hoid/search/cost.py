@@ -22,7 +22,6 @@ from typing import Protocol
 
 from ..errors import GraphError
 from ..ir import TensorType
-from ..ir.analysis import folds
 from ..ir.graph import attr_key
 from ..ir.ops.kernel import KernelImpl
 from ..measure.devices import H200, Device
@@ -157,19 +156,34 @@ class MeasuredCost:
 # --- pricing a snapshot ------------------------------------------------------------------------------
 
 def weight_only_classes(snapshot: Snapshot, weights: set[str]) -> set[str]:
-    """Classes computable from weights alone: `hoid.ir.analysis.weight_only_values`'s rule (`folds`) over
-    e-classes, to a fixpoint (an e-graph has no topological order)."""
+    """Classes computable from weights alone: `hoid.ir.analysis.weight_only_values`'s rule (`folds`: at least
+    one operand, all of them weight-only) over e-classes, to its fixpoint. An e-graph has no topological
+    order, so each e-node counts its operand classes not yet known weight-only, and a class joins when one
+    of its e-nodes reaches zero (a weight input's class at once)."""
+    users: dict[str, list[str]] = {}
+    missing: dict[str, int] = {}
+    ready: list[str] = []
+    for nid, node in snapshot.nodes.items():
+        if node.op == INPUT:
+            if node.attrs["name"] in weights:
+                ready.append(node.eclass)
+            continue
+        operands = set(snapshot.operands(node))  # an absent optional operand does not make it per step
+        if node.op == ABSENT or not operands:  # `folds`: a node without operands is not weight-only
+            continue
+        missing[nid] = len(operands)
+        for cls in operands:
+            users.setdefault(cls, []).append(nid)
     done: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for node in snapshot.nodes.values():
-            if node.eclass in done or node.op == ABSENT:
-                continue
-            operands = snapshot.operands(node)  # an absent optional operand does not make it per step
-            if (node.attrs["name"] in weights if node.op == INPUT else folds(c in done for c in operands)):
-                done.add(node.eclass)
-                changed = True
+    while ready:
+        cls = ready.pop()
+        if cls in done:
+            continue
+        done.add(cls)
+        for nid in users.get(cls, ()):
+            missing[nid] -= 1
+            if missing[nid] == 0:
+                ready.append(snapshot.nodes[nid].eclass)
     return done
 
 
@@ -195,15 +209,31 @@ KERNEL_TIEBREAK = 1e-10
 
 
 def node_costs(snapshot: Snapshot, kernels: Mapping[str, KernelImpl], cost: CostModel,
-               weights: set[str]) -> dict[str, float]:
-    """Seconds for every e-node (see the module doc for what is free)."""
-    folded = weight_only_classes(snapshot, weights)
+               weight_only: set[str]) -> dict[str, float]:
+    """Seconds for every e-node (see the module doc for what is free; `weight_only`: the classes
+    `weight_only_classes` finds). The model is asked once per distinct
+    call (op or kernel key, operand and result types, attrs): the 28 layers of a model make the same calls,
+    and a cost model prices a call, not an e-node."""
     costs: dict[str, float] = {}
+    priced: dict[tuple, float] = {}
     for nid, node in snapshot.nodes.items():
-        if node.op in (INPUT, ABSENT, OUT) or all(c in folded for c in snapshot.operands(node)):
+        if node.op in (INPUT, ABSENT, OUT) or all(c in weight_only for c in snapshot.operands(node)):
             costs[nid] = 0.0
-        else:
-            costs[nid] = float(cost(op_call(snapshot, node, kernels)))
-            costs[nid] += KERNEL_TIEBREAK if node.op == KERNEL else 0.0
+            continue
+        key = _call_key(snapshot, node)
+        if key not in priced:
+            tiebreak = KERNEL_TIEBREAK if node.op == KERNEL else 0.0
+            priced[key] = float(cost(op_call(snapshot, node, kernels))) + tiebreak
+        costs[nid] = priced[key]
     return costs
+
+
+def _call_key(snapshot: Snapshot, node: ENode) -> tuple:
+    """What `op_call` would build for the node, as a key: equal keys give equal calls (a kernel by its key
+    in the encoding's table, which holds one key per implementation)."""
+    types = snapshot.types
+    results = (tuple(snapshot.outputs_of[node.eclass][i] for i in sorted(snapshot.outputs_of[node.eclass]))
+               if node.eclass in snapshot.outputs_of else (node.eclass,))
+    return (node.op, tuple(types.get(c) for c in snapshot.operands(node)), tuple(types.get(c) for c in results),
+            attr_key(node.attrs))
 

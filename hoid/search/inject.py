@@ -20,6 +20,7 @@ from ..ir.ops.kernel import KernelImpl
 from ..ir.region import Region
 from ..ir.registry import get_op
 from . import language as L
+from .encode import Templates
 from .limits import Limits
 from .rules import Rule, RuleSet
 
@@ -43,13 +44,15 @@ def region_rule(body: Graph, key: str, name: str) -> Rule:
     return Rule(name, text, f"kernel {key} for its region at {', '.join(str(v.type) for v in inputs)}")
 
 
-def pinned_union(key: str, inputs: Sequence[int], outputs: Sequence[int]) -> str:
-    """egglog commands joining `(Kernel key inputs)` to one match, named by the handles of its input and output
-    classes. For a region whose outputs do not all reach one another's inputs (the attention prelude: q's
-    rotation and each cache append): as a rule matched by types alone, the q of one layer would pair with
-    the caches of every other layer (`hoid.search.joint` finds the one convex match per layer)."""
-    kernel = f"(Kernel {L.string(key)} {L.tensor_list(f'(N {h})' for h in inputs)})"
-    return "\n".join(f"(union (N {h}) (Out {kernel} {i}))" for i, h in enumerate(outputs))
+def pinned_union(templates: Templates, key: str, inputs: Sequence[int], outputs: Sequence[int]) -> None:
+    """Join `(Kernel key inputs)` to one match, named by the handles of its input and output classes (a row of
+    `templates`: the matches of one kernel share a template). For a region whose outputs do not all reach
+    one another's inputs (the attention prelude: q's rotation and each cache append): as a rule matched by
+    types alone, the q of one layer would pair with the caches of every other layer (`hoid.search.joint`
+    finds the one convex match per layer)."""
+    handles = [*outputs, *inputs]
+    kernel = f"(Kernel {L.string(key)} {L.tensor_list(f'(N i{len(outputs) + j})' for j in range(len(inputs)))})"
+    templates.add(" ".join(f"(union (N i{i}) (Out {kernel} {i}))" for i in range(len(outputs))), handles)
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,8 @@ PRELUDE = """
 (lossless "f16" "f64") (lossless "bf16" "f64") (lossless "f32" "f64")
 """
 
+CONTAINERS = {"IntVec": "i64", "FloatVec": "f64"}  # the prelude's vec sorts and their elements
+
 
 def constructor_name(op_name: str) -> str:
     """`index_copy` -> `IndexCopy`: the egglog constructor of an op."""

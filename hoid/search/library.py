@@ -27,6 +27,8 @@ from ..ir.ops.kernel import KernelImpl
 from ..ir.registry import has_op
 from ..kernels.kernel_set import KernelSet
 from ..kernels.launch import resolve_params
+from ._egglog import HIDDEN
+from .encode import Templates
 from .inject import pinned_union, region_rule
 from .joint import joint_matches, reaches_all
 from .limits import Limits
@@ -50,13 +52,11 @@ def match(snapshot: Snapshot, pattern: Graph, value, cls: str, bind: dict, exact
     and `(NODE, pattern node index) -> ENode` for each pattern node matched)."""
     if value.name in bind:
         return bind[value.name] == cls
-    producer = pattern.producers().get(value.name)
-    if producer is None:  # a pattern input matches any class
+    found = _index(pattern).get(value.name)
+    if found is None:  # a pattern input matches any class
         bind[value.name] = cls
         return True
-    # by name, not `list.index`: Value equality compares types and attrs, and this runs per candidate
-    index = next(i for i, o in enumerate(producer.outputs) if o.name == value.name)
-    position = next(i for i, n in enumerate(pattern.nodes) if n is producer)
+    producer, index, position, attrs = found
     candidates = list(snapshot.enodes(cls))
     if len(producer.outputs) > 1:
         candidates = [t for o in candidates if o.op == OUT and o.attrs["index"] == index
@@ -65,13 +65,27 @@ def match(snapshot: Snapshot, pattern: Graph, value, cls: str, bind: dict, exact
         kids = snapshot.operands(enode)
         if enode.op != producer.op or len(kids) != len(producer.inputs):
             continue
-        if exact and attr_key(enode.attrs) != attr_key(producer.attrs):
+        if exact and attr_key(enode.attrs) != attrs:
             continue
         trial = {**bind, value.name: cls, (NODE, position): enode}
         if all(match(snapshot, pattern, v, c, trial, exact) for v, c in zip(producer.inputs, kids, strict=True)):
             bind.update(trial)
             return True
     return False
+
+
+# pattern id -> (pattern, {value name: (producer, output index, node position, attr key)}): `match` runs per
+# candidate e-node (21k times at 28 layers) on the patterns of one `_matches` call, which empties it
+_INDEXES: dict[int, tuple[Graph, dict]] = {}
+
+
+def _index(pattern: Graph) -> dict:
+    entry = _INDEXES.get(id(pattern))
+    if entry is None or entry[0] is not pattern:
+        entry = _INDEXES[id(pattern)] = (pattern, {
+            out.name: (node, i, position, attr_key(node.attrs))
+            for position, node in enumerate(pattern.nodes) for i, out in enumerate(node.outputs)})
+    return entry[1]
 
 
 NODE = object()  # marks the keys of `bind` that record which e-node a pattern node matched
@@ -123,6 +137,14 @@ def _matches(snapshot: Snapshot, spec, by_op: dict[str, list] | None = None,
     region, and a rule at that signature joins every match (each signature once). Otherwise (the attention
     prelude: q's rotation, the k and the v cache appends) the outputs are matched together
     (`joint.joint_matches`) and pins holds the input classes of that one match, one entry per match."""
+    try:
+        return _matches_of(snapshot, spec, by_op, missed)
+    finally:
+        _INDEXES.clear()
+
+
+def _matches_of(snapshot: Snapshot, spec, by_op: dict[str, list] | None,
+                missed: list[str] | None) -> list[tuple[tuple[TensorType, ...], dict, tuple | None]]:
     pattern = spec.pattern
     if by_op is None:
         by_op = _nodes_by_op(snapshot)
@@ -210,7 +232,8 @@ def apply_library(space: SearchSpace, kernels: KernelSet | None = None) -> Libra
     snapshot = space.snapshot()
     by_op = _nodes_by_op(snapshot)
     handle_of = {cls: h for h, cls in snapshot.handles.items()}
-    rules, kernel_of, pinned = [], {}, []
+    rules, kernel_of = [], {}
+    pinned = Templates(f"{HIDDEN}pinned-{len(space.reports)}")
     arch = getattr(space.target, "arch", None)
     for spec in specs:
         if arch is not None and spec.backend != "torch" and arch not in spec.archs:
@@ -239,10 +262,10 @@ def apply_library(space: SearchSpace, kernels: KernelSet | None = None) -> Libra
                 rules.append(region_rule(body, key, f"library-{key}"))
                 kernel_of[rules[-1].name] = spec.id
             else:  # this one match, by its classes' handles (a rule per match costs egglog seconds to declare)
-                pinned.append(pinned_union(key, [handle_of[c] for c in pins[0]], [handle_of[c] for c in pins[1]]))
+                pinned_union(pinned, key, [handle_of[c] for c in pins[0]], [handle_of[c] for c in pins[1]])
                 report.injected[spec.id] = report.injected.get(spec.id, 0) + 1
-    if pinned:
-        space.engine.run("\n".join(pinned))
+    if pinned.rows:
+        pinned.run(space.engine)
     # one pass of every signature's rule: each joins its kernel to every region it matches
     saturation = space.saturate([RuleSet(f"library-{len(space.reports)}", tuple(rules))], Limits(iterations=1))
     for name, spec_id in kernel_of.items():

@@ -60,6 +60,7 @@ class Prices:
                  source: str = ""):
         self.device, self.source = device, source
         self.rows = {(_measured(k) if isinstance(k, MeasureKey) else k): v for k, v in (rows or {}).items()}
+        self._index: dict[tuple, list[tuple[str, float]]] | None = None  # built by `_by_call` on first use
 
     @classmethod
     def shipped(cls, device: str, path: str | os.PathLike | None = None) -> Prices:
@@ -93,9 +94,16 @@ class Prices:
         if not kernel_ids:
             return None
         key = price_key(self.device, call)
-        found = [median for (_, kernel, _, _, types, attrs), (median, _) in self.rows.items()
-                 if kernel in kernel_ids and types == key.types and attrs == key.attrs]
+        found = [median for kernel, median in self._by_call().get((key.types, key.attrs), ()) if kernel in kernel_ids]
         return min(found) if found else None
+
+    def _by_call(self) -> dict[tuple, list[tuple[str, float]]]:
+        """(types, attrs) -> [(kernel id, median)] over every row: `fastest` looks up, never scans."""
+        if self._index is None:
+            self._index = {}
+            for (_, kernel, _, _, types, attrs), (median, _) in self.rows.items():
+                self._index.setdefault((types, attrs), []).append((kernel, median))
+        return self._index
 
     def efficiencies(self) -> dict[str, float]:
         """Per kernel id or op name (as `OpCall.name`): the median of floor / measured over its rows."""

@@ -1,24 +1,24 @@
-"""A read-only view of a saturated e-graph, from egglog's serialized JSON, in hoid's terms.
+"""A read-only view of a saturated e-graph, from egglog's rows, in hoid's terms.
 
-egglog serializes every row: op constructors, the `(N i)` handles, the `shape`/`dtype` facts, attr
-values and primitives, each node naming its children by node id. `Snapshot` turns that into what the
-cost models, the extractors and the decoder need: tensor e-classes with their `TensorType`, and for each
-class the e-nodes that compute it, as `ENode`s with a hoid op name, operand classes and decoded attrs.
+egglog holds every row: op constructors, the `(N i)` handles, the `shape`/`dtype` facts, attr values and
+tensor lists, each naming its arguments by e-class (or by value, for primitives and vecs). `Snapshot` turns
+that into what the cost models, the extractors and the decoder need: tensor e-classes with their
+`TensorType`, and for each class the e-nodes that compute it, as `ENode`s with a hoid op name, operand
+classes and decoded attrs.
 Handles and facts are not e-nodes here: they can never be extracted.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from ..ir import TensorType
 from . import language as L
+from ._egglog import Table
 
 # Kinds of ENode.op that are not registry ops.
 INPUT, ABSENT, OUT, KERNEL = "input", "absent", "out", "kernel"
-FACTS = ("shape", "dtype", "weight-id")  # functions of the language: rows that are facts, not values
 
 
 @dataclass(frozen=True)
@@ -35,36 +35,40 @@ class ENode:
 
 
 class Snapshot:
-    """Tensor e-classes, their types, their e-nodes, and the class of every handle."""
+    """Tensor e-classes, their types, their e-nodes, and the class of every handle. Built from the rows of
+    every egglog function (`_egglog.Engine.tables`), in egglog's order: the same e-graph gives the same
+    snapshot, with the ids egglog's serializer would give (node `function-<row>-<function>`, class
+    `<Sort>-<n>`)."""
 
-    def __init__(self, serialized: dict):
-        self._raw = serialized["nodes"]
-        self._class_type = {cid: data["type"] for cid, data in serialized["class_data"].items()}
-        self._values: dict[str, object] = {}
-        # the row that holds each value class's value (the facts' rows sit in their value's class too)
-        self._value_row: dict[str, str] = {}
-        for nid, raw in self._raw.items():
-            if raw["op"] not in FACTS:
-                self._value_row.setdefault(raw["eclass"], nid)
+    def __init__(self, tables: list[Table]):
         self._ops = L.op_by_constructor()
+        self._values: dict[str, object] = {}
+        self._value_row: dict[str, tuple[str, tuple]] = {}  # Attr or TensorList class -> its first row
         self.nodes: dict[str, ENode] = {}
         self.classes: dict[str, list[str]] = {}  # tensor class -> e-node ids
         self.handles: dict[int, str] = {}  # handle index -> class
         self.types: dict[str, TensorType] = {}
         shapes: dict[str, tuple] = {}
         dtypes: dict[str, str] = {}
-        for nid, raw in self._raw.items():
-            op, cls = raw["op"], raw["eclass"]
-            if op in ("shape", "dtype"):
-                target = self._class_of(raw["children"][0])
-                (shapes if op == "shape" else dtypes)[target] = self.value(cls)
-            elif self._class_type.get(cls) == "Tensor":
-                if op == "N":
-                    self.handles[int(self._raw[raw["children"][0]]["op"])] = cls
-                else:
-                    node = self._tensor_node(nid, raw)
-                    self.nodes[nid] = node
-                    self.classes.setdefault(cls, []).append(nid)
+        tensor_tables = []
+        for table in tables:  # the facts and the values of attrs and tensor lists first
+            name = table.name
+            if name in ("shape", "dtype"):
+                (shapes if name == "shape" else dtypes).update(zip(table.columns[0], table.outputs, strict=True))
+            elif table.output == "Tensor":
+                tensor_tables.append(table)
+            elif table.output in ("Attr", "TensorList"):
+                for inputs, cls in table.rows():
+                    self._value_row.setdefault(cls, (name, inputs))
+        for table in tensor_tables:
+            name = table.name
+            if name == "N":
+                self.handles.update(zip(table.columns[0], table.outputs, strict=True))
+                continue
+            for row, (inputs, cls) in enumerate(table.rows()):
+                nid = f"function-{row}-{name}"
+                self.nodes[nid] = self._tensor_node(nid, name, inputs, cls)
+                self.classes.setdefault(cls, []).append(nid)
         for cls, shape in shapes.items():
             if cls in dtypes:
                 self.types[cls] = TensorType(shape, dtypes[cls])
@@ -82,46 +86,26 @@ class Snapshot:
         return [c for c in node.children if c not in self.absent]
 
     # --- decoding egglog's rows ------------------------------------------------------------------
-    def _class_of(self, node_id: str) -> str:
-        return self._raw[node_id]["eclass"]
-
     def value(self, cls: str):
-        """The Python value of a non-tensor class: a primitive, a vec (tuple), an Attr, a TensorList
-        (a list of tensor classes)."""
+        """The Python value of an Attr class (a primitive, a tuple, None) or a TensorList class (a list of
+        tensor classes)."""
         if cls not in self._values:
-            self._values[cls] = self._compute_value(cls)
+            name, inputs = self._value_row[cls]
+            if name == "TCons":
+                self._values[cls] = [inputs[0], *self.value(inputs[1])]
+            else:  # TNil, NoAttr, or an Attr of one primitive or vec
+                self._values[cls] = inputs[0] if inputs else ([] if name == "TNil" else None)
         return self._values[cls]
 
-    def _compute_value(self, cls: str):
-        raw = self._raw[self._value_row[cls]]
-        kind, op, children = self._class_type[cls], raw["op"], [self._class_of(c) for c in raw["children"]]
-        if kind == "i64":
-            return int(op)
-        if kind == "f64":
-            return float(op)
-        if kind == "bool":
-            return op == "true"
-        if kind == "String":
-            return json.loads(op)
-        if kind in ("IntVec", "FloatVec"):
-            return tuple(self.value(c) for c in children)
-        if kind == "Attr":
-            return None if op == "NoAttr" else self.value(children[0])
-        if kind == "TensorList":
-            return [] if op == "TNil" else [children[0], *self.value(children[1])]
-        raise ValueError(f"no value for e-class {cls} of sort {kind}")
-
-    def _tensor_node(self, nid: str, raw: dict) -> ENode:
-        op, cls = raw["op"], raw["eclass"]
-        kids = [self._class_of(c) for c in raw["children"]]
+    def _tensor_node(self, nid: str, op: str, kids: tuple, cls: str) -> ENode:
         if op == "Input":
-            return ENode(nid, INPUT, cls, (), {"name": self.value(kids[0])})
+            return ENode(nid, INPUT, cls, (), {"name": kids[0]})
         if op == "Absent":
             return ENode(nid, ABSENT, cls, (), {})
         if op == "Out":
-            return ENode(nid, OUT, cls, (kids[0],), {"index": self.value(kids[1])})
+            return ENode(nid, OUT, cls, (kids[0],), {"index": kids[1]})
         if op == "Kernel":
-            return ENode(nid, KERNEL, cls, tuple(self.value(kids[1])), {"key": self.value(kids[0])})
+            return ENode(nid, KERNEL, cls, tuple(self.value(kids[1])), {"key": kids[0]})
         opdef = self._ops[op]
         operands: list[str] = []
         for spec, kid in zip(opdef.operands, kids, strict=False):

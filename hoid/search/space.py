@@ -14,7 +14,7 @@ from ..ir import Graph
 from ..kernels.spec import Target
 from . import language
 from ._egglog import Engine
-from .cost import AnalyticCost, CostModel, node_costs
+from .cost import AnalyticCost, CostModel, node_costs, weight_only_classes
 from .decode import decode
 from .encode import encode
 from .extract import Method, Problem, top_k
@@ -62,8 +62,7 @@ class SearchSpace:
         self.engine = Engine()
         self.engine.run(language.declarations())
         self.encoding = encode(self.graph)
-        for chunk in self.encoding.chunks():
-            self.engine.run(chunk)
+        self.encoding.templates.run(self.engine)
         self._declared: dict[str, str] = {}  # rule set name -> its program
         self.reports: list[SaturationReport] = []
 
@@ -75,7 +74,7 @@ class SearchSpace:
                 raise ValueError(f"a different rule set named {ruleset.name!r} is already in this search space; "
                                  "give the new one another name")
             return
-        self.engine.run(program)
+        self.engine.run_each(ruleset.commands())
         self._declared[ruleset.name] = program
 
     def saturate(self, rulesets: list[RuleSet], limits: Limits | None = None) -> SaturationReport:
@@ -89,7 +88,7 @@ class SearchSpace:
         return self.engine.size()
 
     def snapshot(self) -> Snapshot:
-        return Snapshot(self.engine.serialize())
+        return Snapshot(self.engine.tables(language.CONTAINERS))
 
     def add_kernel(self, region, kernel, **kw):
         """See `hoid.search.inject.add_kernel`."""
@@ -102,9 +101,10 @@ class SearchSpace:
 
         The projection `Out(t, 0)` of a single-output tuple `t` computed by one e-node (a kernel, a split
         into one piece) is folded into that e-node: then a kernel and the op it implements have the same
-        children, and the ILP need not branch between equal-cost alternatives of the same shape."""
-        weights = {v.name for v in self.graph.weight_inputs}
-        costs = node_costs(snapshot, self.encoding.kernels, cost, weights)
+        children, and the ILP need not branch between equal-cost alternatives of the same shape. The classes
+        computed from weights alone are free (see `cost.node_costs`)."""
+        weight_only = weight_only_classes(snapshot, {v.name for v in self.graph.weight_inputs})
+        costs = node_costs(snapshot, self.encoding.kernels, cost, weight_only)
         children = {n: e.children for n, e in snapshot.nodes.items()}
         folded: dict[str, tuple[str, str]] = {}
         for nid, node in snapshot.nodes.items():
@@ -117,7 +117,7 @@ class SearchSpace:
         roots = tuple(dict.fromkeys(snapshot.handles[handles[v.name]] for v in self.graph.outputs))
         return Problem(classes=snapshot.classes, children=children,
                        eclass={n: e.eclass for n, e in snapshot.nodes.items()}, costs=costs, roots=roots,
-                       folded=folded)
+                       folded=folded, free=frozenset(weight_only))
 
     def extract(self, cost: CostModel | None = None, *, k: int = 0, time_limit: float = 10.0) -> Extracted:
         """The cheapest graph under `cost` (the analytic H200 model by default) and k more finalists."""

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 import hoid
 from hoid.search.cost import AnalyticCost
-from hoid.search.extract import Method, Problem, extract, greedy, ilp, top_k, walk
+from hoid.search.extract import Method, Problem, extract, free_choice, greedy, ilp, top_k, walk
 from hoid.search.rules import default_rulesets
 from hoid.search.rules.algebra import ALGEBRA
 from hoid.search.soundness import compare_graphs
@@ -124,3 +124,21 @@ def test_fused_and_decomposed_forms_imply_their_common_input(saturated):
     assert norms
     for norm in norms:  # rmsnorm(x, w) or mul(w, cast(...(x))): either way x is computed
         assert (norm.eclass, norm.children[0]) in implied
+
+
+def test_weight_only_classes_are_free_and_left_out_of_the_ilp():
+    b = hoid.GraphBuilder("weights")
+    w = b.weight("w", (4, 8), "f32")
+    x = b.input("x", (2, 4), "f32")
+    only_weights = b.build(b.transpose(w, dim0=0, dim1=1))  # nothing for the ILP to decide
+    out = SearchSpace(only_weights).extract()
+    assert out.best.method is Method.ILP and out.cost == 0.0
+    assert out.graph.op_counts() == {"transpose": 1}
+    b = hoid.GraphBuilder("mixed")
+    w, x = b.weight("w", (4, 8), "f32"), b.input("x", (2, 4), "f32")
+    mixed = b.build(b.transpose(w, dim0=0, dim1=1), b.matmul(x, w))
+    space = SearchSpace(mixed)
+    problem = space.problem(space.snapshot(), AnalyticCost()).reachable()
+    assert problem.free and all(c in problem.free for c in free_choice(problem))
+    out = space.extract()
+    assert out.cost > 0 and compare_graphs(mixed, out.graph, exact=True) is None

@@ -55,12 +55,15 @@ class RuleSet:
         names = [self.name] if any(not r.expansive for r in self.rules) else []
         return names + [self.ruleset_of(r) for r in self.rules if r.expansive]
 
-    def program(self) -> str:
+    def commands(self) -> list[str]:
         """egglog commands declaring the rulesets and every rule."""
         lines = [self.prelude] if self.prelude else []
         lines += [f"(ruleset {name})" for name in self.rulesets()]
         lines += [r.command(self.ruleset_of(r)) for r in self.rules]
-        return "\n".join(lines)
+        return lines
+
+    def program(self) -> str:
+        return "\n".join(self.commands())
 
     def only(self, *names: str) -> RuleSet:
         """The same set restricted to some rules (for tests and experiments)."""
