@@ -25,7 +25,7 @@ from ..ir.interpreter import run, run_node
 from ..ir.registry import get_op
 from .cache import MeasureCache
 from .devices import Device
-from .inputs import random_tensor
+from .inputs import random_inputs, random_tensor
 from .local import has_cuda, local_device, tensor_device, time_on
 from .roofline import node_time
 from .timing import format_seconds
@@ -127,8 +127,10 @@ def _measure_nodes(graph: Graph, device: Device, inputs, weights, timer_options
                    ) -> list[tuple[Node, float, str]]:
     """Run the graph once to capture every value, then time each node alone on its real inputs."""
     where = tensor_device(device)
-    if inputs is None:
-        inputs = [random_tensor(v.type, device=where) for v in graph.runtime_inputs]
+    if inputs is None:  # integer inputs that index (cache positions, token ids) stay inside what they index
+        from ..verify.region import index_bounds
+
+        inputs = random_inputs([v.type for v in graph.runtime_inputs], device=where, index_bounds=index_bounds(graph))
     given = {**graph.weights, **(weights or {})}
     weights = {v.name: given[v.name].to(where) if v.name in given else random_tensor(v.type, device=where)
                for v in graph.weight_inputs}

@@ -88,3 +88,13 @@ def test_measured_profile_launches_a_kernel_nodes_implementation(counting_silu):
     profile = profile_graph(g, mode="measured", device=calibrate_cpu(), **FAST)
     assert launches and all(shape == (8, 64) for shape in launches)
     assert [(r.node, r.kernel, r.timed) for r in profile.rows] == [("%k", spec.id, "kernel")]
+
+
+def test_measured_profile_draws_positions_inside_a_short_cache():
+    """A cache of 4 slots indexed by a position input: drawn positions stay inside it (a draw in [0, 16)
+    once crashed profiling, and so hoid.optimize, on caches shorter than 16)."""
+    b = GraphBuilder("append")
+    cache, pos, row = b.input("cache", (4, 8), "f32"), b.input("pos", (1,), "i64"), b.input("row", (1, 8), "f32")
+    graph = b.build(b.op("index_copy", cache, pos, row, dim=0))
+    profile = profile_graph(graph, mode="measured", device=calibrate_cpu(), **FAST)
+    assert [r.op for r in profile.rows] == ["index_copy"] and profile.rows[0].seconds > 0
