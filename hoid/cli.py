@@ -199,7 +199,7 @@ def _add_profile(sub, common) -> None:
         from .runtime.profile import example_inputs, print_profile, profile
 
         compiled = compile(load(args.file))
-        print_profile(profile(compiled, example_inputs(compiled)), limit=args.limit)
+        print_profile(profile(compiled, example_inputs(compiled)), limit=args.limit, launches=compiled.launches)
         return 0
 
     pr = sub.add_parser("profile", parents=[common],

@@ -6,6 +6,10 @@ hash of its source. Kernels are destination-passing: `launch(*inputs, *outputs, 
 writes every output in place and returns nothing; the caller allocates the outputs (the checker poisons
 them first; the runtime plans their memory), except the outputs the spec declares in-place (`aliases`),
 whose buffer is the input they update.
+
+What the runtime needs to schedule a call is declared here too: how many device kernels one call launches
+(`launches`), the scratch buffers it needs (`workspace`, planned by the runtime instead of allocated per
+launch) and whether it supports programmatic dependent launch (`pdl`).
 """
 
 from __future__ import annotations
@@ -21,6 +25,18 @@ from .version import kernel_version
 
 BACKENDS = ("triton", "cute", "torch")
 Example = tuple[list[TensorType], dict]
+# a count, or a function of (input types, attrs, params) giving it where the kernel's params decide (None:
+# params the device resolves, "auto", leave it open)
+Count = int | Callable[[Sequence[TensorType], dict, dict], int | None]
+PDL_MIN_ARCH = 90  # programmatic dependent launch exists from Hopper on (sm_90, sm_100, ...)
+
+
+def supports_pdl(arch: str | None) -> bool:
+    """Whether a GPU of `arch` ("sm_90") has programmatic dependent launch; False for the CPU (None, "cpu")."""
+    if not arch or not arch.startswith("sm_"):
+        return False
+    digits = "".join(ch for ch in arch[3:] if ch.isdigit())
+    return bool(digits) and int(digits) >= PDL_MIN_ARCH
 
 
 @dataclass(frozen=True)
@@ -85,7 +101,24 @@ class KernelSpec:
     `launch(*inputs, *outputs, **attrs, **params)`, with `outputs[o] is inputs[i]`: the buffer already holds
     the input's contents, so the kernel writes only what changes (the appended cache slot), and must not
     read back what it has overwritten. A kernel that appends to a KV cache declares its cache outputs so:
-    without the alias, every call would copy the whole cache into a fresh output."""
+    without the alias, every call would copy the whole cache into a fresh output.
+
+    launches: the device kernels one call launches, an int or a function of (types, attrs, params) (split
+    attention launches two: the splits, then their combination). None, the default: one for a Triton or
+    CuTe kernel, unknown for a torch vendor call (cuBLAS and torch's backends choose at run time). The
+    runtime reports the count a compiled graph should launch from these (`CompiledGraph.launches`).
+
+    workspace(types, attrs, params) -> the types of the scratch buffers one launch needs (split-K partials,
+    attention partials; contents undefined between launches), or None where the params leave it open
+    ("auto" that only the device resolves). A kernel that declares one takes `workspace=` (a tuple of
+    tensors of those types, or None: then it allocates its own, as a checker's one-off call may): the
+    runtime plans them once, by liveness, so a compiled call allocates nothing per launch.
+
+    pdl: the kernel supports programmatic dependent launch. Its launch then takes `pdl=` (bool): with True
+    it launches every device kernel with the PDL attribute, and each waits for its predecessor's memory
+    (`griddepcontrol.wait`) before touching any global memory and lets its successor launch early. Only on
+    archs where `supports_pdl` (sm_90+); the runtime decides per device (`hoid.compile(pdl=...)`), so the
+    choice stays a launch parameter, not a fork of the kernel."""
 
     id: str
     pattern: Pattern
@@ -101,6 +134,9 @@ class KernelSpec:
     source: str | None = None
     resolve: Callable[[Sequence[TensorType], dict, dict, Target], dict] | None = None
     aliases: tuple[tuple[int, int], ...] = ()
+    launches: Count | None = None
+    workspace: Callable[[Sequence[TensorType], dict, dict], tuple[TensorType, ...] | None] | None = None
+    pdl: bool = False
     doc: str = ""
     version: str = field(init=False)
 
@@ -112,6 +148,11 @@ class KernelSpec:
         if clash:
             raise ValueError(f"kernel {self.id}: params {sorted(clash)} clash with the pattern's attrs")
         self._check_aliases()
+        if self.pdl and self.backend == "torch":
+            raise ValueError(f"kernel {self.id}: pdl=True, but a torch vendor call launches what torch picks, "
+                             "without the PDL attribute; only Triton and CuTe kernels can support it")
+        if isinstance(self.launches, int) and (isinstance(self.launches, bool) or self.launches < 0):
+            raise ValueError(f"kernel {self.id}: launches={self.launches!r}; give a count >= 0 or a function")
         object.__setattr__(self, "version", kernel_version(self.launch, self.source))
 
     def alias_of(self, output_index: int) -> int | None:
@@ -140,6 +181,23 @@ class KernelSpec:
             mismatch = self.alias_mismatch(types, attrs)
             if mismatch is not None:
                 raise ValueError(f"kernel {self.id}: {mismatch} (at its example {[str(t) for t in types]})")
+
+    def launch_count(self, types: Sequence[TensorType], attrs: dict, params: dict) -> int | None:
+        """Device kernels one call launches at these types, attrs and params (see `launches`)."""
+        if self.launches is None:
+            return None if self.backend == "torch" else 1
+        if isinstance(self.launches, int):
+            return self.launches
+        found = self.launches(list(types), dict(attrs), dict(params))
+        return None if found is None else int(found)
+
+    def workspace_types(self, types: Sequence[TensorType], attrs: dict, params: dict
+                        ) -> tuple[TensorType, ...] | None:
+        """The scratch buffers one call needs at these types (see `workspace`); () where it needs none."""
+        if self.workspace is None:
+            return ()
+        found = self.workspace(list(types), dict(attrs), dict(params))
+        return None if found is None else tuple(found)
 
     def default_params(self) -> dict:
         return {p.name: p.default for p in self.params}

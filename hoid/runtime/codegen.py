@@ -1,11 +1,11 @@
 """Code generation: a lowered, planned graph -> the readable Python source of one call.
 
 Each step is one line: a torch op through its registry reference (`op_<name>`, the op's only torch
-implementation), a kernel through its launcher (`k_<value>.launch((inputs), (outputs))`, planned buffers
-`b_<value>` as destinations), the in-place reference where a state is updated in place, and the copies
-the plan could not avoid, written out so a reader sees them. Weights and bind-time values are globals
-named `w_<value>`. The source is what runs: it is compiled with `compile()` and executed in a namespace
-holding exactly the names it uses.
+implementation), a kernel through its launcher (`k_<value>.launch((inputs), (outputs)[, (workspace)])`,
+planned buffers `b_<value>` as destinations, planned scratch `ws_<value>`), the in-place reference where
+a state is updated in place, and the copies the plan could not avoid, written out so a reader sees them.
+Weights and bind-time values are globals named `w_<value>`. The source is what runs: it is compiled with
+`compile()` and executed in a namespace holding exactly the names it uses.
 """
 
 from __future__ import annotations
@@ -27,11 +27,13 @@ FUNCTION = "step"
 class Program:
     """source: the text of `def step(...)`; objects: the non-tensor globals it uses (op references,
     launchers, attrs); tensors: global name -> ("value", value name) for a bound weight or bind-time
-    value, or ("buffer", value name) for a planned buffer."""
+    value, or ("buffer", value name) for a planned buffer; workspaces: kernel node (its first output) ->
+    the global names of its planned scratch buffers, in the order of its spec's `workspace`."""
 
     source: str
     objects: dict = field(default_factory=dict)
     tensors: dict[str, tuple[str, str]] = field(default_factory=dict)
+    workspaces: dict[str, list[str]] = field(default_factory=dict)
 
 
 class _Names:
@@ -126,7 +128,12 @@ def _kernel_lines(node, lowered, plan, ident, names, prog) -> list[str]:
             outs.append(args[bound.aliases[o]])
             ident[v.name] = names.new(v.name)
             after.append(f"    {ident[v.name]} = {outs[-1]}  # written in place by the kernel")
-    return [*before, f"    {launcher}.launch(({_tuple(args)}), ({_tuple(outs)}))", *after]
+    call = f"{launcher}.launch(({_tuple(args)}), ({_tuple(outs)})"
+    if key in plan.workspaces:
+        scratch = prog.workspaces[key] = [names.new(f"ws_{key}_{j}") for j in range(len(plan.workspaces[key]))]
+        call += f", ({_tuple(scratch)})"
+    call += ")" + ("  # programmatic dependent launch" if bound.pdl else "")
+    return [*before, f"    {call}", *after]
 
 
 def _op_lines(node, plan, ident, names, prog) -> list[str]:

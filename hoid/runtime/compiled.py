@@ -5,11 +5,14 @@
     print(step.source)                      # the Python that runs, one line per node
 
 Binding happens once, here: weights go to the device, bind-time values (merged weights, constants) are
-computed and the originals they replace are dropped, kernel outputs get planned buffers, and the state
-buffers (`state`) are allocated. A call stages its inputs (a state tensor that *is* one of `state`,
-recognised by its pointer, is not copied; any other is copied in and counted in `stats`), runs the
-generated function (or replays its CUDA graph) and returns the outputs: planned buffers and the state
-buffers themselves, valid until the next call, as with any CUDA-graph runner.
+computed and the originals they replace are dropped, kernel outputs and workspaces get planned buffers,
+and the state buffers (`state`) are allocated. On a GPU of sm_90 or later, kernels whose spec supports
+programmatic dependent launch are launched with it (`pdl`); `launches` says what one call launches.
+
+A call stages its inputs (a state tensor that *is* one of `state`, recognised by its pointer, is not
+copied; any other is copied in and counted in `stats`), runs the generated function (or replays its CUDA
+graph) and returns the outputs: planned buffers and the state buffers themselves, valid until the next
+call, as with any CUDA-graph runner.
 """
 
 from __future__ import annotations
@@ -25,8 +28,10 @@ import torch
 from ..errors import InputError
 from ..ir import Graph, expect_graph
 from ..ir.interpreter import run_node
+from ..kernels.spec import PDL_MIN_ARCH, supports_pdl
 from .codegen import FUNCTION, Program, generate
 from .graphs import capture
+from .launches import LaunchPlan, launch_plan
 from .lower import Lowered, lower
 from .memory import Plan, plan
 
@@ -64,6 +69,7 @@ class CompiledGraph:
     memory: Memory
     use_cuda_graph: bool
     cuda_graph_reason: str | None = None  # why no CUDA graph runs (None while one does or will)
+    pdl: bool = False  # PDL-capable kernels launch with programmatic dependent launch
     stats: Stats = field(default_factory=Stats)
     _fn: object = None
     _graph: object = None
@@ -84,6 +90,11 @@ class CompiledGraph:
     def fallbacks(self) -> dict[str, str]:
         """Kernel nodes that run their body instead, with the reason."""
         return dict(self.lowered.fallbacks)
+
+    @property
+    def launches(self) -> LaunchPlan:
+        """What one call launches, step by step, from the kernels' specs; and where PDL's chain breaks."""
+        return launch_plan(self.plan.steps, self.lowered.kernels, self.pdl)
 
     @property
     def captured(self) -> bool:
@@ -142,7 +153,8 @@ class CompiledGraph:
 
 
 def compile(graph: Graph, *, device: str | torch.device | None = None, cuda_graph: bool | None = None,
-            sample=None, kernels=None, state: Sequence[torch.Tensor] | None = None) -> CompiledGraph:
+            sample=None, kernels=None, state: Sequence[torch.Tensor] | None = None,
+            pdl: bool | None = None) -> CompiledGraph:
     """Compile `graph` for `device` (default: the GPU when there is one, else the CPU).
 
     cuda_graph: capture a CUDA graph on the first call (default: on a GPU); what cannot be captured runs
@@ -150,7 +162,8 @@ def compile(graph: Graph, *, device: str | torch.device | None = None, cuda_grap
     `Sample(...)`) applied to the first output (logits) inside the step: the call then returns the next
     token i64[B, 1] in its place. kernels: where kernel ids are looked up (default: the registry).
     state: tensors to use as the state buffers (another compiled graph's `state`, so a prefill and a
-    decode step share one cache); default: new zero tensors."""
+    decode step share one cache); default: new zero tensors. pdl: launch the kernels whose spec supports it
+    with programmatic dependent launch (default: where a CUDA graph is used on a GPU of sm_90 or later)."""
     graph = expect_graph(graph, "hoid.compile")
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -162,7 +175,17 @@ def compile(graph: Graph, *, device: str | torch.device | None = None, cuda_grap
         major, minor = torch.cuda.get_device_capability(device)
         arch = f"sm_{major}{minor}"
         torch.cuda.reset_peak_memory_stats(device)
-    lowered = lower(graph, arch=arch, kernels=kernels)
+    if cuda_graph and device.type != "cuda":
+        raise ValueError(f"cuda_graph=True needs a CUDA device; compiling for {device}")
+    use = device.type == "cuda" if cuda_graph is None else bool(cuda_graph)
+    reason = None if use else ("the device is not a GPU" if device.type != "cuda" else "cuda_graph=False")
+    if use and sample is not None and getattr(sample, "graph_safe", True) is False:
+        use, reason = False, f"the sampler cannot run inside a CUDA graph: {sample.why_not_graph_safe}"
+    if pdl and not supports_pdl(arch):
+        raise ValueError(f"pdl=True needs a CUDA GPU of sm_{PDL_MIN_ARCH} or later; compiling for {device}"
+                         + (f" ({arch})" if arch else ""))
+    pdl = use and supports_pdl(arch) if pdl is None else bool(pdl)
+    lowered = lower(graph, arch=arch, kernels=kernels, pdl=pdl)
     planned = plan(lowered)
     program = generate(lowered, planned, sample=sample)
     memory = Memory()
@@ -179,18 +202,16 @@ def compile(graph: Graph, *, device: str | torch.device | None = None, cuda_grap
             namespace[name] = slots[planned.buffers[value]].view(types[value].type.shape)
         else:
             namespace[name] = values[value]
+    for key, names in program.workspaces.items():
+        for name, slot, t in zip(names, planned.workspaces[key], lowered.kernels[key].workspace, strict=True):
+            namespace[name] = slots[slot].view(t.shape)
     if device.type == "cuda":
         memory.peak = torch.cuda.max_memory_allocated(device)
     filename = f"<hoid.compile {graph.name}>"
     linecache.cache[filename] = (len(program.source), None, program.source.splitlines(True), filename)
     exec(builtins.compile(program.source, filename, "exec"), namespace)
-    if cuda_graph and device.type != "cuda":
-        raise ValueError(f"cuda_graph=True needs a CUDA device; compiling for {device}")
-    use = device.type == "cuda" if cuda_graph is None else bool(cuda_graph)
-    reason = None if use else ("the device is not a GPU" if device.type != "cuda" else "cuda_graph=False")
-    if use and sample is not None and getattr(sample, "graph_safe", True) is False:
-        use, reason = False, f"the sampler cannot run inside a CUDA graph: {sample.why_not_graph_safe}"
-    compiled = CompiledGraph(graph, device, lowered, planned, program, own_state, namespace, memory, use, reason)
+    compiled = CompiledGraph(graph, device, lowered, planned, program, own_state, namespace, memory, use, reason,
+                             pdl=pdl)
     compiled._fn = namespace[FUNCTION]
     for copy in planned.copies:
         warnings.warn(f"hoid.compile({graph.name!r}): {copy}", stacklevel=2)

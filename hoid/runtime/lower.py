@@ -36,19 +36,23 @@ class Lowered:
     static: frozenset[str]
 
 
-def lower(graph: Graph, *, arch: str | None = None, kernels=None) -> Lowered:
+def lower(graph: Graph, *, arch: str | None = None, kernels=None, pdl: bool = False) -> Lowered:
+    """pdl: bind the kernels whose spec supports it to launch with programmatic dependent launch (the
+    caller checked the arch has it)."""
     bound: dict[str, BoundKernel] = {}
     fallbacks: dict[str, str] = {}
     nodes: list[Node] = []
-    _flatten(graph.nodes, {}, "", arch, kernels, bound, fallbacks, nodes)
+    _flatten(graph.nodes, {}, "", (arch, kernels, pdl), bound, fallbacks, nodes)
     flat = Graph(graph.name, list(graph.inputs), nodes, list(graph.outputs), dict(graph.state_updates),
                  dict(graph.weights))
     return Lowered(flat, bound, fallbacks, frozenset(_static_values(flat)))
 
 
-def _flatten(body_nodes, rename: dict[str, Value], prefix: str, arch, kernels, bound, fallbacks, out) -> None:
+def _flatten(body_nodes, rename: dict[str, Value], prefix: str, how, bound, fallbacks, out) -> None:
     """Append `body_nodes` to `out` with their values renamed (`rename`: body name -> outer value), each
     runnable kernel bound and each unavailable one replaced by its own body, recursively."""
+    arch, kernels, pdl = how
+
     def outer(v: Value) -> Value:
         return rename.get(v.name) or Value(prefix + v.name, v.type)
 
@@ -58,7 +62,7 @@ def _flatten(body_nodes, rename: dict[str, Value], prefix: str, arch, kernels, b
             out.append(node)
             continue
         try:
-            bound[node.outputs[0].name] = bind(node, arch=arch, kernels=kernels)
+            bound[node.outputs[0].name] = bind(node, arch=arch, kernels=kernels, pdl=pdl)
             out.append(node)
             continue
         except KernelUnavailable as e:
@@ -75,7 +79,7 @@ def _flatten(body_nodes, rename: dict[str, Value], prefix: str, arch, kernels, b
                 passthrough.append((inner[b_out.name], v))
             else:
                 inner[b_out.name] = v
-        _flatten(body.nodes, inner, sub_prefix, arch, kernels, bound, fallbacks, out)
+        _flatten(body.nodes, inner, sub_prefix, how, bound, fallbacks, out)
         for src, dst in passthrough:
             out.append(Node("reshape", (src,), {"shape": dst.type.shape}, (dst,)))
 

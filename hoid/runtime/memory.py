@@ -4,8 +4,10 @@ Buffers. Kernel outputs (kernels are destination-passing) get planned buffers: s
 bind time, reused by liveness. A value may share storage with the values it was computed from (a view,
 or a torch op that returns its input as is), so every value carries the set of storages ("roots") it may
 use, and a slot is free again only after the last step that reads any value rooted in it. An output of
-the graph keeps its slot for ever (the caller reads it after the call). Torch-op outputs are allocated
-by torch; under CUDA-graph replay they come from the graph's private pool, so a replay allocates nothing.
+the graph keeps its slot for ever (the caller reads it after the call). A kernel's workspace (the
+scratch buffers its spec declares: split-K partials, attention partials) gets slots live during its own
+step only, so one set of slots serves every layer. Torch-op outputs are allocated by torch; under
+CUDA-graph replay they come from the graph's private pool, so a replay allocates nothing.
 
 State. A state input is updated in place when the node producing its update writes into the state's own
 buffer (a kernel output that aliases the state operand, `KernelSpec.aliases`; or an op with an in-place
@@ -31,6 +33,7 @@ class Plan:
     clones: dict[str, str] = field(default_factory=dict)  # kernel node -> state it writes into a clone of
     stores: list[tuple[str, str]] = field(default_factory=list)  # (state, update): copied at the call's end
     buffers: dict[str, int] = field(default_factory=dict)  # kernel output value -> slot
+    workspaces: dict[str, list[int]] = field(default_factory=dict)  # kernel node (first output) -> its slots
     slots: list[tuple[int, str]] = field(default_factory=list)  # slot -> (elements, dtype)
     copies: list[str] = field(default_factory=list)  # each state copy, in words
 
@@ -139,6 +142,11 @@ def _plan_buffers(graph, steps, lowered, p: Plan) -> None:
                 p.buffers[v.name] = slot
                 # a value nothing reads is dead after the step that writes it
                 release.setdefault(last.get(v.name, i), []).append(slot)
+            for t in bound.workspace or ():  # None: params the device resolves; the kernel allocates its own
+                key = (t.numel, t.dtype)
+                slot = free[key].pop() if free.get(key) else _new_slot(p, key)
+                p.workspaces.setdefault(node.outputs[0].name, []).append(slot)
+                release.setdefault(i, []).append(slot)  # scratch: free again once its step is done
         for slot in release.pop(i, []):
             free.setdefault(p.slots[slot], []).append(slot)
 

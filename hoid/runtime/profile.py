@@ -5,7 +5,8 @@ runtime): every step of the compiled sequence is timed alone with the device's t
 replay, inputs rotated past the L2) over the tensors the compiled call really gives it (planned buffers,
 bound weights), with its roofline floor (`region_floor` of a kernel's body, the op's floor otherwise);
 then the whole step is timed (its CUDA graph replayed) and, on a GPU, the sum of its kernels' durations
-is read with `torch.profiler`, so the gap between them (launch gaps, host work) is visible.
+is read with `torch.profiler`, so the gap between them (launch gaps, host work) is visible. The printed
+profile also says what a call launches and which steps break a PDL chain (`CompiledGraph.launches`).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def profile(compiled: CompiledGraph, inputs: Sequence[torch.Tensor], *, device: 
     compiled(*step_args)  # capture (on a GPU) before the step is timed
     step = time_on(device, lambda *a: compiled(*a), step_args,
                    **({"rotate": False} if device.arch != "cpu" else {})).median
-    kernels = _kernel_seconds(compiled, step_args) if device.arch != "cpu" else None
+    kernels = kernel_seconds(compiled, step_args) if device.arch != "cpu" else None
     return Profile(compiled.graph.name, device.name, "in-context", rows_of(timed), step=step, kernels=kernels)
 
 
@@ -64,8 +65,10 @@ def _step(compiled: CompiledGraph, node, env):
     outs = [args[bound.aliases[o]] if t is None else t for o, t in enumerate(outs)]
     for v, t in zip(node.outputs, outs):
         env.setdefault(v.name, t)
-    n = len(args)
-    return (lambda *a: bound(*a[:n], out=a[n:])), [*args, *outs]
+    n, m = len(args), len(outs)
+    # the planned scratch too: a step timed in context allocates nothing either
+    scratch = [compiled.namespace[name] for name in compiled.program.workspaces.get(node.outputs[0].name, [])]
+    return (lambda *a: bound(*a[:n], out=a[n:n + m], workspace=a[n + m:] or None)), [*args, *outs, *scratch]
 
 
 def _floor(node, device: Device) -> float:
@@ -75,7 +78,7 @@ def _floor(node, device: Device) -> float:
         if not get_op(node.op).is_view else 0.0
 
 
-def _kernel_seconds(compiled: CompiledGraph, args) -> float:
+def kernel_seconds(compiled: CompiledGraph, args) -> float:
     """Sum of the device kernels' durations in one call (replay), from torch.profiler's trace."""
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as trace
@@ -104,8 +107,9 @@ def example_inputs(compiled: CompiledGraph) -> list[torch.Tensor]:
     return out
 
 
-def print_profile(result: Profile, *, limit: int | None = 25, console=None) -> None:
-    """The profile as a rich table: time, share, roofline floor and how far above it each node runs."""
+def print_profile(result: Profile, *, limit: int | None = 25, console=None, launches=None) -> None:
+    """The profile as a rich table: time, share, roofline floor and how far above it each node runs; with
+    `launches` (`CompiledGraph.launches`), what a call launches and what breaks its PDL chain."""
     from rich.console import Console
     from rich.table import Table
 
@@ -123,3 +127,5 @@ def print_profile(result: Profile, *, limit: int | None = 25, console=None) -> N
     console.print(table)
     if result.step is not None:
         console.print(result.table(limit=0).splitlines()[-1])
+    if launches is not None:
+        console.print(launches.summary(), markup=False)

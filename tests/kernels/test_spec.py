@@ -143,3 +143,44 @@ def test_alias_types_are_checked_at_any_signature():
     assert spec.alias_mismatch(types, attrs) is None
     assert "needs its input's type" in spec.alias_mismatch([TensorType((2, 8, 16), "f32", (1, 2, 16))] + types[1:],
                                                            attrs)
+
+
+def test_launch_counts_default_to_one_for_generated_code_and_unknown_for_vendor_calls():
+    from hoid.kernels import get
+
+    t = TensorType((2, 8), "f32")
+    assert get("triton.rmsnorm").launch_count([t, TensorType((8,), "f32")], {"eps": 1e-6}, {}) == 1
+    assert get("torch.rmsnorm").launch_count([t, TensorType((8,), "f32")], {"eps": 1e-6}, {}) is None
+    q, kv = TensorType((1, 4, 1, 16), "f32"), TensorType((1, 2, 40, 16), "f32")
+    assert get("triton.decode_attention_nomask").launch_count([q, kv, kv], {}, {}) == 2
+    softmax = get("triton.softmax")  # its params decide: rows one launch, chunks two, "auto" the device
+    counts = [softmax.launch_count([t], {"dim": -1}, {**softmax.default_params(), "split": s})
+              for s in ("rows", "chunks", "auto")]
+    assert counts == [1, 2, None]
+
+
+def test_a_declared_count_must_be_a_count_and_pdl_needs_generated_code():
+    with pytest.raises(ValueError, match="launches=-1"):
+        KernelSpec("user.k", op_pattern("relu"), "triton", launch=lambda x, out: None, launches=-1)
+    with pytest.raises(ValueError, match="only Triton and CuTe"):
+        KernelSpec("user.k", op_pattern("relu"), "torch", launch=lambda x, out: None, pdl=True)
+
+
+def test_pdl_exists_from_hopper_on():
+    from hoid.kernels.spec import supports_pdl
+
+    assert [supports_pdl(a) for a in ("sm_80", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_120")] == \
+        [False, False, True, True, True, True]
+    assert not supports_pdl(None) and not supports_pdl("cpu")
+
+
+def test_workspace_types_are_open_until_the_params_that_size_them_are_resolved():
+    from hoid.kernels import get
+
+    spec = get("triton.linear")
+    x, w = TensorType((1, 256), "f32"), TensorType((64, 256), "f32")
+    params = spec.check_params({"split_k": 4, "block_k": 64, "block_n": 16})
+    assert spec.workspace_types([x, w], {}, params) == (TensorType((4, 2, 1, 64), "f32"),)
+    assert spec.workspace_types([x, w], {}, {**params, "split_k": 1}) == ()  # nothing to reduce
+    assert spec.workspace_types([x, w], {}, spec.default_params()) is None  # split_k "auto": the device decides
+    assert get("triton.rmsnorm").workspace_types([x, TensorType((256,), "f32")], {}, {}) == ()

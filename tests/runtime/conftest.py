@@ -41,7 +41,64 @@ def tiny_rewritten(tiny_step):
 
 
 @pytest.fixture(scope="session")
+def gpu_step():
+    """The tiny decode step in float16 on the GPU, rewritten for the H200 (GPU tests only)."""
+    import hoid
+    from hoid.models import build_model, decode_step_graph
+
+    lm = build_model("qwen3-1.7b-tiny", dtype=torch.float16, device="cuda")
+    kernels = hoid.kernels.KernelSet.default().runnable_here()  # CuTe's kernels only where CuTe DSL is here
+    return hoid.search.rewrite(decode_step_graph(lm, 64), device="h200", kernels=kernels)
+
+
+@pytest.fixture(scope="session")
 def wide_step():
     from hoid.models import decode_step_graph
 
     return decode_step_graph(_full_width_lm(), CACHE)
+
+
+def kernel_chain(dtype=torch.float32, device="cpu", seed=0):
+    """A decode-layer-like chain of library kernel nodes and views only (no torch op launches a kernel):
+    add_rmsnorm -> linear (split-K) -> decode attention (two launches) -> linear_add (split-K) -> rmsnorm.
+    Small enough for the interpreter; params fixed so split-K and split attention run (workspaces)."""
+    import hoid
+    from hoid.ir import KernelImpl
+    from hoid.ir.dtypes import dtype_name
+    from hoid.kernels import get, resolve_params
+
+    dt = dtype_name(dtype)
+    g = torch.Generator().manual_seed(seed)
+
+    def tensor(*shape):
+        return (torch.randn(*shape, generator=g) * 0.5).to(dtype).to(device)
+
+    hidden, heads, kv_heads, dim, cache = 256, 4, 2, 32, 40
+    b = hoid.GraphBuilder("chain")
+    x, res = b.input("x", (1, hidden), dt), b.input("res", (1, hidden), dt)
+    k = b.input("k", (1, kv_heads, cache, dim), dt)
+    v = b.input("v", (1, kv_heads, cache, dim), dt)
+    w_norm = b.weight("norm", (hidden,), dt, tensor(hidden))
+    w_q = b.weight("q", (heads * dim, hidden), dt, tensor(heads * dim, hidden) / 8)
+    w_o = b.weight("o", (hidden, heads * dim), dt, tensor(hidden, heads * dim) / 8)
+    w_out = b.weight("out_norm", (hidden,), dt, tensor(hidden))
+
+    def kernel(kernel_id, ins, attrs=None, **params):
+        spec = get(kernel_id)
+        types = [i.type for i in ins]
+        attrs = attrs or {}
+        full = resolve_params(spec, types, attrs, params)
+        impl = KernelImpl(spec.id, spec.version, full, spec.pattern.graph(types, attrs), attrs)
+        return b.op("kernel", *ins, **impl.node_attrs())
+
+    summed, normed = kernel("triton.add_rmsnorm", [x, res, w_norm], {"eps": 1e-6})
+    q = kernel("triton.linear", [normed, w_q], split_k=2, block_k=128, block_n=16)
+    q4 = b.reshape(q, shape=(1, heads, 1, dim))
+    o = kernel("triton.decode_attention_nomask", [q4, k, v], {"is_causal": False, "scale": None, "enable_gqa": True},
+               block_n=32, split_tokens=32)
+    h = kernel("triton.linear_add", [b.reshape(o, shape=(1, heads * dim)), w_o, summed], split_k=2, block_k=64,
+               block_n=32)
+    y = kernel("triton.rmsnorm", [h, w_out], {"eps": 1e-6})
+    graph = b.build(y, h)
+    inputs = [tensor(1, hidden), tensor(1, hidden), tensor(1, kv_heads, cache, dim), tensor(1, kv_heads, cache, dim)]
+    return graph, inputs

@@ -68,3 +68,57 @@ def test_library_kernels_are_not_written(tmp_path):
     x, wt = b.input("x", (2, 8), "f32"), b.input("w", (8,), "f32")
     hoid.save(b.build(b.op("kernel", x, wt, **impl.node_attrs())), tmp_path / "lib.hoid")
     assert not (tmp_path / "kernels").exists()
+
+
+def _forget(monkeypatch, kernel_id):
+    """As in a fresh process, where the document's kernel was never registered."""
+    from hoid.kernels import registry
+
+    monkeypatch.delitem(registry._KERNELS, kernel_id)
+    assert kernel_id not in hoid.kernels.all_kernels()
+
+
+def test_a_loaded_document_registers_its_kernels_and_compiles_with_them(tmp_path, monkeypatch, recwarn):
+    from hoid.runtime import KernelFallbackWarning
+
+    graph, source = _graph_with_source_kernel()
+    hoid.save(graph, tmp_path / "doc.hoid")
+    _forget(monkeypatch, "test.doc_relu")
+    loaded = hoid.load(tmp_path / "doc.hoid", strict=True)
+    spec = hoid.kernels.get("test.doc_relu")
+    assert spec.version == source.version and spec.launch.source.path.endswith(file_name(spec.id, source.version))
+    compiled = hoid.compile(loaded, device="cpu")
+    assert not compiled.fallbacks and "k_" in compiled.source  # the kernel launches, not its body
+    assert not [w for w in recwarn if issubclass(w.category, (KernelFileWarning, KernelFallbackWarning))]
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(compiled(x)[0], torch.relu(x))
+    # registered only where the document uses it: another signature is refused
+    assert spec.rejects([TensorType((3, 4), "f32")], {}) is not None
+    assert spec.rejects([TensorType((2, 4), "f32")], {}) is None
+
+
+def test_a_document_not_trusted_or_refused_by_the_static_pass_registers_nothing(tmp_path, monkeypatch):
+    from hoid.runtime import KernelFallbackWarning
+
+    graph, _ = _graph_with_source_kernel()
+    hoid.save(graph, tmp_path / "doc.hoid")
+    _forget(monkeypatch, "test.doc_relu")
+    hoid.load(tmp_path / "doc.hoid", register=False)
+    assert "test.doc_relu" not in hoid.kernels.all_kernels()
+    with pytest.warns(KernelFallbackWarning, match="test.doc_relu"):
+        hoid.compile(hoid.load(tmp_path / "doc.hoid", register=False), device="cpu")
+
+    sneaky = SOURCE.replace("    out.copy_(torch.relu(x) * SCALE)",
+                            "    try:\n        out.copy_(torch.relu(x) * SCALE)\n"
+                            "    except RuntimeError:\n        pass")
+    spec = register(KernelSource(sneaky).to_spec("test.doc_try", op_pattern("relu")), replace=True)
+    t = TensorType((2, 4), "f32")
+    impl = KernelImpl(spec.id, spec.version, {"SCALE": 1}, op_pattern("relu").graph([t]), {})
+    b = hoid.GraphBuilder("doc")
+    hoid.save(b.build(b.op("kernel", b.input("x", (2, 4), "f32"), **impl.node_attrs())), tmp_path / "try.hoid")
+    _forget(monkeypatch, "test.doc_try")
+    with pytest.raises(KernelFileError, match="static pass.*try"):
+        hoid.load(tmp_path / "try.hoid", strict=True)
+    with pytest.warns(KernelFileWarning, match="static pass"):
+        hoid.load(tmp_path / "try.hoid")
+    assert "test.doc_try" not in hoid.kernels.all_kernels()

@@ -10,6 +10,11 @@ own `tl.sum`, `tl.cdiv`...) runs under the CPU interpreter, and nothing can be c
 that process; without it nothing can be interpreted. So kernels are written as plain functions decorated
 with `triton_kernel` (not `triton.jit`), launched in whichever mode the process is in, and `compile_for`
 builds in a helper process without the interpreter when this one runs it.
+
+Programmatic dependent launch (PDL, sm_90+): a kernel that supports it takes a `PDL: tl.constexpr` and
+calls `pdl_enter(PDL)` first; its launch passes `**pdl_launch(pdl)`. The interpreter has no grid
+dependency control (`tl.extra.cuda.gdc_*` fail there), and runs launches one after another anyway, so
+under it the flag is compiled out and the launch is a plain one.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import torch
 
 from ...errors import HoidError
 from ...ir import TensorType
+from ..launch import note_device_launch
 
 try:
     import triton
@@ -92,6 +98,7 @@ class TritonKernel:
         def launch(*args, **kwargs):
             if not interpret:
                 _require_gpu_tensors(self.name, args)
+            note_device_launch(self.name)
             return impl[grid](*args, **kwargs)
 
         return launch
@@ -106,6 +113,27 @@ def device_function(fn: Callable):
     """Decorate a function that Triton kernels call (not launched from the host): `triton.jit` in this
     process's mode, or the plain function where triton is absent (nothing can call it then)."""
     return triton.jit(fn) if HAVE_TRITON else fn
+
+
+def pdl_launch(pdl: bool) -> dict:
+    """The launch keywords of a PDL-capable kernel: its `PDL` constexpr, and Triton's `launch_pdl` option
+    where it is on (never under the interpreter: see the module doc). Off, the launch is exactly a plain
+    one (no option a tracer of Triton launches, torch.compile's, would have to know)."""
+    on = bool(pdl) and not interpreting()
+    return {"PDL": True, "launch_pdl": True} if on else {"PDL": False}
+
+
+def _pdl_enter(PDL: tl.constexpr):
+    """A PDL kernel's first statement. Waits until the previous kernel in the stream has finished and its
+    writes are visible (before any load or store: this kernel may read what it wrote, or overwrite what it
+    still reads, as planned buffers are reused), then lets the next kernel launch: its programs start and
+    wait in turn, so the launch and the ramp-up overlap this kernel instead of following it."""
+    if PDL:
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
+
+
+pdl_enter = device_function(_pdl_enter)
 
 
 def _require_gpu_tensors(name: str, args: Sequence[Any]) -> None:
@@ -136,7 +164,8 @@ class BuiltKernel:
     into shared memory, issued stages ahead of their use): 0 means every load in a loop waits for
     memory before the loop goes on. `wide_loads` and `narrow_loads` count the PTX global loads that move
     16 bytes per thread and those that move less (a bf16 tensor read 2 bytes at a time takes 8x the
-    instructions and rarely reaches the bandwidth)."""
+    instructions and rarely reaches the bandwidth). `griddep` counts the grid dependency control
+    instructions (`griddepcontrol.wait` and `.launch_dependents`): a PDL build has both, others none."""
 
     kernel: str
     arch: str
@@ -146,6 +175,7 @@ class BuiltKernel:
     async_loads: int
     wide_loads: int
     narrow_loads: int
+    griddep: int = 0
 
 
 def compile_for(kernel: TritonKernel, arch: str, signature: dict[str, str], constexprs: dict[str, Any],
@@ -196,8 +226,9 @@ def _build(kernel: TritonKernel, arch, signature, constexprs, num_warps, num_sta
     async_loads = ttgir.count("ttg.async_copy_global_to_local") + ttgir.count("async_tma_copy_global_to_local")
     loads = re.findall(r"\b(ld\.global[.\w]*|cp\.async\.cg\.shared\.global)\b", built.asm["ptx"])
     wide = sum(1 for op in loads if op.startswith("cp.async.cg") or op.endswith((".v4.b32", ".v2.b64")))
+    griddep = len(re.findall(r"\bgriddepcontrol\.(?:wait|launch_dependents)\b", built.asm["ptx"]))
     return BuiltKernel(kernel.name, arch, target, built.metadata.shared, built.metadata.num_warps, async_loads,
-                       wide, len(loads) - wide)
+                       wide, len(loads) - wide, griddep)
 
 
 class _CompileServer:

@@ -36,10 +36,11 @@ ADD_RMSNORM = Pattern(
 
 
 def launch(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, summed: torch.Tensor,
-           normed: torch.Tensor, *, eps: float = 1e-6, rows_per_program="auto", num_warps="auto") -> None:
+           normed: torch.Tensor, *, eps: float = 1e-6, rows_per_program="auto", num_warps="auto",
+           pdl=False) -> None:
     """summed <- x + residual; normed <- rmsnorm(summed, weight) (destination-passing)."""
     launch_rows(x, residual, weight, normed, summed, eps=eps, rows_per_program=rows_per_program,
-                num_warps=num_warps)
+                num_warps=num_warps, pdl=pdl)
 
 
 def _examples(rng: random.Random):
@@ -62,5 +63,6 @@ SPEC = KernelSpec(
     compile=lambda arch: compile_rows(arch, has_residual=True),
     resolve=triton_rmsnorm.resolve_rows,
     source=source_of(sys.modules[__name__], triton_rmsnorm),
+    pdl=True,
     doc="residual add + RMSNorm in one pass; the sum is written as the new residual",
 )

@@ -5,7 +5,8 @@ At decode one query token per head attends over the cache, so the work is readin
 program per (batch, KV head) would leave most of the GPU idle; the cache is cut along its length into
 splits, each program reading one split of one KV head for all the query heads of its group (K and V
 are read once per group, not once per query head), and keeping the online-softmax running max and sum.
-A second launch combines the splits' partial outputs by their log-sum-exp.
+A second launch combines the splits' partial outputs by their log-sum-exp (so one call launches two
+kernels), read from a float32 workspace that the runtime plans (a launch without one allocates it).
 
 The mask (bool, True = attend, broadcast to [B, Hq, 1, S]) marks the cache's valid positions: a static
 cache of 32k slots with 1k filled reads 1k of K and V, because a tile the mask leaves wholly out is
@@ -125,8 +126,13 @@ def plan_splits(batch_kv: int, S: int, block_n: int, sms: int, split_tokens="aut
     return max(1, split_tokens // block_n)
 
 
+def _partials(B: int, HQ: int, D: int, n_splits: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Shapes of the workspace: each split's normalized partial output and its log-sum-exp."""
+    return (B * HQ * n_splits, D), (B * HQ * n_splits,)
+
+
 def launch(q, k, v, *mask_and_out, is_causal=False, scale=None, enable_gqa=False, block_n=64,
-           split_tokens="auto", num_warps=4, num_stages=2) -> None:
+           split_tokens="auto", num_warps=4, num_stages=2, workspace=None) -> None:
     """out <- sdpa(q, k, v[, mask]) for one query token: (q, k, v, mask, out) or (q, k, v, out)."""
     *mask, out = mask_and_out
     B, HQ, _, D = q.shape
@@ -134,8 +140,14 @@ def launch(q, k, v, *mask_and_out, is_causal=False, scale=None, enable_gqa=False
     scale = 1.0 / math.sqrt(D) if scale is None else scale
     split_tiles = plan_splits(B * HKV, S, block_n, num_sms(q.device), split_tokens)
     n_splits = cdiv(cdiv(S, block_n), split_tiles)
-    part = torch.empty((B * HQ * n_splits, D), dtype=torch.float32, device=q.device)
-    lse = torch.empty((B * HQ * n_splits,), dtype=torch.float32, device=q.device)
+    shapes = _partials(B, HQ, D, n_splits)
+    if workspace:
+        part, lse = workspace
+        if (tuple(part.shape), tuple(lse.shape)) != shapes:
+            raise ValueError(f"decode attention: workspace {tuple(part.shape)}, {tuple(lse.shape)} given, "
+                             f"these params need {shapes[0]}, {shapes[1]}")
+    else:
+        part, lse = (torch.empty(shape, dtype=torch.float32, device=q.device) for shape in shapes)
     if mask:
         m = torch.broadcast_to(mask[0], (B, HQ, 1, S)).view(torch.uint8)
         mask_arg, mask_strides = m, (m.stride(0), m.stride(1), m.stride(3))
@@ -202,6 +214,17 @@ def _constraints(pattern) -> tuple:
     )
 
 
+def _workspace(types, attrs, params):
+    """The partials and log-sum-exps of the splits; open while split_tokens is "auto" (the device decides)."""
+    if params["split_tokens"] == "auto":
+        return None
+    q, k = types[0], types[1]
+    B, HQ, _, D = q.shape
+    split_tiles = plan_splits(B * k.shape[1], k.shape[2], params["block_n"], 1, params["split_tokens"])
+    n_splits = cdiv(cdiv(k.shape[2], params["block_n"]), split_tiles)
+    return tuple(TensorType(shape, "f32") for shape in _partials(B, HQ, D, n_splits))
+
+
 def _resolve(types, attrs, params, target) -> dict:
     """split_tokens as `plan_splits` cuts the cache for `target` (a multiple of block_n, which the launch
     turns back into the same tiles per split)."""
@@ -219,11 +242,13 @@ SPEC = KernelSpec(
         Constraint("mask: bool, over keys only ([..., S] broadcast to [B, Hq, 1, S])",
                    lambda t, attrs: t[3].dtype == "bool" and t[3].shape[-1] == t[1].shape[2]),),
     params=PARAMS, deterministic=True, examples=_examples(True), compile=_compile(True), resolve=_resolve,
+    launches=2, workspace=_workspace,
     doc="one-token attention over a static KV cache, split along the cache; masked tiles skipped",
 )
 
 NOMASK_SPEC = KernelSpec(
     id="triton.decode_attention_nomask", pattern=_UNMASKED, backend="triton", launch=launch,
     constraints=_constraints(_UNMASKED), params=PARAMS, deterministic=True, examples=_examples(False),
-    compile=_compile(False), resolve=_resolve, doc="one-token attention over a whole KV cache, split along the cache",
+    compile=_compile(False), resolve=_resolve, launches=2, workspace=_workspace,
+    doc="one-token attention over a whole KV cache, split along the cache",
 )

@@ -12,6 +12,11 @@ buffer that the last program resets, so the kernel can be replayed in a CUDA gra
 
 At M = 1 the product is a broadcast multiply and row sum on the CUDA cores (no tensor-core tile would
 be more than 1/16 used); at M > 1, `tl.dot` on a 16-row tile.
+
+The split-K partials are a declared workspace (the runtime plans it; a launch without one allocates it).
+With `pdl=True` (programmatic dependent launch, sm_90+) a launch waits for its predecessor before its
+first load and lets the next kernel launch at once (`pdl_enter`): in a chain of such kernels, each one's
+launch and ramp-up hide behind the one before.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ from ._triton_compile import (
     example_floats,
     next_power_of_2,
     num_sms,
+    pdl_enter,
+    pdl_launch,
     pointer_type,
     tl,
     triton_kernel,
@@ -52,7 +59,8 @@ PARAMS = (
 @triton_kernel
 def gemv_tile(x_ptr, w_ptr, res_ptr, out_ptr, part_ptr, count_ptr, M, K, n_out, k_tiles,
               EPILOGUE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-              SPLIT_K: tl.constexpr, PRECISION: tl.constexpr, STAGES: tl.constexpr):
+              SPLIT_K: tl.constexpr, PRECISION: tl.constexpr, STAGES: tl.constexpr, PDL: tl.constexpr):
+    pdl_enter(PDL)  # before any load or store: the counters, partials and out may be the last kernel's
     pid_n, pid_k = tl.program_id(0), tl.program_id(1)
     n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     m = tl.arange(0, BLOCK_M)
@@ -156,8 +164,12 @@ def _counters(device: torch.device, size: int) -> torch.Tensor:
     return torch.zeros(size, dtype=torch.int32, device=device)
 
 
+def _partials_shape(split: int, m: int, n_out: int) -> tuple[int, ...]:
+    return (split, 2, m, n_out)
+
+
 def _launch(x, w, residual, out, epilogue: str, *, block_n="auto", block_k="auto", split_k="auto",
-            num_warps="auto", num_stages="auto") -> None:
+            num_warps="auto", num_stages="auto", pdl=False, workspace=None) -> None:
     k = x.shape[-1]
     m = x.numel() // max(k, 1)
     n_out = out.shape[-1]
@@ -166,15 +178,23 @@ def _launch(x, w, residual, out, epilogue: str, *, block_n="auto", block_k="auto
     tiles, split = cdiv(n_out, cfg["block_n"]), cfg["split_k"]
     k_tiles = cdiv(cdiv(k, cfg["block_k"]), split)
     # With one split there is nothing to reduce: `out` stands in for the unused workspace and counters.
-    partials = (torch.empty((split, 2, m, n_out), dtype=torch.float32, device=x.device) if split > 1
-                else out)
+    partials = out
+    if split > 1:
+        shape = _partials_shape(split, m, n_out)
+        if workspace:
+            partials = workspace[0]
+            if tuple(partials.shape) != shape:
+                raise ValueError(f"linear: split-K workspace {tuple(partials.shape)} given, these params need {shape}")
+        else:
+            partials = torch.empty(shape, dtype=torch.float32, device=x.device)
     counters = _counters(x.device, max(1024, next_power_of_2(tiles))) if split > 1 else out
     precision = "ieee" if x.dtype == torch.float32 else "tf32"
     res = residual if residual is not None else out
     gemv_tile[(tiles, split)](x, w, res, out, partials, counters, m, k, n_out, k_tiles,
                               EPILOGUE=EPILOGUES[epilogue], BLOCK_M=1 if m == 1 else 16, BLOCK_N=cfg["block_n"],
                               BLOCK_K=cfg["block_k"], SPLIT_K=split, PRECISION=precision,
-                              STAGES=cfg["num_stages"], num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
+                              STAGES=cfg["num_stages"], num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
+                              **pdl_launch(pdl))
 
 
 def launch_linear(x, w, out, **params) -> None:
@@ -224,14 +244,14 @@ def _constraints(pattern: Pattern, extra=()) -> tuple:
             C.shape_holds(f"x [..., K] with at most {MAX_M} rows, weight [N, K]", _weight_fits), *extra)
 
 
-def _compile(epilogue: str, m: int, split_k: int, tile: tuple[int, int, int], stages: int):
+def _compile(epilogue: str, m: int, split_k: int, tile: tuple[int, int, int], stages: int, pdl: bool = False):
     def build(arch: str):
         ptr = pointer_type("bf16")
         sig = {"x_ptr": ptr, "w_ptr": ptr, "res_ptr": ptr, "out_ptr": ptr, "part_ptr": pointer_type("f32"),
                "count_ptr": pointer_type("i32"), "M": "i32", "K": "i32", "n_out": "i32", "k_tiles": "i32"}
         block_n, block_k, num_warps = tile
         consts = {"EPILOGUE": EPILOGUES[epilogue], "BLOCK_M": m, "BLOCK_N": block_n, "BLOCK_K": block_k,
-                  "SPLIT_K": split_k, "PRECISION": "tf32", "STAGES": stages}
+                  "SPLIT_K": split_k, "PRECISION": "tf32", "STAGES": stages, "PDL": pdl}
         # K and n_out are multiples of 16 in every model's projections: the launch specializes on that.
         return compile_for(gemv_tile, arch, sig, consts, num_warps=num_warps, num_stages=stages,
                            divisible_by_16=("K", "n_out"))
@@ -239,10 +259,13 @@ def _compile(epilogue: str, m: int, split_k: int, tile: tuple[int, int, int], st
 
 
 def _all_builds(epilogue: str):
-    """Every tile "auto" can run, with and without split-K, at the stages "auto" gives it."""
-    shapes = [(1, AUTO_TILES["m1_wide"], AUTO_STAGES["m1"]), (1, AUTO_TILES["m1_tall"], AUTO_STAGES["m1"]),
-              (16, AUTO_TILES["small_m"], AUTO_STAGES["small_m"])]
-    return lambda arch: [_compile(epilogue, m, s, tile, st)(arch) for m, tile, st in shapes for s in (1, 4)]
+    """Every tile "auto" can run, with and without split-K, at the stages "auto" gives it; and with PDL the
+    decode (M = 1) tiles, one with split-K and one without."""
+    wide, tall = (1, AUTO_TILES["m1_wide"], AUTO_STAGES["m1"]), (1, AUTO_TILES["m1_tall"], AUTO_STAGES["m1"])
+    shapes = [wide, tall, (16, AUTO_TILES["small_m"], AUTO_STAGES["small_m"])]
+    with_pdl = [(*wide, 4), (*tall, 1)]
+    return lambda arch: ([_compile(epilogue, m, s, tile, st)(arch) for m, tile, st in shapes for s in (1, 4)]
+                         + [_compile(epilogue, m, s, tile, st, pdl=True)(arch) for m, tile, st, s in with_pdl])
 
 
 def _examples(rows_per_out: int, with_residual: bool):
@@ -264,12 +287,25 @@ def _resolver(rows_per_out: int):
     return resolve
 
 
+def _workspace(rows_per_out: int):
+    def workspace(types, attrs, params):
+        """The float32 split-K partials where K is split (none otherwise); open while split_k is "auto"."""
+        split = params["split_k"]
+        if split == "auto":
+            return None
+        x, w = types[0], types[1]
+        m = x.numel // max(x.shape[-1], 1)
+        return (TensorType(_partials_shape(split, m, w.shape[0] // rows_per_out), "f32"),) if split > 1 else ()
+    return workspace
+
+
 def _spec(kernel_id: str, pattern: Pattern, launch, epilogue: str, doc: str, extra=()) -> KernelSpec:
     rows_per_out = 2 if epilogue == "swiglu" else 1
     return KernelSpec(id=kernel_id, pattern=pattern, backend="triton", launch=launch,
                       constraints=_constraints(pattern, extra), params=PARAMS, deterministic=True,
                       examples=_examples(rows_per_out, epilogue == "add"),
-                      compile=_all_builds(epilogue), resolve=_resolver(rows_per_out), doc=doc)
+                      compile=_all_builds(epilogue), resolve=_resolver(rows_per_out),
+                      workspace=_workspace(rows_per_out), pdl=True, doc=doc)
 
 
 LINEAR_SPEC = _spec("triton.linear", LINEAR, launch_linear, "none",

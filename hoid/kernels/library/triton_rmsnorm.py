@@ -7,6 +7,9 @@ the normalized row rounded to x's dtype, then multiplied by the weight and round
 
 The same kernel, with `HAS_RESIDUAL`, first adds a residual (rounded to the dtype, and stored: it is
 the new residual stream); `triton_add_rmsnorm` uses it that way.
+
+With `pdl=True` (programmatic dependent launch, sm_90+) it waits for its predecessor before its first
+load and lets the next kernel launch at once (`pdl_enter`).
 """
 
 from __future__ import annotations
@@ -19,7 +22,17 @@ from ...ir import TensorType
 from ..pattern import op_pattern
 from ..spec import KernelSpec, Param
 from . import _constraints as C
-from ._triton_compile import cdiv, compile_for, example_floats, next_power_of_2, pointer_type, tl, triton_kernel
+from ._triton_compile import (
+    cdiv,
+    compile_for,
+    example_floats,
+    next_power_of_2,
+    pdl_enter,
+    pdl_launch,
+    pointer_type,
+    tl,
+    triton_kernel,
+)
 
 MAX_COLS = 65536
 ROWS_CHOICES = ("auto", 1, 2, 4, 8, 16)
@@ -28,7 +41,8 @@ WARPS_CHOICES = ("auto", 1, 2, 4, 8, 16)
 
 @triton_kernel
 def rmsnorm_rows(x_ptr, res_ptr, w_ptr, out_ptr, sum_ptr, n_rows, n_cols, eps,
-                 HAS_RESIDUAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+                 HAS_RESIDUAL: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, PDL: tl.constexpr):
+    pdl_enter(PDL)  # before any load or store: x is the last kernel's output, out may be what it read
     rows = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     cols = tl.arange(0, BLOCK_N)
     mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
@@ -60,7 +74,8 @@ def resolve_rows(types, attrs, params, target) -> dict:
     return {**params, "rows_per_program": block_m, "num_warps": warps}
 
 
-def launch_rows(x, residual, weight, out, summed, *, eps: float, rows_per_program="auto", num_warps="auto"):
+def launch_rows(x, residual, weight, out, summed, *, eps: float, rows_per_program="auto", num_warps="auto",
+                pdl=False):
     """Shared by `triton.rmsnorm` and `triton.add_rmsnorm`; residual and summed are None without one."""
     n_cols = x.shape[-1]
     n_rows = x.numel() // max(n_cols, 1)
@@ -68,22 +83,26 @@ def launch_rows(x, residual, weight, out, summed, *, eps: float, rows_per_progra
     has_res = residual is not None
     grid = (cdiv(n_rows, block_m),)
     rmsnorm_rows[grid](x, residual if has_res else x, weight, out, summed if has_res else out, n_rows, n_cols,
-                       float(eps), HAS_RESIDUAL=has_res, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps)
+                       float(eps), HAS_RESIDUAL=has_res, BLOCK_M=block_m, BLOCK_N=block_n, num_warps=warps,
+                       **pdl_launch(pdl))
 
 
 def launch(x: torch.Tensor, weight: torch.Tensor, out: torch.Tensor, *, eps: float = 1e-6,
-           rows_per_program="auto", num_warps="auto") -> None:
+           rows_per_program="auto", num_warps="auto", pdl=False) -> None:
     """out <- rmsnorm(x, weight) over the last dim (destination-passing)."""
-    launch_rows(x, None, weight, out, None, eps=eps, rows_per_program=rows_per_program, num_warps=num_warps)
+    launch_rows(x, None, weight, out, None, eps=eps, rows_per_program=rows_per_program, num_warps=num_warps,
+                pdl=pdl)
 
 
 def compile_rows(arch: str, has_residual: bool):
-    """Build the kernel for `arch` at a decode shape (bf16, one 4096-wide row per program)."""
+    """Build the kernel for `arch` at a decode shape (bf16, one 4096-wide row per program), without and
+    with PDL."""
     ptr = pointer_type("bf16")
     sig = {"x_ptr": ptr, "res_ptr": ptr, "w_ptr": ptr, "out_ptr": ptr, "sum_ptr": ptr,
            "n_rows": "i32", "n_cols": "i32", "eps": "fp32"}
-    return compile_for(rmsnorm_rows, arch, sig, {"HAS_RESIDUAL": has_residual, "BLOCK_M": 1, "BLOCK_N": 4096},
-                       num_warps=8, divisible_by_16=("n_cols",))
+    return [compile_for(rmsnorm_rows, arch, sig,
+                        {"HAS_RESIDUAL": has_residual, "BLOCK_M": 1, "BLOCK_N": 4096, "PDL": pdl},
+                        num_warps=8, divisible_by_16=("n_cols",)) for pdl in (False, True)]
 
 
 def draw_rows(rng: random.Random) -> tuple[tuple[int, ...], str]:
@@ -129,5 +148,6 @@ SPEC = KernelSpec(
     examples=_examples,
     compile=lambda arch: compile_rows(arch, has_residual=False),
     resolve=resolve_rows,
+    pdl=True,
     doc="RMSNorm, one pass over x; rows held whole in registers",
 )

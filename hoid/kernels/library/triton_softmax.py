@@ -111,8 +111,24 @@ def _resolve(types, attrs, params, target) -> dict:
     return {**params, "split": split, "block": block, "num_warps": warps}
 
 
+def _launches(types, attrs, params) -> int | None:
+    """Rows: one launch; chunks: two (the chunks' statistics, then the write); "auto": the device decides."""
+    return {"rows": 1, "chunks": 2}.get(params["split"])
+
+
+def _workspace(types, attrs, params):
+    """In chunks, each chunk's max and sum (float32); open while split is "auto"."""
+    if params["split"] == "auto":
+        return None
+    if params["split"] == "rows":
+        return ()
+    n_cols = types[0].shape[-1]
+    _, block = choose(types[0].numel // max(n_cols, 1), n_cols, 1, params["block"], params["split"])
+    return (TensorType((2, types[0].numel // max(n_cols, 1), cdiv(n_cols, block)), "f32"),)
+
+
 def launch(x: torch.Tensor, out: torch.Tensor, *, dim: int = -1, block="auto", split="auto",
-           num_warps="auto") -> None:
+           num_warps="auto", workspace=None) -> None:
     """out <- softmax(x, dim) with dim the last (destination-passing)."""
     n_cols = x.shape[-1]
     n_rows = x.numel() // max(n_cols, 1)
@@ -122,7 +138,10 @@ def launch(x: torch.Tensor, out: torch.Tensor, *, dim: int = -1, block="auto", s
         softmax_rows[(n_rows,)](x, out, n_cols, BLOCK=block, NUM_TILES=cdiv(n_cols, block), num_warps=warps)
         return
     n_chunks = cdiv(n_cols, block)
-    stats = torch.empty((2, n_rows, n_chunks), dtype=torch.float32, device=x.device)
+    shape = (2, n_rows, n_chunks)
+    stats = workspace[0] if workspace else torch.empty(shape, dtype=torch.float32, device=x.device)
+    if tuple(stats.shape) != shape:
+        raise ValueError(f"softmax: workspace {tuple(stats.shape)} given, these params need {shape}")
     grid = (n_rows, n_chunks)
     softmax_chunk_stats[grid](x, stats[0], stats[1], n_cols, n_chunks, BLOCK=block, num_warps=warps)
     softmax_chunk_write[grid](x, out, stats[0], stats[1], n_cols, n_chunks, BLOCK=block,
@@ -171,5 +190,7 @@ SPEC = KernelSpec(
     examples=_examples,
     compile=_compile,
     resolve=_resolve,
+    launches=_launches,
+    workspace=_workspace,
     doc="softmax over the last dim: a program per row, or chunks of a row for few long rows",
 )

@@ -25,6 +25,8 @@ def test_builds_for_arch(kernel_id, arch):
         # Built as a launch on torch tensors specializes it (aligned pointers, strides multiples of 16), the
         # bulk of its bytes is read 16 bytes per thread; a build without that read 2 bytes at a time.
         assert b.wide_loads >= 1, f"{kernel_id}: no 16-byte global load in {b}"
+    # a kernel that supports PDL builds with it too: both grid dependency instructions, and none without
+    assert {b.griddep for b in builds} == ({0, 2} if spec.pdl else {0}), f"{kernel_id}: {builds}"
 
 
 def test_a_broken_build_raises_with_the_compiler_s_reason():

@@ -1,0 +1,73 @@
+"""Programmatic dependent launch in the library's decode kernels (GEMV, RMSNorm): under the interpreter,
+which has no grid dependency control, `pdl=True` compiles it out and gives the same results; planned
+workspaces give the same results as the kernels' own. (Their PDL builds for sm_90 and sm_100 are checked
+in test_triton_compile; a PDL chain on the GPU in tests/runtime/test_gpu_pdl.)"""
+
+import random
+
+import pytest
+import torch
+
+from hoid.kernels import all_kernels, get
+from hoid.kernels.launch import bind_spec, resolve_params
+from hoid.kernels.library import triton_rmsnorm
+from hoid.kernels.library._triton_compile import interpreting
+from hoid.kernels.spec import Target
+
+PDL_IDS = ["triton.linear", "triton.linear_add", "triton.linear_swiglu_merged", "triton.rmsnorm",
+           "triton.add_rmsnorm"]
+
+
+def _random(types, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(t.shape, generator=g).to(t.torch_dtype) for t in types]
+
+
+def test_the_decode_kernels_declare_pdl():
+    declared = sorted(s.id for s in all_kernels().values() if s.pdl)
+    assert set(PDL_IDS) <= set(declared), declared
+
+
+@pytest.mark.parametrize("kernel_id", PDL_IDS)
+def test_pdl_under_the_interpreter_is_compiled_out_and_changes_nothing(kernel_id):
+    assert interpreting()
+    spec = get(kernel_id)
+    types, attrs = spec.examples(random.Random(3))
+    params = resolve_params(spec, types, attrs, target=Target.H200)
+    plain, chained = bind_spec(spec, types, attrs, params), bind_spec(spec, types, attrs, params, pdl=True)
+    assert chained.pdl and chained.keywords["pdl"] is True
+    inputs = _random(types)
+    for a, b in zip(plain(*inputs), chained(*inputs), strict=True):
+        assert torch.equal(a, b)
+
+
+def test_the_interpreter_cannot_run_grid_dependency_control():
+    """Why the kernels take a PDL constexpr: launched with it on, the interpreter fails. If a Triton release
+    runs `gdc_wait` interpreted, this fails, and the flag could go."""
+    x, w, out = torch.ones(1, 64), torch.ones(64), torch.empty(1, 64)
+    with pytest.raises(Exception, match="_semantic|jit"):
+        triton_rmsnorm.rmsnorm_rows[(1,)](x, x, w, out, out, 1, 64, 1e-6, HAS_RESIDUAL=False, BLOCK_M=1,
+                                          BLOCK_N=64, PDL=True)
+
+
+@pytest.mark.parametrize("kernel_id, types, attrs, params", [
+    ("triton.linear", [(1, 256), (48, 256)], {}, {"split_k": 4, "block_k": 64, "block_n": 16}),
+    ("triton.linear_swiglu_merged", [(2, 128), (64, 128)], {}, {"split_k": 2, "block_k": 64, "block_n": 8}),
+    ("triton.decode_attention_nomask", [(1, 4, 1, 16), (1, 2, 70, 16), (1, 2, 70, 16)],
+     {"is_causal": False, "scale": None, "enable_gqa": True}, {"block_n": 32, "split_tokens": 32}),
+    ("triton.softmax", [(3, 3000)], {"dim": -1}, {"split": "chunks", "block": 1024}),
+])
+def test_a_planned_workspace_gives_what_the_kernel_s_own_gives(kernel_id, types, attrs, params):
+    from hoid.ir import TensorType
+
+    spec = get(kernel_id)
+    types = [TensorType(s, "f32") for s in types]
+    call = bind_spec(spec, types, attrs, resolve_params(spec, types, attrs, params, Target.H200))
+    assert call.workspace, f"{kernel_id} at {params} needs a workspace"
+    inputs = _random(types, seed=1)
+    own = [t.clone() for t in call(*inputs)]
+    scratch = [torch.full(t.shape, float("nan"), dtype=t.torch_dtype) for t in call.workspace]
+    planned = call(*inputs, workspace=scratch)
+    for a, b in zip(own, planned, strict=True):
+        assert torch.equal(a, b)
+    assert not any(torch.isnan(t).all() for t in scratch), "the kernel did not use the workspace it was given"

@@ -1,0 +1,139 @@
+"""What a compiled call launches, from the specs, against what really launches (the recording launcher on
+the CPU: Triton's launches, interpreted); where a PDL chain breaks; and that a call allocates nothing."""
+
+import os
+import sys
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import hoid
+from hoid.kernels.launch import recording
+from hoid.runtime import compile
+from hoid.runtime.profile import print_profile
+
+from .conftest import kernel_chain
+
+CHAIN = [("triton.add_rmsnorm", ["rmsnorm_rows"]), ("triton.linear", ["gemv_tile"]),
+         ("triton.decode_attention_nomask", ["attend_split", "combine_splits"]),
+         ("triton.linear_add", ["gemv_tile"]), ("triton.rmsnorm", ["rmsnorm_rows"])]
+
+
+def _recorded(compiled, inputs):
+    with recording() as records:
+        outputs = compiled(*inputs)
+    return [(r.kernel, r.device_kernels) for r in records], outputs
+
+
+def test_the_declared_launches_are_the_launches_in_order():
+    graph, inputs = kernel_chain()
+    compiled = compile(graph, device="cpu")
+    plan = compiled.launches
+    declared = [(s.what.removeprefix("kernel "), s.count) for s in plan.kernels]
+    assert declared == [(kernel, len(names)) for kernel, names in CHAIN]
+    assert plan.declared == 6 and plan.undeclared == []  # the views launch nothing
+    for _ in range(2):  # the first call and a later one launch the same
+        recorded, outputs = _recorded(compiled, inputs)
+        assert recorded == CHAIN
+    for k, (a, b) in enumerate(zip(outputs, hoid.run(graph, *inputs), strict=True)):
+        assert torch.allclose(a, b, rtol=1e-5, atol=1e-5), f"output {k}"
+
+
+def test_a_rewritten_decode_step_launches_what_its_kernel_nodes_declare(tiny_rewritten):
+    compiled = compile(tiny_rewritten, device="cpu")
+    plan = compiled.launches
+    recorded, _ = _recorded(compiled, _decode_inputs(compiled))
+    assert [kernel for kernel, _ in recorded] == [s.what.removeprefix("kernel ") for s in plan.kernels]
+    assert [len(names) for _, names in recorded] == [s.count for s in plan.kernels]
+    ops = {s.what for s in plan.steps if s.count is None}
+    assert "matmul" in ops and not any(s.count is None for s in plan.kernels if s.what.startswith("kernel triton"))
+    assert all(s.count == 0 for s in plan.steps if s.what in ("reshape", "slice", "transpose", "expand"))
+
+
+def _decode_inputs(compiled):
+    return [torch.tensor([[3]]), torch.tensor([4]), *compiled.state]
+
+
+def test_the_profile_names_the_steps_that_break_a_pdl_chain():
+    graph, _ = kernel_chain()
+    plan = compile(graph, device="cpu").launches
+    assert not plan.pdl  # no PDL on the CPU; the chain is what a GPU of sm_90+ would get
+    (attention,) = plan.breaks()  # the attention kernels launch without PDL between the GEMVs
+    assert attention.what == "kernel triton.decode_attention_nomask" and attention.count == 2
+    # norm -> linear, linear_add -> norm overlap; linear -> attention -> (combine) -> linear_add do not
+    assert plan.overlaps() == (2, 5)
+    assert "1 step(s) without PDL break the chain" in plan.summary() and attention.node in plan.summary()
+
+
+def test_a_torch_op_between_pdl_kernels_breaks_the_chain(tiny_rewritten):
+    plan = compile(tiny_rewritten, device="cpu").launches
+    broken = {s.what for s in plan.breaks()}
+    assert "matmul" in broken and "sdpa" in broken  # the tiny model's projections and attention stay torch ops
+    assert not any(s.pdl_capable for s in plan.breaks())
+    overlapped, boundaries = plan.overlaps()
+    assert 0 < overlapped < boundaries
+
+
+def test_the_printed_profile_says_what_launches(capsys):
+    from rich.console import Console
+
+    from hoid.runtime.profile import example_inputs, profile
+
+    graph, _ = kernel_chain()
+    compiled = compile(graph, device="cpu")
+    result = profile(compiled, example_inputs(compiled), min_runs=1, min_seconds=0.0, warmup=0)
+    print_profile(result, console=Console(width=200), launches=compiled.launches)
+    out = capsys.readouterr().out
+    assert "launches per call: 6 from 5 kernel nodes" in out and "break the chain" in out
+
+
+class _Allocations(TorchDispatchMode):
+    """Tensors hoid's own code allocates (an op whose result has storage none of its operands has), by
+    the hoid file and line that asked: the Triton interpreter's copies of its arguments are not counted."""
+
+    def __init__(self):
+        super().__init__()
+        self.where: list[tuple[str, int]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if isinstance(out, torch.Tensor):
+            operands = {a.untyped_storage().data_ptr() for a in [*args, *(kwargs or {}).values()]
+                        if isinstance(a, torch.Tensor)}
+            if out.untyped_storage().data_ptr() not in operands:
+                self._note()
+        return out
+
+    def _note(self):
+        frame, torch_dir, hoid_dir = sys._getframe(2), os.path.dirname(torch.__file__), os.path.dirname(hoid.__file__)
+        while frame is not None and frame.f_code.co_filename.startswith(torch_dir):
+            frame = frame.f_back
+        if frame is not None and frame.f_code.co_filename.startswith(hoid_dir):
+            self.where.append((os.path.relpath(frame.f_code.co_filename, hoid_dir), frame.f_lineno))
+
+
+def test_a_call_allocates_nothing_after_the_first():
+    graph, inputs = kernel_chain()
+    compiled = compile(graph, device="cpu")
+    assert set(compiled.plan.workspaces) == {"t1", "t3", "t5"}  # the split-K GEMVs and the split attention
+    compiled(*inputs)
+    with _Allocations() as seen:
+        compiled(*inputs)
+        compiled(*inputs)
+    assert seen.where == []
+    # the count sees allocations: the same kernels launched without the plan allocate outputs and scratch
+    bound = compiled.lowered.kernels["t1"]
+    with _Allocations() as unplanned:
+        bound(inputs[0], compiled.namespace["w_q"])
+    assert {path for path, _ in unplanned.where} == {"kernels/launch.py", "kernels/library/triton_gemv.py"}
+
+
+def test_workspaces_share_slots_with_dead_buffers():
+    graph, _ = kernel_chain()
+    compiled = compile(graph, device="cpu")
+    plan = compiled.plan
+    used = [s for slots in plan.workspaces.values() for s in slots]
+    assert set(used) & set(plan.buffers.values()), "a workspace reuses a buffer that is dead by then"
+    pointers = {name: compiled.namespace[name].data_ptr() for names in compiled.program.workspaces.values()
+                for name in names}
+    assert "ws_t3_0" in compiled.source and len(pointers) == 4
