@@ -8,7 +8,9 @@ or through another helper (function-level imports included). The kernel's packag
 kernel defined elsewhere. The package's `__init__` is no helper: it lists the kernels, and adding one
 must not change the others.
 
-What the hash leaves out, on purpose: `hoid.ir`, `hoid.kernels.spec`/`pattern` and the rest of hoid are
+What the hash leaves out, on purpose: the library's build-only modules (`BUILD_ONLY`), which compile a
+kernel for an arch without a GPU (CI's sm_90/sm_100 check) and which no launch runs, so an edit there
+changes no measured code; `hoid.ir`, `hoid.kernels.spec`/`pattern` and the rest of hoid are
 the framework every kernel is declared in (types, the spec contract, the graph builder), not the code a
 launch runs; hashing them would change every version on any edit there and throw away every cached
 measurement for nothing. torch and Triton are outside too: the measurement cache keys on their
@@ -34,6 +36,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 LIBRARY = "hoid.kernels.library"
+# Imported by kernel modules for their `build` checks, never run by a launch (see the module doc).
+BUILD_ONLY = frozenset({f"{LIBRARY}._triton_build"})
 
 
 def kernel_version(launch: Callable, source: str | None = None) -> str:
@@ -85,7 +89,8 @@ def helpers_of(module_name: str, text: str) -> set[str]:
     while todo:
         name, source = todo.pop()
         for imported in _imports(name, source, _is_package(name)):
-            if imported.startswith(scope + ".") and imported not in found and imported != module_name:
+            if (imported.startswith(scope + ".") and imported not in found and imported != module_name
+                    and imported not in BUILD_ONLY):
                 helper = module_source(imported)
                 if helper is not None:  # `from .x import f` also names `x.f`, which is no module
                     found.add(imported)

@@ -25,16 +25,8 @@ from ...ir import TensorType
 from ..pattern import op_pattern
 from ..spec import Constraint, KernelSpec, Param
 from . import _constraints as C
-from ._triton_compile import (
-    cdiv,
-    compile_for,
-    example_floats,
-    next_power_of_2,
-    num_sms,
-    pointer_type,
-    tl,
-    triton_kernel,
-)
+from ._triton_build import compile_for, pointer_type
+from ._triton_compile import cdiv, example_floats, next_power_of_2, num_sms, tl, triton_kernel
 
 PARAMS = (
     Param("block_n", (32, 64, 128), 64),

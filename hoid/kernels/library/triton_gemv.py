@@ -30,16 +30,15 @@ from ...ir import GraphBuilder, TensorType, Value
 from ..pattern import Pattern
 from ..spec import KernelSpec, Param
 from . import _constraints as C
+from ._triton_build import compile_for, pointer_type
 from ._triton_compile import (
     cdiv,
-    compile_for,
     device_function,
     example_floats,
     next_power_of_2,
     num_sms,
     pdl_enter,
     pdl_launch,
-    pointer_type,
     tl,
     triton_kernel,
 )

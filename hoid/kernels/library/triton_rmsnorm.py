@@ -22,17 +22,8 @@ from ...ir import TensorType
 from ..pattern import op_pattern
 from ..spec import KernelSpec, Param
 from . import _constraints as C
-from ._triton_compile import (
-    cdiv,
-    compile_for,
-    example_floats,
-    next_power_of_2,
-    pdl_enter,
-    pdl_launch,
-    pointer_type,
-    tl,
-    triton_kernel,
-)
+from ._triton_build import compile_for, pointer_type
+from ._triton_compile import cdiv, example_floats, next_power_of_2, pdl_enter, pdl_launch, tl, triton_kernel
 
 MAX_COLS = 65536
 ROWS_CHOICES = ("auto", 1, 2, 4, 8, 16)

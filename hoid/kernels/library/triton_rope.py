@@ -24,16 +24,8 @@ from ...ir.registry import Attr
 from ..pattern import Pattern, op_pattern
 from ..spec import Constraint, KernelSpec, Param
 from . import _constraints as C
-from ._triton_compile import (
-    cdiv,
-    compile_for,
-    device_function,
-    example_floats,
-    next_power_of_2,
-    pointer_type,
-    tl,
-    triton_kernel,
-)
+from ._triton_build import compile_for, pointer_type
+from ._triton_compile import cdiv, device_function, example_floats, next_power_of_2, tl, triton_kernel
 
 
 @device_function

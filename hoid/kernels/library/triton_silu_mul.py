@@ -15,7 +15,8 @@ import torch
 from ...ir import TensorType
 from ..spec import KernelSpec, Param
 from . import _constraints as C
-from ._triton_compile import cdiv, compile_for, example_floats, next_power_of_2, pointer_type, tl, triton_kernel
+from ._triton_build import compile_for, pointer_type
+from ._triton_compile import cdiv, example_floats, next_power_of_2, tl, triton_kernel
 from .patterns import SILU_MUL, SWIGLU_MERGED
 
 BLOCK_CHOICES = ("auto", 256, 512, 1024, 2048, 4096)

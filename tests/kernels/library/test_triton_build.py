@@ -1,0 +1,56 @@
+"""Every Triton kernel of the library builds for Hopper (sm_90, the H200) and Blackwell (sm_100, the
+B200: the seed's target), without a GPU: nothing may silently fail to build for either."""
+
+import pytest
+
+from hoid.kernels import all_kernels
+
+TRITON_IDS = sorted(k.id for k in all_kernels().values() if k.backend == "triton")
+
+
+def test_the_library_has_its_triton_kernels():
+    assert {"triton.rmsnorm", "triton.add_rmsnorm", "triton.softmax", "triton.embedding"} <= set(TRITON_IDS)
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "sm_100"])
+@pytest.mark.parametrize("kernel_id", TRITON_IDS)
+def test_builds_for_arch(kernel_id, arch):
+    spec = all_kernels()[kernel_id]
+    assert arch in spec.archs and spec.compile is not None
+    built = spec.compile(arch)
+    builds = built if isinstance(built, list) else [built]
+    assert builds, f"{kernel_id} built nothing"
+    for b in builds:
+        assert b.arch == arch and b.ptx_target == arch + "a", f"{kernel_id}: {b}"
+        # Built as a launch on torch tensors specializes it (aligned pointers, strides multiples of 16), the
+        # bulk of its bytes is read 16 bytes per thread; a build without that read 2 bytes at a time.
+        assert b.wide_loads >= 1, f"{kernel_id}: no 16-byte global load in {b}"
+    # a kernel that supports PDL builds with it too: both grid dependency instructions, and none without
+    assert {b.griddep for b in builds} == ({0, 2} if spec.pdl else {0}), f"{kernel_id}: {builds}"
+
+
+def test_a_broken_build_raises_with_the_compiler_s_reason():
+    from hoid.kernels.library import triton_rmsnorm
+    from hoid.kernels.library._triton_build import compile_for
+
+    with pytest.raises((RuntimeError, ValueError), match="no type or value for argument"):
+        compile_for(triton_rmsnorm.rmsnorm_rows, "sm_90", {"x_ptr": "*bf16"}, {"BLOCK_N": 64})
+
+
+def test_an_unknown_arch_is_refused():
+    from hoid.kernels.library import triton_rmsnorm
+    from hoid.kernels.library._triton_build import compile_for
+
+    with pytest.raises(ValueError, match="sm_90, sm_100"):
+        compile_for(triton_rmsnorm.rmsnorm_rows, "sm_80", {}, {})
+
+
+def test_declaring_a_pointer_divisible_is_refused_by_name():
+    from hoid.kernels.library import triton_rmsnorm
+    from hoid.kernels.library._triton_build import compile_for
+
+    sig = {"x_ptr": "*bf16", "res_ptr": "*bf16", "w_ptr": "*bf16", "out_ptr": "*bf16", "sum_ptr": "*bf16",
+           "n_rows": "i32", "n_cols": "i32", "eps": "fp32"}
+    consts = {"HAS_RESIDUAL": False, "BLOCK_M": 1, "BLOCK_N": 64, "PDL": False}
+    with pytest.raises((RuntimeError, ValueError), match="non-integer argument.*eps"):
+        compile_for(triton_rmsnorm.rmsnorm_rows, "sm_90", sig, consts, divisible_by_16=("n_cols", "eps"))
