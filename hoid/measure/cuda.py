@@ -61,10 +61,18 @@ def rotation_sets(args: Sequence, *, cache_bytes: int, factor: int = ROTATE_FACT
         clones: dict[int, torch.Tensor] = {}
         for a in args:
             if isinstance(a, torch.Tensor) and id(a) not in clones:
-                clone = torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device=a.device)
-                clones[id(a)] = clone.copy_(a)
+                clones[id(a)] = _strided_copy(a)
         sets.append([clones.get(id(a), a) for a in args])
     return sets
+
+
+def _strided_copy(a: torch.Tensor) -> torch.Tensor:
+    """A copy of `a` in new memory with its strides, also where elements share memory (an expanded
+    tensor's stride 0, which `copy_` into such a view refuses): the span of memory it reads is copied."""
+    if a.numel() == 0:
+        return torch.empty_strided(a.shape, a.stride(), dtype=a.dtype, device=a.device)
+    span = 1 + sum((size - 1) * stride for size, stride in zip(a.shape, a.stride(), strict=True))
+    return a.as_strided((span,), (1,)).clone().as_strided(a.shape, a.stride())
 
 
 def time_cuda(fn: Callable[..., object], args: Sequence = (), *, rotate: bool = True, warmup: int = 3,

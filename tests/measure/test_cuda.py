@@ -27,6 +27,18 @@ def test_rotation_keeps_aliasing_and_layout():
     assert all(s[0] is s[1] and s[0].stride() == a.stride() for s in sets)
 
 
+def test_rotation_copies_an_expanded_tensor_with_its_zero_strides():
+    # a broadcast input (the H200's optimize run met one: copy_ into such a view raises)
+    base = torch.randn(1, 5)
+    a, offset = base.expand(3, 5), torch.arange(20.0)[4:].view(2, 8)[:, ::2]
+    sets = rotation_sets([a, offset], cache_bytes=1000, max_copies=3)
+    assert len(sets) == 3
+    for copy, view in zip(sets[2], (a, offset), strict=True):
+        assert copy.data_ptr() != view.data_ptr() and copy.stride() == view.stride() and torch.equal(copy, view)
+    base.add_(1)  # the copies own their memory
+    assert not torch.equal(sets[1][0], a)
+
+
 def test_cuda_timer_refuses_without_a_gpu_and_names_the_alternative():
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")

@@ -110,7 +110,11 @@ def pdl_launch(pdl: bool) -> dict:
     return {"PDL": True, "launch_pdl": True} if on else {"PDL": False}
 
 
-def _pdl_enter(PDL: tl.constexpr):
+# Defined under its own name (not `pdl_enter = device_function(_pdl_enter)`): torch.compile's inductor
+# rebuilds a user kernel's source with the jit functions it calls under their function names, so an alias
+# is undefined there (an exported package under torch.compile failed so on the H200).
+@device_function
+def pdl_enter(PDL: tl.constexpr):
     """A PDL kernel's first statement. Waits until the previous kernel in the stream has finished and its
     writes are visible (before any load or store: this kernel may read what it wrote, or overwrite what it
     still reads, as planned buffers are reused), then lets the next kernel launch: its programs start and
@@ -119,8 +123,6 @@ def _pdl_enter(PDL: tl.constexpr):
         tl.extra.cuda.gdc_wait()
         tl.extra.cuda.gdc_launch_dependents()
 
-
-pdl_enter = device_function(_pdl_enter)
 
 
 def _require_gpu_tensors(name: str, args: Sequence[Any]) -> None:

@@ -30,6 +30,7 @@ PARAMS = (
     Param("stages", ("auto", 2, 3, 4, 5, 6), "auto"),
 )
 TILE_M, TILE_K = 128, 64  # a WGMMA is 64 rows; K of 64 bf16 is one 128-byte swizzle row
+MIN_ROWS = 16  # see _constraints
 SMEM_BYTES = 227 * 1024  # the H200's shared memory per block
 
 
@@ -252,7 +253,12 @@ def _constraints(pattern: Pattern, extra=()) -> tuple:
             C.contiguous(ops, *ops),
             C.shape_holds("x [..., K], weight [N, K]", _fits),
             C.shape_holds("K and N multiples of 8 (TMA needs 16-byte strides)",
-                          lambda t: t[0].shape[-1] % 8 == 0 and t[1].shape[0] % 8 == 0), *extra)
+                          lambda t: t[0].shape[-1] % 8 == 0 and t[1].shape[0] % 8 == 0),
+            # At one row (decode's x [1, 1, K]) the H200 raised an illegal instruction at every decode
+            # matrix (benchmarks/decode_prices.py, 2026-12-01), which poisons the process's CUDA context;
+            # the GPU checks pass from 17 rows. Fewer rows are the GEMVs' (triton.linear, cute.linear).
+            C.shape_holds(f"at least {MIN_ROWS} rows of x (M): fewer are a GEMV's",
+                          lambda t: t[0].numel // max(t[0].shape[-1], 1) >= MIN_ROWS), *extra)
 
 
 def _examples(with_residual: bool):

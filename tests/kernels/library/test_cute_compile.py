@@ -142,3 +142,12 @@ def test_the_launch_path_builds_over_torch_tensors(module, epilogue, m, k, rows)
     residual = torch.zeros(m, n_out, dtype=torch.bfloat16) if epilogue == "add" else None
     name, key, make, tensors = mod.prepare(x, w, residual, out, epilogue)
     assert compiled_for(name, key, make, dlpack_views(tensors), null_stream(), "sm_90") is not None
+
+
+def test_the_gemm_leaves_one_row_to_the_gemvs_and_says_so():
+    from hoid.ir import TensorType
+    from hoid.kernels.library.cute_gemm import LINEAR_SPEC, MIN_ROWS
+
+    decode = [TensorType((1, 1, 2048), "bf16"), TensorType((6144, 2048), "bf16")]
+    assert f"at least {MIN_ROWS} rows" in LINEAR_SPEC.rejects(decode, {})
+    assert LINEAR_SPEC.rejects([TensorType((17, 2048), "bf16"), TensorType((6144, 2048), "bf16")], {}) is None
