@@ -109,11 +109,20 @@ class CompiledGraph:
         outputs = self._fn(*args)
         if self.use_cuda_graph and self.cuda_graph_reason is None:
             # the first call ran eagerly: Triton compiled, cuBLAS and the split-K counters set up; now
-            # the same function is recorded over the same buffers
-            self._graph, self._static_outputs, self.cuda_graph_reason = capture(self._fn, args)
+            # the same function is recorded, over input buffers of its own: a replay reads what it was
+            # recorded over, and the caller's tensors of this call (a view of its token sequence, a
+            # position made for the call) are the caller's to overwrite or free (the H200 showed both:
+            # later tokens written into the prompt, and a first decode that read freed memory)
+            static = self._own_inputs(args)
+            self._graph, self._static_outputs, self.cuda_graph_reason = capture(self._fn, static)
             if self._graph is not None:
-                self._static_inputs = list(args)
+                self._static_inputs = static
         return outputs
+
+    def _own_inputs(self, args: list[torch.Tensor]) -> list[torch.Tensor]:
+        """`args` with every activation input copied into a buffer of this graph (state is its own)."""
+        kinds = [self.graph.kind_of(v.name) for v in self.graph.runtime_inputs]
+        return [a if kind == "state" else a.clone() for kind, a in zip(kinds, args, strict=True)]
 
     def run_eager(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """One call through the generated function, never the CUDA graph (to compare the two)."""

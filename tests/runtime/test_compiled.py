@@ -57,6 +57,35 @@ def test_state_is_owned_updated_in_place_and_recognised_by_pointer(tiny_rewritte
     assert [t.data_ptr() for t in cache] == pointers == [t.data_ptr() for t in compiled.state]
 
 
+def test_the_captured_call_is_recorded_over_inputs_of_its_own(tiny_step, monkeypatch):
+    # capture itself needs CUDA (tests/runtime/test_gpu.py); here a stand-in records what it was given
+    from hoid.runtime import compiled as compiled_module
+
+    class Replay:
+        def replay(self):
+            pass
+
+    recorded = []
+
+    def capture(fn, args):
+        recorded.append(args)
+        return Replay(), fn(*args), None
+
+    monkeypatch.setattr(compiled_module, "capture", capture)
+    step = compile(tiny_step, device="cpu")
+    step.use_cuda_graph, step.cuda_graph_reason = True, None  # as on a GPU
+    first = _inputs(tiny_step)
+    step(*first)
+    (args,) = recorded
+    ids, position, *state = args
+    # the caller's ids and position are the caller's to overwrite or free: the graph records copies
+    assert ids.data_ptr() != first[0].data_ptr() and position.data_ptr() != first[1].data_ptr()
+    assert torch.equal(ids, first[0]) and torch.equal(position, first[1])
+    assert [t.data_ptr() for t in state] == [t.data_ptr() for t in step.state]  # the state is its own already
+    step(torch.tensor([[9]]), torch.tensor([6]), *step.state)
+    assert first[0].item() != 9 and ids.item() == 9 and position.item() == 6  # later calls fill the copies
+
+
 def test_calls_reuse_their_buffers(tiny_rewritten):
     compiled = compile(tiny_rewritten, device="cpu")
     args = _inputs(tiny_rewritten)

@@ -33,6 +33,25 @@ def test_replay_equals_eager(gpu_step):
         assert torch.equal(a, b), f"output {k} differs between replay and eager"
 
 
+def test_a_captured_graph_reads_and_writes_none_of_the_callers_tensors(gpu_step):
+    compiled = compile(gpu_step)
+    first = _args(compiled)
+    compiled(*first)  # eager, then captured
+    for position in (4, 5, 6):
+        args = _args(compiled, position)
+        args[0].fill_(position)
+        compiled(*args)
+    # the H200 saw later tokens land in the tensors of the captured call (a prompt's first token)
+    assert first[0].item() == 7 and first[1].item() == 3
+    assert compiled.stats.input_copies == 6  # each later call's ids and position, into the graph's own
+
+
+def test_generate_returns_its_prompt_untouched(gpu_step):
+    prompt = torch.tensor([[1, 2, 3]], device="cuda")
+    tokens = generate(compile(gpu_step), prompt, 6)
+    assert torch.equal(tokens[:, :3], prompt), tokens
+
+
 def test_replays_allocate_nothing_and_caches_keep_their_addresses(gpu_step):
     compiled = compile(gpu_step)
     pointers = [t.data_ptr() for t in compiled.state]
