@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from ..ir import Graph, Node
+from ..ir.graph import attr_key
 from ..ir.interpreter import run, run_node
 from ..ir.registry import get_op
 from .cache import MeasureCache
@@ -141,13 +142,36 @@ def _measure_nodes(graph: Graph, device: Device, inputs, weights, timer_options
 
     run(graph, *inputs, weights=weights, on_node=keep)
     out = []
+    first: dict = {}  # signature -> (seconds, method, node timed)
     for node in graph.nodes:
+        key = _signature(node)
+        if key is not None and key in first:
+            seconds, method, timed = first[key]
+            out.append((node, seconds, f"{method}; as {timed.name}"))
+            continue
         args = [env[v.name] for v in node.inputs]
         call = _launcher(node) if node.op == "kernel" else (lambda *tensors, node=node: run_node(node, list(tensors)))
         timing = time_on(device, call, args, **timer_options)
         method = f"{timing.method}; {timing.note}" if timing.note else timing.method
         out.append((node, timing.median, method))
+        if key is not None:
+            first[key] = (timing.median, method, node)
     return out
+
+
+def _signature(node: Node):
+    """What a node's time depends on: its op, attrs and the types (strides included) of what it reads and
+    writes. A model's layers repeat: the 28-layer Qwen3-1.7B decode step has 86 signatures in 2529 nodes
+    (39 in 556 once rewritten), so each is timed once, on the first node that has it (inputs are rotated
+    past the L2 either way, and the index inputs whose values could matter, cache positions, are the same
+    tensors in every layer). None (time it) where an attr has no exact key."""
+    try:
+        key = (node.op, tuple(v.type for v in node.inputs), tuple(v.type for v in node.outputs),
+               attr_key(node.attrs))
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 def _launcher(node: Node):

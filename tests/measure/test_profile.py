@@ -43,6 +43,26 @@ def test_measured_profile_on_the_cpu_times_every_node():
     assert "matmul" in table and "100.0%" in table
 
 
+def test_repeated_layers_are_timed_once_per_signature(monkeypatch):
+    from hoid.measure import profile as profile_module
+
+    b = GraphBuilder("layers")
+    h = b.input("x", (16, 256), "f32")
+    for layer in range(3):  # three identical layers, then one of another width
+        h = b.silu(b.matmul(h, b.weight(f"w{layer}", (256, 256), "f32"), name=f"proj{layer}"), name=f"act{layer}")
+    wide = b.matmul(h, b.weight("w_wide", (256, 512), "f32"), name="wide")
+    graph = b.build(wide)
+    timed = []
+    real = profile_module.time_on
+    monkeypatch.setattr(profile_module, "time_on", lambda device, fn, args, **o: timed.append(args) or real(
+        device, fn, args, **o))
+    profile = profile_graph(graph, mode="measured", device=calibrate_cpu(), **FAST)
+    assert len(timed) == 3  # proj0, act0 and wide: the other layers' nodes share their signatures
+    rows = {r.node: r for r in profile.rows}
+    assert rows["%proj2"].seconds == rows["%proj0"].seconds and rows["%proj2"].method.endswith("as %proj0")
+    assert rows["%wide"].seconds != rows["%proj0"].seconds and "as %" not in rows["%wide"].method
+
+
 def test_auto_is_analytic_without_a_gpu_and_bad_modes_are_refused():
     if not torch.cuda.is_available():
         assert profile_graph(mlp(), device=H200).mode == "analytic"
