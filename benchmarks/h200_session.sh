@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# One H200 session's steps, each one device call (run from the repository root there, results to $OUT).
+# The machine keeps /tmp only while it stays warm (30 s after a call), so the steps that install go first
+# and the next call must follow at once; a cold machine needs `prep` again.
+#
+# Here, once:   ../shared/tools/gpu-wheels && ../shared/tools/gpu-wheels --cute && bash benchmarks/h200_session.sh split
+#   split       cuts .cute2/cu13.tar.xz (63.5 MB) into .cute2a/ and .cute2b/: one call carries 64 MiB with the
+#               working tree, and the tree (3.4 MB) beside the whole tarball left 150 KB to spare
+# There, one call each, with the carry named:
+#   prep        [.whl, .cute1]  egglog + openai into /tmp/site, CuTe DSL part 1 into /tmp/cute
+#   cute-a      [.cute2a]       the first half of CuTe's libraries, kept in /tmp
+#   cute-b      [.cute2b]       the second half; CuTe DSL importable from here on (sitecustomize)
+#   tests       []              python -m pytest -m gpu (every GPU test; CuTe's too once installed)
+#   prices      []              benchmarks/decode_prices.py (after any kernel edit: the shipped prices)
+#   STEP ARGS   any other step name runs `python3 ARGS` with the environment set, e.g.
+#               bash benchmarks/h200_session.sh run benchmarks/optimize_h200.py --out $OUT --minutes 8
+set -uo pipefail
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD:/tmp/site
+out=${OUT:-/tmp/out}
+mkdir -p "$out"
+case ${1:-} in
+  split)
+    rm -rf .cute2a .cute2b && mkdir -p .cute2a .cute2b
+    split -n 2 -d .cute2/cu13.tar.xz /tmp/cu13.part. && mv /tmp/cu13.part.00 .cute2a/ && mv /tmp/cu13.part.01 .cute2b/
+    for d in .cute2a .cute2b; do grep -qx "/$d/" .git/info/exclude || echo "/$d/" >> .git/info/exclude; done
+    du -sh .cute2a .cute2b ;;
+  prep)
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+      || { echo "prep: the wheels did not install" >&2; exit 1; }
+    rm -rf /tmp/cute && python3 -m pip install -q --no-index --no-deps --target /tmp/cute .cute1/*.whl && echo "prep: done"
+    nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.used --format=csv ;;
+  cute-a)
+    [[ -d /tmp/cute ]] || { echo "cute-a: /tmp/cute is gone (the machine went cold): prep again" >&2; exit 1; }
+    cp .cute2a/cu13.part.00 /tmp/ && echo "cute-a: done" ;;
+  cute-b)
+    [[ -f /tmp/cu13.part.00 && -d /tmp/cute ]] || { echo "cute-b: part a is gone: prep, cute-a again" >&2; exit 1; }
+    cat /tmp/cu13.part.00 .cute2b/cu13.part.01 | tar -xJf - -C /tmp/cute \
+      && echo "import site; site.addsitedir('/tmp/cute')" > /tmp/site/sitecustomize.py \
+      && python3 -c "import cutlass; print('cute-b: CuTe DSL', cutlass.__version__)" ;;
+  tests)
+    [[ -f /tmp/site/sitecustomize.py ]] && export HOID_REQUIRE_CUTE=1
+    timeout "${2:-540}" python3 -m pytest -m gpu -q -p no:cacheprovider --durations=15 -rs 2>&1 | tee "$out/gpu_pytest.txt" \
+      | grep -v '^DEBUG' | tail -40 ;;
+  prices)
+    timeout 330 python3 benchmarks/decode_prices.py --deadline 300 --out "$out/decode_prices.json" 2>&1 | tail -5 ;;
+  run)
+    shift; python3 "$@" ;;
+  *) echo "usage: $0 split|prep|cute-a|cute-b|tests|prices|run SCRIPT ARGS" >&2; exit 2 ;;
+esac
