@@ -59,6 +59,10 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--optimize-budget", default=None,
                     help="hoid.optimize's budget for each of the cold and warm runs, as `hoid optimize` reads it "
                          "(e.g. 4m, '0 attempts'); default: until the proposers run dry")
+    ap.add_argument("--agent", default=None,
+                    help="hoid.optimize's proposers, joined by commas as `hoid optimize --agent` takes them (e.g. "
+                         "library,codegen,dir:examples/kernels for the fused kernels written outside hoid); "
+                         "default: hoid.optimize's own")
     ap.add_argument("--warmup", type=int, default=8, help="decode steps of the warm-up generation")
     ap.add_argument("--eager-prefill", action="store_true", help="stock compiled rows prefill uncompiled")
     ap.add_argument("--cpu-inductor", action="store_true", help="on the CPU, compile with inductor (minutes)")
@@ -161,7 +165,8 @@ def run_shape(lm, shape: Shape, keys: list[str], args, device, cell: dict, save)
         from hoid.agent import Budget
 
         budget = Budget.parse(args.optimize_budget)
-    ctx = decode_hoid.Context(device, budget=budget, profile=not args.no_profile)
+    agent = args.agent.split(",") if args.agent else None
+    ctx = decode_hoid.Context(device, budget=budget, profile=not args.no_profile, agent=agent)
     plan, failure = None, None
     try:
         plan = decode_hoid.prepare(lm, shape, ctx)

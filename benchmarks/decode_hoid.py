@@ -33,6 +33,7 @@ class Context:
     device: torch.device
     budget: object = None  # a hoid.Budget for each optimize run (None: until the proposers run dry)
     profile: bool = True
+    agent: list | None = None  # hoid.optimize's proposers (None: its default)
 
 
 @dataclass
@@ -51,14 +52,15 @@ class Plan:
         self.folder.cleanup()
 
 
-def _optimize(graph, device, folder: Path, name: str, cache, budget):
+def _optimize(graph, device, folder: Path, name: str, cache, budget, agent=None):
     import hoid
+    from hoid.agent.proposer import DEFAULT_AGENTS
     from hoid.kernels import AcceptedStore
 
     begin = time.perf_counter()
     with AcceptedStore(folder / f"{name}_kernels.sqlite") as store:
-        opt = hoid.optimize(graph, device=device, journal=folder / f"{name}_journal.sqlite", cache=cache,
-                            store=store, budget=budget)
+        opt = hoid.optimize(graph, agent=agent or DEFAULT_AGENTS, device=device, cache=cache, store=store,
+                            journal=folder / f"{name}_journal.sqlite", budget=budget)
     seconds = time.perf_counter() - begin
     report = opt.report
     return opt, {"seconds": seconds, "stop_reason": str(report.stop_reason), "measured": report.measured,
@@ -71,6 +73,7 @@ def prepare(lm, shape: Shape, ctx: Context) -> Plan:
     import hoid
     import hoid.measure
     from hoid.agent.loop import resolve_device
+    from hoid.agent.proposer import DEFAULT_AGENTS
     from hoid.ir.text import dumps
     from hoid.kernels import KernelSet
     from hoid.models import decode_step_graph, prefill_graph
@@ -82,14 +85,15 @@ def prepare(lm, shape: Shape, ctx: Context) -> Plan:
     step = decode_step_graph(lm, shape.cache_len, batch=shape.batch)
     import_s = time.perf_counter() - begin
     with hoid.measure.MeasureCache(root / "measure.sqlite") as cache:
-        opt, cold = _optimize(step, target, root, "cold", cache, ctx.budget)
-        warm_opt, warm = _optimize(step, target, root, "warm", cache, ctx.budget)
+        opt, cold = _optimize(step, target, root, "cold", cache, ctx.budget, ctx.agent)
+        warm_opt, warm = _optimize(step, target, root, "warm", cache, ctx.budget, ctx.agent)
     begin = time.perf_counter()
     prefill = hoid.search.rewrite(prefill_graph(lm, shape.prompt, shape.cache_len, batch=shape.batch),
                                   device=target, kernels=KernelSet.default().runnable_here())
     prefill_s = time.perf_counter() - begin
     kernels = sorted({n.attrs["kernel"] for n in opt.graph.nodes if n.op == "kernel"})
-    info = {"device": target.name, "import_s": import_s, "cold": cold, "warm": warm,
+    info = {"device": target.name, "agents": list(ctx.agent or DEFAULT_AGENTS), "import_s": import_s, "cold": cold,
+            "warm": warm,
             "same_graph": dumps(opt.graph) == dumps(warm_opt.graph), "kernels": kernels,
             "report": str(opt.report), "prefill_rewrite_s": prefill_s,
             "prefill_kernels": sorted({n.attrs["kernel"] for n in prefill.nodes if n.op == "kernel"})}

@@ -30,7 +30,7 @@ def _run(tmp, *argv, timeout=1500):
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("decode")
-    done = _run(tmp, "--prompt", "8", "--batch", "2", "--optimize-budget", "0 attempts")
+    done = _run(tmp, "--prompt", "8", "--batch", "2", "--optimize-budget", "0 attempts", "--agent", "library")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     path = tmp / "out" / "decode-qwen3-1.7b-tiny-p8-b2-n8.json"
     return tmp, json.loads(path.read_text()), done.stdout
@@ -82,6 +82,7 @@ def test_hoid_reports_its_optimization_and_profile(smoke):
     opt = hoid["optimize"]
     assert opt["cold"]["seconds"] > 0 and opt["warm"]["seconds"] > 0
     assert opt["cold"]["stop_reason"] == "budget spent: 0 attempts"
+    assert opt["agents"] == ["library"]  # --agent reaches hoid.optimize
     assert hoid["profile"]["rows"] and hoid["profile"]["step_s"] > 0
     assert hoid["captured"] is False and hoid["cuda_graph_reason"] == "the device is not a GPU"
 
