@@ -9,8 +9,8 @@ the one decode loop (`decode_loop.run_row`: tokens/s, time to first token, peak 
 
 - stock: transformers eager (dynamic cache; its default `grouped_mm` experts), eager over the static cache,
   the static-cache model under torch.compile reduce-overhead, max-autotune, max-autotune with
-  coordinate-descent tuning, and reduce-overhead with transformers' gathered `batched_mm` experts (the
-  formulation hoid imports, so that best stock is also given the gathered form);
+  coordinate-descent tuning, and reduce-overhead with transformers' gathered `batched_mm` experts in the
+  step (the formulation hoid imports, so that best stock is also given the gathered form);
 - hoid: the decode step imported (`decode_step_graph`: router, top-k and the selected experts' GEMVs as IR
   ops), `hoid.search.rewrite` with the library kernels that run here (or `hoid.optimize` with
   `--optimize-budget`), `hoid.compile` (CUDA graph, argmax inside the step), prefill rewritten and compiled
@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import datetime
 import json
 import platform
@@ -47,34 +48,39 @@ import decode_hoid  # noqa: E402
 import decode_report  # noqa: E402
 import decode_stock  # noqa: E402
 from decode import _line, copy_bandwidth, versions  # noqa: E402
-from decode_loop import Decoder, Shape, release, run_row  # noqa: E402
+from decode_loop import Decoder, Shape, greedy, release, run_row  # noqa: E402
 
 MODEL = "qwen3-30b-a3b"
 
 
 # --- stock rows ------------------------------------------------------------------------------------
-def _with_experts(implementation: str, build):
-    """A stock builder run with transformers' experts `implementation`, the model's own put back on close."""
-    def wrapped(lm, shape: Shape, ctx) -> Decoder:
-        before = lm.config._experts_implementation
-        lm.set_experts_implementation(implementation)
+def _hf_bmm_reduce_overhead(lm, shape: Shape, ctx) -> Decoder:
+    """The decode step with transformers' gathered `batched_mm` experts under torch.compile reduce-overhead;
+    the prefill eager with the model's default experts (batched_mm on a 1024-token prompt would gather a
+    weight copy per (token, expert) pair: 51 GB per layer)."""
+    default = lm.config._experts_implementation
+    module = decode_stock._static(lm, shape)
+    decoder = decode_stock._compiled(module, "reduce-overhead", dataclasses.replace(ctx, compile_prefill=False),
+                                     fullgraph=False)
+    lm.set_experts_implementation("batched_mm")
+
+    def prefill(ids, pos):
+        lm.set_experts_implementation(default)
         try:
-            decoder = build(lm, shape, ctx)
-        except BaseException:
-            lm.set_experts_implementation(before)
-            raise
-        inner = decoder.close
+            return greedy(module(ids, pos))
+        finally:
+            lm.set_experts_implementation("batched_mm")
 
-        def close():
-            if inner is not None:
-                inner()
-            lm.set_experts_implementation(before)
+    inner = decoder.close
 
-        decoder.close = close
-        decoder.info["experts_implementation"] = implementation
-        return decoder
+    def close():
+        if inner is not None:
+            inner()
+        lm.set_experts_implementation(default)
 
-    return wrapped
+    decoder.prefill, decoder.close = prefill, close
+    decoder.info["experts_implementation"] = f"batched_mm in the step, {default} in the (eager) prefill"
+    return decoder
 
 
 def _hf_max_autotune_cd(lm, shape: Shape, ctx) -> Decoder:
@@ -90,7 +96,7 @@ STOCK = {
     "hf-compile-max-autotune-cd": ("transformers static cache, torch.compile max-autotune + coordinate descent",
                                    _hf_max_autotune_cd),
     "hf-bmm-reduce-overhead": ("transformers static cache, batched_mm experts, torch.compile reduce-overhead",
-                               _with_experts("batched_mm", decode_stock.hf_compiled("reduce-overhead"))),
+                               _hf_bmm_reduce_overhead),
 }
 
 

@@ -86,7 +86,7 @@ def prefill_graph(lm, tokens: int, cache_len: int, *, batch: int = 1, name: str 
     if tokens > cache_len:
         raise ValueError(f"a prefill of {tokens} tokens does not fit a cache of {cache_len} slots")
     step = CausalLMStep(lm, cache_len, batch).eval()
-    with traceable_experts(lm):  # a MoE decoder's experts in their gathered form (models/moe.py)
+    with traceable_experts(lm, batch * tokens):  # a MoE decoder's experts, traceable (models/moe.py)
         return from_torch(step, _example_inputs(lm, batch, tokens), name=name or "prefill")
 
 

@@ -19,6 +19,9 @@ routing as ops the search can reach:
     index(gate_up_proj, ids) -> matmul -> silu * up -> index(down_proj, ids) -> matmul   (k experts)
     mul(weights) -> sum over k                                             (the weighted combine)
 
+A graph of many tokens (a prefill) would gather one weight copy per (token, expert) pair that way; it is
+traced with every expert on every token instead (`dense_experts_forward`), each expert's weights read once.
+
 The zoo entries are registered in `configs.SPECS` (family `qwen3_moe`): `qwen3-30b-a3b` with the numbers
 of its published `config.json`, and `qwen3-30b-a3b-tiny` for tests (2 layers, hidden 64, 16 experts of
 width 32, top 4, the GQA ratio, norms and RoPE kept).
@@ -29,10 +32,14 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
+import torch
+
 from .configs import ModelSpec
 
-# the experts implementation the graphs are traced with (see the module docstring)
-TRACEABLE_EXPERTS = "batched_mm"
+# the experts implementations the graphs are traced with (see the module docstring)
+TRACEABLE_EXPERTS = "batched_mm"  # a few tokens: gather the selected experts' weights
+DENSE_EXPERTS = "hoid_dense"  # many tokens: every expert on every token, weighted by a dense routing matrix
+
 
 _QWEN3_30B_A3B = dict(
     vocab_size=151936, hidden_size=2048, intermediate_size=6144, num_hidden_layers=48,
@@ -51,20 +58,44 @@ SPECS: dict[str, ModelSpec] = {
 }
 
 
+def dense_experts_forward(experts, hidden_states, top_k_index, top_k_weights):
+    """transformers' experts forward, for graphs of many tokens: every expert on every token, then the sum
+    weighted by the routing scattered over all E experts (zero where not selected).
+
+    `batched_mm` gathers one weight copy per (token, expert) pair: a 1024-token prefill of Qwen3-30B-A3B would
+    materialize 8192 x [1536, 2048] bfloat16 (51 GB) per layer. Here each expert's weights are read once,
+    as one large matmul (compute-bound at prefill sizes), with the same result up to the order of the sum
+    (the unselected experts add exact zeros)."""
+    gate_up = torch.matmul(hidden_states, experts.gate_up_proj.transpose(1, 2))  # [E, T, 2I]
+    out = torch.matmul(experts._apply_gate(gate_up), experts.down_proj.transpose(1, 2))  # [E, T, H]
+    chosen = top_k_index.unsqueeze(-1) == torch.arange(experts.num_experts, device=top_k_index.device)
+    routing = (chosen * top_k_weights.unsqueeze(-1)).sum(dim=1)  # [T, E]
+    return (out * routing.transpose(0, 1).unsqueeze(-1).to(out.dtype)).sum(dim=0).to(hidden_states.dtype)
+
+
+def experts_for(lm, tokens: int) -> str:
+    """The traceable experts implementation for a graph of `tokens` tokens (batch x sequence): the gathered
+    one while the (token, expert) pairs are fewer than the experts, else the dense one."""
+    return TRACEABLE_EXPERTS if tokens * lm.config.num_experts_per_tok < lm.config.num_experts else DENSE_EXPERTS
+
+
 def is_moe(lm) -> bool:
     """Whether a transformers causal LM has sparse MoE blocks (experts that an implementation runs)."""
     return getattr(lm.config, "num_experts", 0) > 0 and hasattr(lm, "set_experts_implementation")
 
 
 @contextlib.contextmanager
-def traceable_experts(lm) -> Iterator[None]:
-    """Run `lm`'s MoE blocks with the gathered, batched experts (`batched_mm`) inside the block, and put
-    back the implementation it had on exit. A model without experts passes through unchanged."""
+def traceable_experts(lm, tokens: int = 1) -> Iterator[None]:
+    """Run `lm`'s MoE blocks in a traceable form for `tokens` tokens (`experts_for`) inside the block, and
+    put back the implementation it had on exit. A model without experts passes through unchanged."""
     if not is_moe(lm):
         yield
         return
+    from transformers.integrations.moe import ALL_EXPERTS_FUNCTIONS
+
+    ALL_EXPERTS_FUNCTIONS.register(DENSE_EXPERTS, dense_experts_forward)
     before = lm.config._experts_implementation
-    lm.set_experts_implementation(TRACEABLE_EXPERTS)
+    lm.set_experts_implementation(experts_for(lm, tokens))
     try:
         yield
     finally:

@@ -18,7 +18,7 @@ import torch
 
 import hoid
 from hoid.models import build_model, config, decode_step_graph, empty_cache, generate, prefill_graph
-from hoid.models.moe import TRACEABLE_EXPERTS, traceable_experts
+from hoid.models.moe import TRACEABLE_EXPERTS, experts_for, traceable_experts
 from tests.oracle import rel_error
 
 pytest.importorskip("transformers")
@@ -54,27 +54,42 @@ def test_the_published_config():
     assert tiny.num_experts_per_tok < tiny.num_experts  # the routing still selects
 
 
-def test_the_traced_moe_block_equals_transformers_expert_loop():
-    """One MoE block imported alone (batched_mm, gathered experts) against the same block running
-    transformers' reference loop over the experts that were hit (`eager`), on 6 tokens at once so that
-    tokens share experts."""
+@pytest.mark.parametrize("tokens, implementation", [(1, "batched_mm"), (6, "hoid_dense")])
+def test_the_traced_moe_block_equals_transformers_expert_loop(tokens, implementation):
+    """One MoE block imported alone, in the form a graph of `tokens` tokens is traced with (gathered experts
+    for a decode step, dense for a prefill), against the same block running transformers' reference loop
+    over the experts that were hit (`eager`), on 6 tokens at once so that tokens share experts."""
     lm, _ = zoo()
     block = lm.model.layers[1].mlp
     x = torch.randn(1, 6, 64, generator=torch.Generator().manual_seed(2))
-    with traceable_experts(lm):
+    assert experts_for(lm, tokens) == implementation
+    with traceable_experts(lm, tokens):
         graph = hoid.from_torch(block, (x,))
+    before = lm.config._experts_implementation
     lm.set_experts_implementation("eager")
     try:
         with torch.no_grad():
             want = block(x)
     finally:
-        lm.set_experts_implementation("grouped_mm")
+        lm.set_experts_implementation(before)
     (got,) = hoid.run(graph, x)
     assert got.shape == want.shape == (1, 6, 64)
     assert rel_error(got, want) < 1e-5
     # the routing really selected: 4 of 16 experts per token, not all tokens the same ones
     _, _, ids = block.gate(x.reshape(-1, 64))
     assert ids.shape == (6, 4) and len({tuple(sorted(r)) for r in ids.tolist()}) > 1
+    gathers = [n for n in graph.nodes if n.op == "index"]
+    assert len(gathers) == (2 if implementation == "batched_mm" else 0)
+
+
+def test_a_prefill_reads_each_expert_once_and_a_decode_step_only_the_selected():
+    lm, step = zoo()
+    assert experts_for(lm, 3) == "batched_mm" and experts_for(lm, 4) == "hoid_dense"  # 4 x 4 pairs = 16 experts
+    prefill = prefill_graph(lm, 5, CACHE_LEN)
+    for name, consumers in _expert_weight_uses(prefill).items():
+        assert [op for op, _ in consumers] == ["transpose"], name  # then one matmul over all experts
+    for name, consumers in _expert_weight_uses(step).items():
+        assert [op for op, _ in consumers] == ["index"], name
 
 
 def test_traceable_experts_puts_the_implementation_back():
@@ -140,6 +155,7 @@ def test_the_step_runs_only_the_selected_experts():
     assert topk.attrs["k"] == cfg.num_experts_per_tok and topk.inputs[0].type.shape == (1, cfg.num_experts)
 
 
+@pytest.mark.slow  # 48 layers through torch.export: a minute and more on the shared CPU
 def test_a_full_size_decode_step_has_the_published_shapes():
     """Qwen3-30B-A3B itself on the meta device: 48 layers, each with 4 KV heads of 128, a router over
     128 experts that keeps 8, and 30.5B parameters in all."""
