@@ -5,7 +5,8 @@
     tokens = hoid.models.generate(step, prompt, 16)            # greedy, through the interpreter
 
 `configs` holds the four models (Qwen3-1.7B, Qwen3-4B, Llama-3.2-1B, Llama-3.1-8B) and their tiny
-variants; `llm` builds the graphs; `llama_block` is a plain-PyTorch block with no transformers
+variants, and `moe` the mixture-of-experts Qwen3-30B-A3B (its experts imported in their gathered form);
+`llm` builds the graphs; `llama_block` is a plain-PyTorch block with no transformers
 dependency. Nothing here downloads anything. Importing this package does not import transformers.
 """
 

@@ -20,7 +20,7 @@ import torch
 class ModelSpec:
     """One zoo entry: the transformers config class (by name) and its arguments."""
 
-    family: str  # "qwen3" or "llama"
+    family: str  # "qwen3", "llama" or "qwen3_moe"
     kwargs: dict = field(default_factory=dict)
 
 
@@ -61,17 +61,20 @@ def _tiny(spec: ModelSpec) -> ModelSpec:
 
 
 SPECS.update({f"{name}-tiny": _tiny(spec) for name, spec in list(SPECS.items())})
+from .moe import SPECS as _MOE_SPECS  # noqa: E402  (the MoE decoder's entries live beside its graph code)
+
+SPECS.update(_MOE_SPECS)
 NAMES = tuple(SPECS)
 
 
 def config(name: str):
     """The transformers config (`Qwen3Config` or `LlamaConfig`) of a zoo model."""
-    from transformers import LlamaConfig, Qwen3Config
+    from transformers import LlamaConfig, Qwen3Config, Qwen3MoeConfig
 
     if name not in SPECS:
         raise KeyError(f"unknown model {name!r}; the zoo has: {', '.join(NAMES)}")
     spec = SPECS[name]
-    config_class = {"qwen3": Qwen3Config, "llama": LlamaConfig}[spec.family]
+    config_class = {"qwen3": Qwen3Config, "llama": LlamaConfig, "qwen3_moe": Qwen3MoeConfig}[spec.family]
     return config_class(**spec.kwargs)
 
 

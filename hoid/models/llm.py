@@ -81,11 +81,13 @@ def _example_inputs(lm, batch: int, tokens: int) -> tuple[torch.Tensor, torch.Te
 def prefill_graph(lm, tokens: int, cache_len: int, *, batch: int = 1, name: str | None = None) -> Graph:
     """The graph that runs `tokens` prompt tokens (from `position`, normally 0) and fills the cache."""
     from ..ir.from_torch import from_torch
+    from .moe import traceable_experts
 
     if tokens > cache_len:
         raise ValueError(f"a prefill of {tokens} tokens does not fit a cache of {cache_len} slots")
     step = CausalLMStep(lm, cache_len, batch).eval()
-    return from_torch(step, _example_inputs(lm, batch, tokens), name=name or "prefill")
+    with traceable_experts(lm, batch * tokens):  # a MoE decoder's experts, traceable (models/moe.py)
+        return from_torch(step, _example_inputs(lm, batch, tokens), name=name or "prefill")
 
 
 def decode_step_graph(lm, cache_len: int, *, batch: int = 1, name: str | None = None) -> Graph:

@@ -1,4 +1,4 @@
-"""The zoo's configs: the four named models with their published sizes, and their tiny variants."""
+"""The zoo's configs: the five named models with their published sizes, and their tiny variants."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ PUBLISHED = [
     ("qwen3-4b", "Qwen3Config", 36, 2560, 32, 8, 151936),
     ("llama-3.2-1b", "LlamaConfig", 16, 2048, 32, 8, 128256),
     ("llama-3.1-8b", "LlamaConfig", 32, 4096, 32, 8, 128256),
+    ("qwen3-30b-a3b", "Qwen3MoeConfig", 48, 2048, 32, 4, 151936),  # the MoE (tests/models/test_moe.py)
 ]
 
 
@@ -35,8 +36,8 @@ def test_tiny_variants_keep_the_architecture_at_test_size(name):
     assert tiny.num_attention_heads % tiny.num_key_value_heads == 0
 
 
-def test_the_zoo_lists_eight_models():
-    assert len(NAMES) == 8 and all(f"{n}-tiny" in NAMES for n, *_ in PUBLISHED)
+def test_the_zoo_lists_each_model_and_its_tiny_variant():
+    assert len(NAMES) == 2 * len(PUBLISHED) and all(f"{n}-tiny" in NAMES for n, *_ in PUBLISHED)
 
 
 def test_unknown_names_list_the_zoo():

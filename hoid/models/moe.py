@@ -1,0 +1,102 @@
+"""The mixture-of-experts decoder of the zoo, Qwen3-30B-A3B, and its decode-step graph.
+
+Qwen3-30B-A3B is a Qwen3 decoder (48 layers, hidden 2048, 32 query heads over 4 KV heads of 128,
+q/k RMSNorm, RoPE theta 1e6, untied embeddings) whose every MLP is a sparse MoE block: a router
+linear [128 experts x 2048], a float32 softmax, the top 8, renormalized to sum to one
+(`norm_topk_prob`), and 8 SwiGLU experts of width 768 run on the token, their outputs summed with
+those weights. 30.5B parameters, 3.3B of them active per token.
+
+transformers stores the experts as two 3-D weights (`experts.gate_up_proj` [E, 2I, H], `experts.down_proj`
+[E, H, I]) and runs them in one of several "experts implementations". Its default, `grouped_mm`, sorts
+tokens by expert into groups of data-dependent sizes, which torch.export cannot trace; `eager` loops over
+the experts that were hit (data-dependent control flow). `batched_mm` is the traceable one and the fast
+path of a decode step: it gathers the selected experts' weights by index (`gate_up_proj[ids]`: [k, 2I, H])
+and multiplies each by its token (a batched GEMV over k experts, never all E). `hoid.models.prefill_graph`
+and `decode_step_graph` import a MoE decoder with it (`traceable_experts`), so the IR holds the whole
+routing as ops the search can reach:
+
+    matmul(x, router^T) -> softmax(f32) -> topk -> div(sum) -> cast        (the router)
+    index(gate_up_proj, ids) -> matmul -> silu * up -> index(down_proj, ids) -> matmul   (k experts)
+    mul(weights) -> sum over k                                             (the weighted combine)
+
+A graph of many tokens (a prefill) would gather one weight copy per (token, expert) pair that way; it is
+traced with every expert on every token instead (`dense_experts_forward`), each expert's weights read once.
+
+The zoo entries are registered in `configs.SPECS` (family `qwen3_moe`): `qwen3-30b-a3b` with the numbers
+of its published `config.json`, and `qwen3-30b-a3b-tiny` for tests (2 layers, hidden 64, 16 experts of
+width 32, top 4, the GQA ratio, norms and RoPE kept).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+
+from .configs import ModelSpec
+
+# the experts implementations the graphs are traced with (see the module docstring)
+TRACEABLE_EXPERTS = "batched_mm"  # a few tokens: gather the selected experts' weights
+DENSE_EXPERTS = "hoid_dense"  # many tokens: every expert on every token, weighted by a dense routing matrix
+
+
+_QWEN3_30B_A3B = dict(
+    vocab_size=151936, hidden_size=2048, intermediate_size=6144, num_hidden_layers=48,
+    num_attention_heads=32, num_key_value_heads=4, head_dim=128, max_position_embeddings=40960,
+    rms_norm_eps=1e-6, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+    tie_word_embeddings=False, num_experts=128, num_experts_per_tok=8, moe_intermediate_size=768,
+    norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[], hidden_act="silu")
+
+SPECS: dict[str, ModelSpec] = {
+    "qwen3-30b-a3b": ModelSpec("qwen3_moe", _QWEN3_30B_A3B),
+    # 8 query heads over 1 KV head keep the 8:1 grouping; top 4 of 16 experts keeps the routing selective
+    "qwen3-30b-a3b-tiny": ModelSpec("qwen3_moe", dict(
+        _QWEN3_30B_A3B, vocab_size=256, hidden_size=64, intermediate_size=192, num_hidden_layers=2,
+        num_attention_heads=8, num_key_value_heads=1, head_dim=16, num_experts=16, num_experts_per_tok=4,
+        moe_intermediate_size=32)),
+}
+
+
+def dense_experts_forward(experts, hidden_states, top_k_index, top_k_weights):
+    """transformers' experts forward, for graphs of many tokens: every expert on every token, then the sum
+    weighted by the routing scattered over all E experts (zero where not selected).
+
+    `batched_mm` gathers one weight copy per (token, expert) pair: a 1024-token prefill of Qwen3-30B-A3B would
+    materialize 8192 x [1536, 2048] bfloat16 (51 GB) per layer. Here each expert's weights are read once,
+    as one large matmul (compute-bound at prefill sizes), with the same result up to the order of the sum
+    (the unselected experts add exact zeros)."""
+    gate_up = torch.matmul(hidden_states, experts.gate_up_proj.transpose(1, 2))  # [E, T, 2I]
+    out = torch.matmul(experts._apply_gate(gate_up), experts.down_proj.transpose(1, 2))  # [E, T, H]
+    chosen = top_k_index.unsqueeze(-1) == torch.arange(experts.num_experts, device=top_k_index.device)
+    routing = (chosen * top_k_weights.unsqueeze(-1)).sum(dim=1)  # [T, E]
+    return (out * routing.transpose(0, 1).unsqueeze(-1).to(out.dtype)).sum(dim=0).to(hidden_states.dtype)
+
+
+def experts_for(lm, tokens: int) -> str:
+    """The traceable experts implementation for a graph of `tokens` tokens (batch x sequence): the gathered
+    one while the (token, expert) pairs are fewer than the experts, else the dense one."""
+    return TRACEABLE_EXPERTS if tokens * lm.config.num_experts_per_tok < lm.config.num_experts else DENSE_EXPERTS
+
+
+def is_moe(lm) -> bool:
+    """Whether a transformers causal LM has sparse MoE blocks (experts that an implementation runs)."""
+    return getattr(lm.config, "num_experts", 0) > 0 and hasattr(lm, "set_experts_implementation")
+
+
+@contextlib.contextmanager
+def traceable_experts(lm, tokens: int = 1) -> Iterator[None]:
+    """Run `lm`'s MoE blocks in a traceable form for `tokens` tokens (`experts_for`) inside the block, and
+    put back the implementation it had on exit. A model without experts passes through unchanged."""
+    if not is_moe(lm):
+        yield
+        return
+    from transformers.integrations.moe import ALL_EXPERTS_FUNCTIONS
+
+    ALL_EXPERTS_FUNCTIONS.register(DENSE_EXPERTS, dense_experts_forward)
+    before = lm.config._experts_implementation
+    lm.set_experts_implementation(experts_for(lm, tokens))
+    try:
+        yield
+    finally:
+        lm.set_experts_implementation(before)

@@ -1,0 +1,92 @@
+"""`benchmarks/workload_qwen3_moe.py` on the CPU (the tiny MoE): every row runs or says it needs CUDA, hoid's
+rows pass the gate, the layer-wise float32 reference equals the whole-model one, and the roofline counts
+only the routed experts."""
+
+import json
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "workload_qwen3_moe.py"
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("moe")
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT), "HOID_CACHE": str(tmp / "cache.sqlite"),
+           "HOID_KERNELS": str(tmp / "kernels.sqlite"), "HOID_JOURNAL": str(tmp / "journal.sqlite")}
+    done = subprocess.run([sys.executable, str(SCRIPT), "--tiny", "--device", "cpu", "--prompt", "8", "--new", "8",
+                           "--warmup", "1", "--rows", "all", "--out", str(tmp / "out")], env=env,
+                          capture_output=True, text=True, timeout=1500)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return json.loads((tmp / "out" / "workload-qwen3-moe-qwen3-30b-a3b-tiny-p8-all.json").read_text())
+
+
+@pytest.mark.slow
+def test_every_row_runs_or_says_it_needs_cuda_and_hoid_passes_the_gate(smoke):
+    import workload_qwen3_moe as bench
+
+    assert smoke["complete"] and smoke["model"] == "qwen3-30b-a3b-tiny"
+    [cell] = smoke["cells"]
+    rows = {r["key"]: r for r in cell["rows"]}
+    assert list(rows) == [*bench.STOCK, *bench.HOID]
+    for key, row in rows.items():
+        if key in ("hf-eager", "hf-static", "hoid-compile", "hoid-export"):
+            assert row["status"] == "ok", row
+            assert row["tokens_per_s"] > 0 and row["step_latency_s"] == pytest.approx(1 / row["steps_per_s"])
+        else:
+            assert row["status"] == "skipped" and row["reason"].startswith("needs CUDA"), row
+    baseline = cell["gate_baseline"]
+    assert baseline["samples"] == 8
+    for key in bench.HOID:
+        assert rows[key]["gate"]["baseline"] == baseline
+        assert rows[key]["gate"]["passed"] and not rows[key]["failed"], rows[key]["gate"]
+    best = cell["best_stock"]["tokens_per_s"]["value"]
+    assert best == max(rows[k]["tokens_per_s"] for k in ("hf-eager", "hf-static"))
+    ours = max(rows[k]["tokens_per_s"] for k in bench.HOID)
+    assert cell["hoid_over_best_stock"] == pytest.approx(ours / best)
+    plan = cell["hoid_plan"]
+    assert plan["rewritten_nodes"] < plan["nodes"] and plan["ops_left"]["topk"] == 2  # the router survives
+
+
+@pytest.fixture(scope="module")
+def tiny_bf16():
+    from hoid.models import build_model
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return build_model("qwen3-30b-a3b-tiny", dtype=torch.bfloat16)
+
+
+def test_the_layerwise_reference_equals_the_whole_float32_model(tiny_bf16):
+    import decode_gate
+    import workload_qwen3_moe as bench
+
+    g = torch.Generator().manual_seed(0)
+    prompt, tokens = torch.randint(0, 256, (1, 6), generator=g), torch.randint(0, 256, (1, 5), generator=g)
+    with torch.no_grad():
+        got = bench.reference_logits(tiny_bf16, prompt, tokens)
+        want = decode_gate.reference_logits(tiny_bf16, prompt, tokens)
+    assert got.shape == want.shape == (5, 1, 256) and got.dtype == torch.float32
+    # the same float32 arithmetic; only the mask differs (sdpa's is_causal against an explicit causal mask)
+    assert (got - want).norm() / want.norm() < 1e-5
+
+
+def test_the_roofline_counts_only_the_routed_experts(tiny_bf16):
+    import decode_report
+    import workload_qwen3_moe as bench
+
+    cfg = tiny_bf16.config
+    per_expert = 3 * cfg.moe_intermediate_size * cfg.hidden_size * 2  # gate, up, down in bfloat16
+    experts = cfg.num_hidden_layers * cfg.num_experts * per_expert
+    unused = experts * (cfg.num_experts - cfg.num_experts_per_tok) // cfg.num_experts
+    assert bench.active_weight_bytes(tiny_bf16) == decode_report.streamed_weight_bytes(tiny_bf16) - unused
+    assert bench.active_weight_bytes(tiny_bf16, batch=64) == decode_report.streamed_weight_bytes(tiny_bf16)
