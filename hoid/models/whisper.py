@@ -82,7 +82,7 @@ def mel_frames(model) -> int:
     return 2 * model.config.max_source_positions
 
 
-class _Encoder(nn.Module):
+class EncoderForward(nn.Module):
     """The encoder returning its last hidden state as a plain tensor; parameters keep the model's
     paths (`model.encoder.layers.0.fc1.weight`)."""
 
@@ -95,7 +95,7 @@ class _Encoder(nn.Module):
         return self.model.encoder(input_features).last_hidden_state
 
 
-class _CrossKV(nn.Module):
+class CrossKV(nn.Module):
     """Each decoder layer's cross-attention keys and values of the encoder states, [B, H, S, D] each."""
 
     def __init__(self, whisper):
@@ -188,7 +188,7 @@ def encoder_graph(model, *, batch: int = 1, name: str = "whisper_encoder") -> Gr
 
     cfg = model.config
     features = torch.zeros((batch, cfg.num_mel_bins, mel_frames(model)), dtype=model.dtype, device=model.device)
-    return from_torch(_Encoder(model).eval(), (features,), name=name)
+    return from_torch(EncoderForward(model).eval(), (features,), name=name)
 
 
 def cross_kv_graph(model, *, batch: int = 1, name: str = "whisper_cross_kv") -> Graph:
@@ -197,7 +197,7 @@ def cross_kv_graph(model, *, batch: int = 1, name: str = "whisper_cross_kv") -> 
 
     cfg = model.config
     states = torch.zeros((batch, cfg.max_source_positions, cfg.d_model), dtype=model.dtype, device=model.device)
-    return _drop_unread_weights(from_torch(_CrossKV(model).eval(), (states,), name=name))
+    return _drop_unread_weights(from_torch(CrossKV(model).eval(), (states,), name=name))
 
 
 def decode_step_graph(model, cache_len: int, *, batch: int = 1, name: str = "whisper_decode_step") -> Graph:
