@@ -11,6 +11,7 @@ same architecture (grouped-query ratio, RoPE type, norm epsilon, tied embeddings
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -66,13 +67,20 @@ from .moe import SPECS as _MOE_SPECS  # noqa: E402  (the MoE decoder's entries l
 SPECS.update(_MOE_SPECS)
 NAMES = tuple(SPECS)
 
+# Zoo entries that are not decoder LLMs (an encoder-decoder, an encoder) live in their own modules, which
+# register here `name -> (config(name), build_model(name, dtype=, device=, seed=))`; `config` and
+# `build_model` hand those names to them. They stay out of NAMES, which the decoder tests iterate over.
+REGISTERED: dict[str, tuple[Callable, Callable]] = {}
+
 
 def config(name: str):
     """The transformers config (`Qwen3Config` or `LlamaConfig`) of a zoo model."""
     from transformers import LlamaConfig, Qwen3Config, Qwen3MoeConfig
 
+    if name in REGISTERED:
+        return REGISTERED[name][0](name)
     if name not in SPECS:
-        raise KeyError(f"unknown model {name!r}; the zoo has: {', '.join(NAMES)}")
+        raise KeyError(f"unknown model {name!r}; the zoo has: {', '.join(NAMES + tuple(REGISTERED))}")
     spec = SPECS[name]
     config_class = {"qwen3": Qwen3Config, "llama": LlamaConfig, "qwen3_moe": Qwen3MoeConfig}[spec.family]
     return config_class(**spec.kwargs)
@@ -88,6 +96,8 @@ def build_model(name: str, *, dtype: torch.dtype = torch.float32, device: str | 
     """
     from transformers import AutoModelForCausalLM
 
+    if name in REGISTERED:
+        return REGISTERED[name][1](name, dtype=dtype, device=device, seed=seed)
     cfg = config(name)
     torch.manual_seed(seed)
     with torch.device(device):

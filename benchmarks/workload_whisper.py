@@ -1,0 +1,371 @@
+"""Whisper-large-v3 (issue 25): the encoder on 30 s of audio and the decoder's decode step, hoid against stock.
+
+    python benchmarks/workload_whisper.py --out DIR                          # H200: both parts, every row
+    python benchmarks/workload_whisper.py --tiny --device cpu --new 4 --out DIR   # CPU smoke
+
+bfloat16, random weights from `hoid.models.whisper` (no download). Each part runs, in one process: eager
+PyTorch; torch.compile reduce-overhead; max-autotune; max-autotune with coordinate-descent tuning; and hoid
+(`hoid.search.rewrite` for the H200, then `hoid.compile`, with CUDA graphs on a GPU). Rows that need CUDA
+say so on the CPU.
+
+- encoder: input_features [1, 128, 3000] -> states [1, 1500, 1280]; latency is the median of `--repeats`
+  calls. Gate: the states' relative L2 against a float32 copy of the weights (the bf16 values, upcast) on
+  the same features, at most 1.5x eager bf16's.
+- decode: batch 1, greedy from the start token for `--new` tokens over a static self-attention cache of
+  `--cache-len` slots, reading cross-attention K/V computed once from the encoder's states (inputs of the
+  step, as in `hoid.models.whisper`); timed and gated by `decode_loop` / `hoid.testing.gate`: logits
+  teacher-forced on eager's tokens against a float32 step over the same (upcast) cross K/V.
+
+Every weight set is far above the H200's L2 (1.3 GB encoder, 1.8 GB step in bf16), so nothing is rotated.
+Writes DIR/workload-MODEL[-PARTS][-ROWS].json (`output_name`) and prints a table. Exits 1 when a row raised.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import datetime
+import json
+import platform
+import statistics
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(1, str(HERE.parent))
+
+from decode_loop import Decoder, Skip, greedy, last_logits, release, run_row, sync, teacher_forced  # noqa: E402
+
+from hoid.testing.gate import ERROR_FACTOR, StepErrors, judge  # noqa: E402
+
+STOCK = {  # key -> (name, torch.compile mode or None for eager, coordinate-descent tuning)
+    "eager": ("eager PyTorch", None, False),
+    "compile-reduce-overhead": ("torch.compile reduce-overhead", "reduce-overhead", False),
+    "compile-max-autotune": ("torch.compile max-autotune", "max-autotune", False),
+    "compile-max-autotune-cd": ("torch.compile max-autotune + coordinate descent", "max-autotune", True),
+}
+HOID = {"hoid": "hoid.search.rewrite (h200) + hoid.compile"}
+
+
+def parse(argv=None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tiny", action="store_true", help="whisper-large-v3-tiny (2 + 2 layers, d_model 64)")
+    ap.add_argument("--device", default=None, help="cuda (default when there is one) or cpu")
+    ap.add_argument("--parts", nargs="+", default=["encoder", "decode"], choices=["encoder", "decode"])
+    ap.add_argument("--rows", default="all", help="all, or keys joined by commas: " + ", ".join([*STOCK, *HOID]))
+    ap.add_argument("--new", type=int, default=128, help="decode: new tokens after the start token")
+    ap.add_argument("--cache-len", type=int, default=None, help="decode: self-attention cache slots "
+                    "(default: the decoder's max_target_positions, 448)")
+    ap.add_argument("--repeats", type=int, default=20, help="encoder: timed calls (the median is reported)")
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, default=HERE / "results" / "workloads")
+    args = ap.parse_args(argv)
+    keys = [*STOCK, *HOID] if args.rows == "all" else [k.strip() for k in args.rows.split(",")]
+    unknown = [k for k in keys if k not in STOCK and k not in HOID]
+    if unknown:
+        raise SystemExit(f"--rows: unknown {', '.join(unknown)}; choose from all, " + ", ".join([*STOCK, *HOID]))
+    args.keys = keys
+    return args
+
+
+# --- stock rows ------------------------------------------------------------------------------------
+def stock_fn(fn, key: str, device: torch.device):
+    """`fn` as the stock row `key` runs it: as it is, or under torch.compile (CUDA only: reduce-overhead
+    is CUDA graphs, max-autotune tunes GPU kernels). Returns (callable, close)."""
+    _, mode, cd = STOCK[key]
+    if mode is None:
+        return fn, None
+    if device.type != "cuda":
+        raise Skip(f"needs CUDA: {mode} " + ("is torch.compile with CUDA graphs" if mode == "reduce-overhead"
+                                             else "tunes GPU kernels"))
+    import torch._inductor.config as inductor
+
+    restore = inductor.coordinate_descent_tuning
+    inductor.coordinate_descent_tuning = cd  # read when the first call compiles; restored by close
+
+    def close():
+        inductor.coordinate_descent_tuning = restore
+
+    return torch.compile(fn, mode=mode, dynamic=False), close
+
+
+def hoid_compiled(graph, device: torch.device):
+    """(compiled callable, info): the graph rewritten for the H200 and compiled for `device`."""
+    import hoid
+
+    begin = time.perf_counter()
+    rewritten = hoid.search.rewrite(graph, device="h200")
+    rewrite_s = time.perf_counter() - begin
+    begin = time.perf_counter()
+    compiled = hoid.compile(rewritten, device=device)
+    info = {"rewrite_s": rewrite_s, "compile_s": time.perf_counter() - begin, "nodes": len(graph.nodes),
+            "nodes_rewritten": len(rewritten.nodes), "kernels": rewritten.op_counts().get("kernel", 0)}
+    return compiled, info
+
+
+# --- encoder ---------------------------------------------------------------------------------------
+def latency(fn, args, device, *, warmup: int, repeats: int) -> list[float]:
+    for _ in range(warmup):
+        fn(*args)
+    samples = []
+    for _ in range(repeats):
+        sync(device)
+        begin = time.perf_counter()
+        fn(*args)
+        sync(device)
+        samples.append(time.perf_counter() - begin)
+    return samples
+
+
+def relative_l2(got: torch.Tensor, want: torch.Tensor) -> float:
+    return ((got.double() - want.double()).norm() / want.double().norm()).item()
+
+
+def encoder_part(model, args, device) -> list[dict]:
+    from hoid.models import whisper
+
+    torch.manual_seed(args.seed)
+    cfg = model.config
+    features = torch.randn((1, cfg.num_mel_bins, whisper.mel_frames(model)), device=device).to(model.dtype)
+    module = whisper.EncoderForward(model).eval()
+    reference = whisper.EncoderForward(copy.deepcopy(model).float()).eval()(features.float())
+    release(device)
+    rows, eager_error = [], None
+    for key in [k for k in [*STOCK, *HOID] if k in args.keys or k == "eager"]:
+        name = STOCK[key][0] if key in STOCK else HOID[key]
+        row = {"key": key, "name": name, "group": "stock" if key in STOCK else "hoid"}
+        close = None
+        began = time.perf_counter()
+        try:
+            release(device)
+            if device.type == "cuda":
+                torch.cuda.reset_peak_memory_stats(device)
+            begin = time.perf_counter()
+            if key in STOCK:
+                fn, close = stock_fn(module, key, device)
+            else:
+                compiled, info = hoid_compiled(whisper.encoder_graph(model), device)
+                row.update(info)
+                fn = lambda x, c=compiled: c(x)[0]  # noqa: E731
+            row["build_s"] = time.perf_counter() - begin
+            samples = latency(fn, (features,), device, warmup=args.warmup, repeats=args.repeats)
+            row["latency_s"], row["latency_samples"] = statistics.median(samples), samples
+            row["peak_bytes"] = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
+            error = relative_l2(fn(features).float(), reference)
+            if key == "eager":
+                eager_error = error
+            bound = None if eager_error is None else ERROR_FACTOR * eager_error
+            row["gate"] = {"relative_l2": error, "eager_relative_l2": eager_error, "bound": bound,
+                           "passed": bound is not None and error <= bound}
+            row["failed"] = not row["gate"]["passed"]
+            row["status"] = "ok"
+        except Skip as e:
+            row.update(status="skipped", reason=str(e))
+        except Exception as e:  # recorded, and the run goes on
+            traceback.print_exc()
+            row.update(status="error", reason=f"{type(e).__name__}: {e}")
+        finally:
+            if close is not None:
+                close()
+            row["row_s"] = time.perf_counter() - began
+        rows.append(row)
+        print(_line(row, "latency_s"), flush=True)
+    return rows
+
+
+# --- decode ----------------------------------------------------------------------------------------
+def cross_kv(model, features) -> list[torch.Tensor]:
+    from hoid.models import whisper
+
+    states = whisper.EncoderForward(model).eval()(features)
+    return list(whisper.CrossKV(model).eval()(states))
+
+
+def decode_part(model, args, device) -> list[dict]:
+    from hoid.models import whisper
+
+    cfg = model.config
+    cache_len = args.cache_len or cfg.max_target_positions
+    if args.new + 1 > cache_len:
+        raise SystemExit(f"--new {args.new} needs {args.new + 1} cache slots; --cache-len is {cache_len}")
+    torch.manual_seed(args.seed)
+    features = torch.randn((1, cfg.num_mel_bins, whisper.mel_frames(model)), device=device).to(model.dtype)
+    cross = cross_kv(model, features)
+    start = torch.full((1, 1), cfg.decoder_start_token_id, dtype=torch.long, device=device)
+    held = {}
+
+    def stock(key):
+        module = whisper.WhisperDecodeStep(model, cache_len).eval()
+        logits = lambda ids, pos: module(ids, pos, *cross)  # noqa: E731
+        fn, close = stock_fn(lambda ids, pos: greedy(logits(ids, pos)), key, device)
+        gated = {"prefill_logits": lambda i, p: last_logits(logits(i, p)),
+                 "step_logits": lambda i, p: last_logits(logits(i, p))} if key == "eager" else {}
+        return Decoder(prefill=fn, step=fn, close=close, **gated)
+
+    def ours():
+        compiled, info = hoid_compiled(whisper.decode_step_graph(model, cache_len), device)
+        inputs = {"cross": cross}
+
+        def logits(ids, pos):
+            out = compiled(ids, pos, *inputs["cross"], *compiled.state)[0]
+            if compiled.captured and inputs["cross"] is cross:
+                # the CUDA graph was recorded over copies of its inputs: hand it those from now on, as a
+                # loop hands back its state, rather than copying 64 cross K/V tensors in at every step
+                inputs["cross"] = compiled._static_inputs[2:2 + len(cross)]
+            return out
+
+        step = lambda ids, pos: greedy(logits(ids, pos))  # noqa: E731
+        describe = lambda: {"captured": compiled.captured, "cuda_graph_reason": compiled.cuda_graph_reason,  # noqa: E731
+                            "input_copies": compiled.stats.input_copies, "state_copies": compiled.stats.state_copies}
+        return Decoder(prefill=step, step=step, prefill_logits=lambda i, p: last_logits(logits(i, p)),
+                       step_logits=lambda i, p: last_logits(logits(i, p)), info=info, describe=describe)
+
+    def eager_after(decoder, row, tokens):
+        held["gate"] = DecodeGate(model, cache_len, cross, start, tokens)
+        row["gate_baseline"] = held["gate"].set_baseline(decoder)
+
+    rows = []
+    for key in [k for k in [*STOCK, *HOID] if k in args.keys or k == "eager"]:
+        if key in STOCK:
+            after = eager_after if key == "eager" else None
+            row = run_row(key, STOCK[key][0], "stock", lambda k=key: stock(k), start, args.new,
+                          warmup=args.warmup, after=after)
+        else:
+            gate = held.get("gate")
+            row = run_row(key, HOID[key], "hoid", ours, start, args.new, warmup=args.warmup,
+                          after=(lambda d, r, t, g=gate: g.judge(d, r)) if gate else None)
+        if row.get("steps_per_s"):
+            row["latency_s"] = 1 / row["steps_per_s"]
+        rows.append(row)
+        print(_line(row, "latency_s"), flush=True)
+    return rows
+
+
+class DecodeGate:
+    """decode_gate.Gate's rule for the Whisper step: a float32 step (the bf16 weights and cross K/V,
+    upcast) run once over start + tokens gives the reference logits of every teacher-forced step."""
+
+    def __init__(self, model, cache_len: int, cross, start: torch.Tensor, tokens: torch.Tensor):
+        from hoid.models import whisper
+
+        self.start, self.tokens = start, tokens
+        reference = whisper.WhisperDecodeStep(copy.deepcopy(model).float(), cache_len).eval()
+        sequence = torch.cat([start, tokens[:, :-1]], dim=1)
+        position = torch.zeros((1,), dtype=torch.long, device=start.device)
+        logits = reference(sequence, position, *[c.float() for c in cross])  # [1, N, V]
+        self.reference = logits.float().transpose(0, 1).contiguous()  # [N, 1, V]
+        self.baseline = None
+        del reference
+        release(start.device)
+
+    def stats(self, decoder: Decoder):
+        errors = StepErrors()
+        teacher_forced(decoder, self.start, self.tokens, lambda i, lg: errors.add(lg.float(), self.reference[i]))
+        return errors.stats()
+
+    def set_baseline(self, eager: Decoder) -> dict:
+        self.baseline = self.stats(eager)
+        return self.baseline.to_json()
+
+    def judge(self, decoder: Decoder, row: dict) -> None:
+        try:
+            verdict = judge(self.stats(decoder), self.baseline)
+            row["gate"], row["failed"] = verdict.to_json(), not verdict.passed
+        except Exception as e:  # a row that cannot be gated has failed, with why
+            row["gate"], row["failed"] = {"passed": False, "error": f"{type(e).__name__}: {e}"}, True
+
+
+# --- report ----------------------------------------------------------------------------------------
+def summary(rows: list[dict]) -> dict:
+    """Best stock (lowest latency among rows that ran), hoid's latency and its speedup over it."""
+    ran = [r for r in rows if r.get("status") == "ok" and r.get("latency_s")]
+    stock = [r for r in ran if r["group"] == "stock"]
+    best = min(stock, key=lambda r: r["latency_s"]) if stock else None
+    ours = next((r for r in ran if r["group"] == "hoid"), None)
+    out = {"best_stock": None if best is None else {"key": best["key"], "latency_s": best["latency_s"]}}
+    if best is not None and ours is not None:
+        out["hoid_speedup"] = best["latency_s"] / ours["latency_s"]
+        out["hoid_gate_passed"] = not ours.get("failed", True)
+    return out
+
+
+def _line(row: dict, metric: str) -> str:
+    if row.get("status") != "ok":
+        return f"  {row['key']:<26} {row['status']}: {row.get('reason')}"
+    gate = "" if "gate" not in row else ("  gate FAILED" if row.get("failed") else "  gate ok")
+    peak = row.get("peak_bytes")
+    mem = f"  peak {peak / 2**30:6.2f} GiB" if peak else ""
+    return f"  {row['key']:<26} {row[metric] * 1e3:10.3f} ms{mem}{gate}"
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: no CUDA GPU here (use --device cpu --tiny for the smoke run)")
+    from decode import versions
+
+    from hoid.models import whisper
+
+    name = "whisper-large-v3-tiny" if args.tiny else "whisper-large-v3"
+    begin = time.perf_counter()
+    model = whisper.build_model(name, dtype=torch.bfloat16, device=device, seed=args.seed)
+    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({platform.machine()})"
+    result = {"benchmark": "workload-whisper", "model": name, "device": device_name, "dtype": "bf16",
+              "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"), "versions": versions(),
+              "argv": sys.argv[1:] if argv is None else list(argv), "model_build_s": time.perf_counter() - begin,
+              "parts": {}, "complete": False}
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / output_name(name, args)
+    save = lambda: path.write_text(json.dumps(result, indent=1, default=str) + "\n")  # noqa: E731
+    parts = {"encoder": encoder_part, "decode": decode_part}
+    with torch.no_grad():
+        for part in args.parts:
+            print(f"{name} {part} on {device_name}:", flush=True)
+            rows = parts[part](model, args, device)
+            result["parts"][part] = {"rows": rows, **summary(rows)}
+            save()
+    result["complete"] = True
+    save()
+    print(table(result))
+    print(f"wrote {path}")
+    errors = [f"{p} {r['key']}" for p, v in result["parts"].items() for r in v["rows"] if r.get("status") == "error"]
+    if errors:
+        print(f"rows that raised: {', '.join(errors)}", file=sys.stderr)
+    return 1 if errors else 0
+
+
+def output_name(model: str, args) -> str:
+    """workload-MODEL[-PARTS][-ROWS].json: slices of one run (one part, some rows) do not overwrite each other."""
+    parts = [f"workload-{model}"]
+    if args.parts != ["encoder", "decode"]:
+        parts.append("+".join(args.parts))
+    if args.rows != "all":
+        parts.append(args.rows.replace(",", "+"))
+    return "-".join(parts) + ".json"
+
+
+def table(result: dict) -> str:
+    lines = ["| part | row | latency ms | peak GiB | gate |", "|---|---|---:|---:|---|"]
+    for part, value in result["parts"].items():
+        for r in value["rows"]:
+            if r.get("status") != "ok":
+                lines.append(f"| {part} | {r['key']} | {r['status']} | | |")
+                continue
+            peak = f"{r['peak_bytes'] / 2**30:.2f}" if r.get("peak_bytes") else ""
+            gate = "" if "gate" not in r else ("failed" if r.get("failed") else "ok")
+            lines.append(f"| {part} | {r['key']} | {r['latency_s'] * 1e3:.3f} | {peak} | {gate} |")
+        if "hoid_speedup" in value:
+            lines.append(f"| {part} | hoid vs best stock ({value['best_stock']['key']}) | "
+                         f"{value['hoid_speedup']:.2f}x | | |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

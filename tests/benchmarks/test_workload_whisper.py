@@ -1,0 +1,62 @@
+"""`benchmarks/workload_whisper.py` end to end on the CPU (the tiny model): both parts run, the rows that need
+CUDA say so, hoid's rows are gated against eager bf16, and the JSON holds what the README table needs."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("transformers")
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "workload_whisper.py"
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("whisper")
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT), "HOID_CACHE": str(tmp / "cache.sqlite")}
+    done = subprocess.run([sys.executable, str(SCRIPT), "--tiny", "--device", "cpu", "--new", "4", "--repeats", "2",
+                           "--warmup", "1", "--out", str(tmp / "out")], env=env, capture_output=True, text=True,
+                          timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return json.loads((tmp / "out" / "workload-whisper-large-v3-tiny.json").read_text()), done.stdout
+
+
+@pytest.mark.slow
+def test_both_parts_run_every_row_or_say_they_need_cuda(smoke):
+    result, stdout = smoke
+    assert result["complete"] and result["benchmark"] == "workload-whisper" and result["dtype"] == "bf16"
+    for part in ("encoder", "decode"):
+        rows = {r["key"]: r for r in result["parts"][part]["rows"]}
+        assert list(rows) == ["eager", "compile-reduce-overhead", "compile-max-autotune", "compile-max-autotune-cd",
+                              "hoid"]
+        for key in ("compile-reduce-overhead", "compile-max-autotune", "compile-max-autotune-cd"):
+            assert rows[key]["status"] == "skipped" and rows[key]["reason"].startswith("needs CUDA")
+        for key in ("eager", "hoid"):
+            assert rows[key]["status"] == "ok" and rows[key]["latency_s"] > 0
+        assert rows["hoid"]["rewrite_s"] > 0 and rows["hoid"]["nodes"] > 0
+        summary = result["parts"][part]
+        assert summary["best_stock"]["key"] == "eager"
+        assert summary["hoid_speedup"] == pytest.approx(rows["eager"]["latency_s"] / rows["hoid"]["latency_s"])
+    assert "| decode | hoid vs best stock (eager) |" in stdout
+
+
+@pytest.mark.slow
+def test_hoid_is_gated_against_eager_bf16(smoke):
+    result, _ = smoke
+    encoder = {r["key"]: r for r in result["parts"]["encoder"]["rows"]}
+    gate = encoder["hoid"]["gate"]
+    # the eager bf16 error against the float32 reference is real (bf16 rounding), and the bound is 1.5x it
+    assert 1e-4 < gate["eager_relative_l2"] < 0.1
+    assert gate["bound"] == pytest.approx(1.5 * gate["eager_relative_l2"])
+    assert gate["passed"] == (gate["relative_l2"] <= gate["bound"]) and encoder["hoid"]["failed"] is not gate["passed"]
+    decode = {r["key"]: r for r in result["parts"]["decode"]["rows"]}
+    baseline = decode["eager"]["gate_baseline"]
+    assert baseline["samples"] == 4 and 1e-4 < baseline["median"] <= baseline["p99"]
+    verdict = decode["hoid"]["gate"]
+    assert verdict["baseline"] == baseline and verdict["candidate"]["samples"] == 4
+    assert decode["hoid"]["failed"] is (not verdict["passed"])
