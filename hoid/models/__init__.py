@@ -5,13 +5,15 @@
     tokens = hoid.models.generate(step, prompt, 16)            # greedy, through the interpreter
 
 `configs` holds the four models (Qwen3-1.7B, Qwen3-4B, Llama-3.2-1B, Llama-3.1-8B) and their tiny
-variants; `llm` builds the graphs; `llama_block` is a plain-PyTorch block with no transformers
-dependency. Nothing here downloads anything. Importing this package does not import transformers.
+variants; `llm` builds the graphs; `encoders` holds BGE-M3 (an embedding encoder) and its graph;
+`llama_block` is a plain-PyTorch block with no transformers dependency. Nothing here downloads anything.
+Importing this package does not import transformers.
 """
 
 from .configs import NAMES, build_model, config
+from .encoders import DenseEmbedding, embedding_graph, example_batch
 from .llama_block import LlamaBlock
 from .llm import CausalLMStep, decode_step_graph, empty_cache, generate, prefill_graph
 
-__all__ = ["NAMES", "CausalLMStep", "LlamaBlock", "build_model", "config", "decode_step_graph", "empty_cache",
-           "generate", "prefill_graph"]
+__all__ = ["NAMES", "CausalLMStep", "DenseEmbedding", "LlamaBlock", "build_model", "config", "decode_step_graph",
+           "embedding_graph", "empty_cache", "example_batch", "generate", "prefill_graph"]

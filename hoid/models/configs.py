@@ -11,6 +11,7 @@ same architecture (grouped-query ratio, RoPE type, norm epsilon, tied embeddings
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -63,13 +64,20 @@ def _tiny(spec: ModelSpec) -> ModelSpec:
 SPECS.update({f"{name}-tiny": _tiny(spec) for name, spec in list(SPECS.items())})
 NAMES = tuple(SPECS)
 
+# Zoo entries that are not decoder LLMs register here from their own modules (hoid/models/encoders.py):
+# name -> (config factory, model builder taking dtype, device, seed). `config` and `build_model` serve
+# them too; NAMES stays the decoders', which `decode_step_graph` takes.
+REGISTERED: dict[str, tuple[Callable[[], object], Callable[..., torch.nn.Module]]] = {}
+
 
 def config(name: str):
     """The transformers config (`Qwen3Config` or `LlamaConfig`) of a zoo model."""
     from transformers import LlamaConfig, Qwen3Config
 
+    if name in REGISTERED:
+        return REGISTERED[name][0]()
     if name not in SPECS:
-        raise KeyError(f"unknown model {name!r}; the zoo has: {', '.join(NAMES)}")
+        raise KeyError(f"unknown model {name!r}; the zoo has: {', '.join((*NAMES, *REGISTERED))}")
     spec = SPECS[name]
     config_class = {"qwen3": Qwen3Config, "llama": LlamaConfig}[spec.family]
     return config_class(**spec.kwargs)
@@ -85,6 +93,8 @@ def build_model(name: str, *, dtype: torch.dtype = torch.float32, device: str | 
     """
     from transformers import AutoModelForCausalLM
 
+    if name in REGISTERED:
+        return REGISTERED[name][1](dtype=dtype, device=device, seed=seed)
     cfg = config(name)
     torch.manual_seed(seed)
     with torch.device(device):
