@@ -92,7 +92,8 @@ def test_padding_is_masked_out():
     """What stands in the padded slots does not reach the embedding; without the mask it would."""
     encoder, graph = tiny()
     ids, mask = example_batch(graph, seed=2)
-    garbage = torch.where(mask.bool(), ids, torch.randint(3, 256, ids.shape, generator=torch.Generator().manual_seed(0)))
+    noise = torch.randint(3, 256, ids.shape, generator=torch.Generator().manual_seed(0))
+    garbage = torch.where(mask.bool(), ids, noise)
     padded, = hoid.run(graph, ids, mask)
     filled, = hoid.run(graph, garbage, mask)
     assert rel_error(filled, padded) < BOUND
