@@ -127,6 +127,7 @@ def test_the_compiled_graph_matches_on_the_cpu(rewrite):
         assert rel_error(got, eager(encoder, ids, mask)) < BOUND
 
 
+@pytest.mark.slow
 def test_the_full_size_graph_has_the_published_shapes():
     """BGE-M3 itself on the meta device (no memory), at the benchmark's batch 32 x 512 tokens."""
     encoder = build_model("bge-m3", device="meta", dtype=torch.bfloat16)
