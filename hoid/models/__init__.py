@@ -6,15 +6,17 @@
 
 `configs` holds the four models (Qwen3-1.7B, Qwen3-4B, Llama-3.2-1B, Llama-3.1-8B) and their tiny
 variants, and `moe` the mixture-of-experts Qwen3-30B-A3B (its experts imported in their gathered form);
-`llm` builds the graphs; `llama_block` is a plain-PyTorch block with no transformers dependency; `whisper`
-adds Whisper-large-v3 (encoder, cross K/V and decode-step graphs, its names registered with `configs`).
+`llm` builds the graphs; `llama_block` is a plain-PyTorch block with no transformers dependency. Models that
+are not decoder LLMs register their names with `configs` from their own modules: `whisper` (Whisper-large-v3:
+encoder, cross K/V and decode-step graphs) and `encoders` (BGE-M3, an embedding encoder, and its graph).
 Nothing here downloads anything. Importing this package does not import transformers.
 """
 
 from . import whisper  # registers its zoo entries with configs
 from .configs import NAMES, build_model, config
+from .encoders import DenseEmbedding, embedding_graph, example_batch
 from .llama_block import LlamaBlock
 from .llm import CausalLMStep, decode_step_graph, empty_cache, generate, prefill_graph
 
-__all__ = ["NAMES", "CausalLMStep", "LlamaBlock", "build_model", "config", "decode_step_graph", "empty_cache",
-           "generate", "prefill_graph", "whisper"]
+__all__ = ["NAMES", "CausalLMStep", "DenseEmbedding", "LlamaBlock", "build_model", "config", "decode_step_graph",
+           "embedding_graph", "empty_cache", "example_batch", "generate", "prefill_graph", "whisper"]

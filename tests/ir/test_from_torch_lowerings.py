@@ -28,7 +28,8 @@ def arithmetic(x, y):
     return (x - 2 * y, 3.0 - x, x / y, torch.div(x, 0.7, rounding_mode="floor"), 2.0 ** x, x.clamp(-0.5, 0.5),
             torch.maximum(x, y), torch.where(x > 0, x, 0.0), x.masked_fill(y < 0, -1.0), torch.sub(x, y, alpha=3),
             (x > 0) & (y > 0), F.gelu(x, approximate="tanh"), x.to(torch.float16), torch.rsqrt(x.abs() + 1),
-            F.relu6(x * 4), F.leaky_relu(x, 0.2), torch.log1p(x.abs()), torch.expm1(x), F.softplus(x))
+            F.relu6(x * 4), F.leaky_relu(x, 0.2), torch.log1p(x.abs()), torch.expm1(x), F.softplus(x),
+            x.type_as(y.half()), (x > 0).type_as(y))
 
 
 def reductions(x, y):

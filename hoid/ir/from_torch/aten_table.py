@@ -34,6 +34,7 @@ ROWS: list[tuple[tuple, Callable]] = [
     ((aten.alias.default, aten.lift_fresh_copy.default, aten.detach.default), e.same),
     ((aten.clone.default,), e.clone),                            # contiguous() -> contiguous
     ((aten._to_copy.default, aten.to.dtype, aten.to.dtype_layout), e.to_copy),  # -> cast (or nothing)
+    ((aten.type_as.default,), e.type_as),                        # -> cast to other's dtype (or nothing)
     # --- unary math: one hoid op each -------------------------------------------------------------
     ((aten.neg.default,), e.unary("neg")),
     ((aten.abs.default,), e.unary("abs")),

@@ -138,6 +138,12 @@ def to_copy(em: Emitter, self, dtype=None, **_):
     return em.cast(self, dtype) if dtype is not None else self
 
 
+def type_as(em: Emitter, self, other):
+    """`x.type_as(y)`: x cast to y's dtype. Lowered here, not through torch's decomposition, since that costs
+    the whole program a second functionalizing trace (an XLM-RoBERTa encoder's mask calls it)."""
+    return em.cast(self, other.type.dtype)
+
+
 def same(em: Emitter, self, **_):
     """Aliases and copies: hoid values are immutable, so a copy is the value itself."""
     return self

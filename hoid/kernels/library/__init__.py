@@ -9,6 +9,7 @@ from ..registry import register_library
 from . import (
     cute_gemm,
     cute_gemv,
+    torch_linear_bias,
     torch_matmul,
     torch_rmsnorm,
     torch_rope,
@@ -62,7 +63,7 @@ for _spec in CUTE_SPECS:
 
 # The vendor kernels: a correct, measurable fallback for every pattern the library implements.
 TORCH_SPECS = tuple(m.SPEC for m in (torch_matmul, torch_sdpa, torch_sdpa_masked, torch_rmsnorm, torch_rope,
-                                     torch_silu_mul, torch_swiglu_merged, torch_softmax))
+                                     torch_silu_mul, torch_swiglu_merged, torch_softmax, torch_linear_bias))
 
 for _spec in TORCH_SPECS:
     register_library(_spec)

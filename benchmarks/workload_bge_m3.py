@@ -1,0 +1,271 @@
+"""BGE-M3 dense embedding: hoid against the best stock PyTorch in one run (issue 25).
+
+    python benchmarks/workload_bge_m3.py --out DIR                         # H200: batch 32 x 512 tokens
+    python benchmarks/workload_bge_m3.py --tiny --device cpu --out DIR     # CPU smoke (bge-m3-tiny)
+
+bfloat16, random weights from `hoid.models.encoders` (no download), one padded batch (`example_batch`:
+lengths from a quarter of the tokens to all of them). Rows, each timed over the same inputs:
+
+- `eager`: transformers' XLMRobertaModel (SDPA attention) + the normalized CLS (`DenseEmbedding`);
+- `compile-default`, `compile-reduce-overhead`, `compile-max-autotune`, `compile-max-autotune-cd`
+  (coordinate-descent tuning): `torch.compile` of that module, `fullgraph=True`, `dynamic=False`;
+- `hoid`: the imported graph (`embedding_graph`), `hoid.search.rewrite(device=...)`, `hoid.compile`
+  (CUDA graph on a GPU); `build_s` is import + rewrite + compile, and the in-context profile follows.
+
+Gate (`hoid.testing.gate`): per sequence, the relative L2 of the embedding against a float32 reference (the
+same bfloat16 weights upcast); a row passes when its median and p99 are at most 1.5x eager bfloat16's.
+Top-1 agreement (the argmax dimension) means nothing for an embedding, so the gate leaves it out.
+
+On the CPU the rows that need CUDA are skipped with the reason, and `compile-default` runs through dynamo's
+eager backend (inductor's C++ build takes minutes there). Writes DIR/workload-bge-m3[-tiny][-ROWS].json
+(ROWS: the --rows slice, when not all); prints a table. Exits 1 when a row raised (it is recorded as an
+error; the run goes on).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import datetime
+import json
+import platform
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(1, str(HERE.parent))
+
+from decode import versions  # noqa: E402
+from decode_loop import Skip, allocated, release, sync  # noqa: E402
+
+from hoid.testing.gate import StepErrors, judge  # noqa: E402
+
+COMPILED = {"compile-default": ("default", False), "compile-reduce-overhead": ("reduce-overhead", False),
+            "compile-max-autotune": ("max-autotune", False), "compile-max-autotune-cd": ("max-autotune", True)}
+ROWS = ("eager", *COMPILED, "hoid")
+STOCK = ROWS[:-1]
+
+
+def parse(argv=None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tiny", action="store_true", help="bge-m3-tiny (2 layers, hidden 64)")
+    ap.add_argument("--device", default=None, help="cuda (default when there is one) or cpu")
+    ap.add_argument("--batch", type=int, default=None, help="sequences (default 32; tiny: 4)")
+    ap.add_argument("--tokens", type=int, default=None, help="tokens per sequence (default 512; tiny: 64)")
+    ap.add_argument("--rows", default="all", help="all, or row keys joined by commas: " + ", ".join(ROWS))
+    ap.add_argument("--repeat", type=int, default=30, help="timed runs per row")
+    ap.add_argument("--no-profile", action="store_true", help="skip hoid's in-context profile")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, default=HERE / "results" / "workloads")
+    args = ap.parse_args(argv)
+    args.model = "bge-m3-tiny" if args.tiny else "bge-m3"
+    args.batch = args.batch or (4 if args.tiny else 32)
+    args.tokens = args.tokens or (64 if args.tiny else 512)
+    keys = list(ROWS) if args.rows == "all" else [k.strip() for k in args.rows.split(",")]
+    unknown = [k for k in keys if k not in ROWS]
+    if unknown:
+        raise SystemExit(f"--rows: unknown {', '.join(unknown)}; choose from all, {', '.join(ROWS)}")
+    args.keys = keys
+    return args
+
+
+def time_call(fn: Callable, inputs, device: torch.device, repeat: int) -> dict:
+    """Median, min and p90 seconds of `fn(*inputs)` after warm-up (compiles, captures). The GPU timer runs
+    without rotation or CUDA-graph replay: a 32 x 512 forward reads its weights once per call from HBM
+    (1.1 GB, 20x the L2), and each row runs as its users run it (its own CUDA graphs or none)."""
+    from hoid.measure.cpu import time_cpu
+    from hoid.measure.cuda import time_cuda
+
+    if device.type == "cuda":
+        timing = time_cuda(fn, inputs, rotate=False, graph=False, warmup=3, repeat=repeat)
+    else:
+        timing = time_cpu(fn, inputs, warmup=2, min_runs=min(repeat, 5))
+    return {"latency_s": timing.median, "latency_min_s": timing.min, "latency_p90_s": timing.quantile(0.9),
+            "timer": timing.method, "runs": timing.runs}
+
+
+def stock_row(key: str, encoder, device: torch.device):
+    """(function, info) of a stock row over the bf16 encoder."""
+    from hoid.models import DenseEmbedding
+
+    module = DenseEmbedding(encoder).eval()
+    if key == "eager":
+        return module, {}
+    mode, cd = COMPILED[key]
+    info = {"mode": mode, "coordinate_descent_tuning": cd, "fullgraph": True}
+    backend = "inductor"
+    if device.type != "cuda":
+        if mode == "reduce-overhead":
+            raise Skip("needs CUDA: reduce-overhead is torch.compile with CUDA graphs")
+        if mode == "max-autotune":
+            raise Skip("needs CUDA: max-autotune tunes GPU kernels (Triton templates, cuBLAS configurations)")
+        backend = "eager"
+        info["compiler"] = "dynamo, eager backend (CPU smoke: inductor's C++ build is not run)"
+    if cd:
+        import torch._inductor.config as inductor
+
+        inductor.coordinate_descent_tuning = True  # read at the first call's compile; `run_row` restores it
+    options = {"mode": mode} if backend == "inductor" else {}
+    return torch.compile(module, backend=backend, fullgraph=True, dynamic=False, **options), info
+
+
+def hoid_row(encoder, args, device: torch.device, inputs):
+    """(function, info): import, rewrite for this device, compile; the function returns the embedding."""
+    import hoid
+    from hoid.models import embedding_graph
+
+    target = "h200" if device.type == "cuda" else "cpu"
+    begin = time.perf_counter()
+    graph = embedding_graph(encoder, args.batch, args.tokens)
+    imported = time.perf_counter()
+    result = hoid.search.search(graph, device=target)
+    rewritten = time.perf_counter()
+    compiled = hoid.compile(result.graph, device=device)
+    compiled(*inputs)  # the first call binds and, on a GPU, captures: part of the build, as for torch.compile
+    sync(device)
+    done = time.perf_counter()
+    kernels = sorted({n.attrs["kernel"] for n in result.graph.nodes if n.op == "kernel"})
+    info = {"import_s": imported - begin, "rewrite_s": rewritten - imported, "compile_s": done - rewritten,
+            "nodes": len(graph.nodes), "nodes_rewritten": len(result.graph.nodes), "kernels": kernels,
+            "search": str(result.report), "cuda_graph": compiled.use_cuda_graph,
+            "cuda_graph_reason": compiled.cuda_graph_reason, "fallbacks": compiled.fallbacks}
+    info["profile"] = _profile(compiled, inputs) if device.type == "cuda" and not args.no_profile else None
+    return (lambda *a: compiled(*a)[0]), info
+
+
+def _profile(compiled, inputs) -> dict:
+    from hoid.runtime.profile import profile
+
+    prof = profile(compiled, list(inputs))
+    print(prof.table(limit=25))
+    return {"step_s": prof.step, "kernels_s": prof.kernels,
+            "rows": [dict(node=r.node, op=r.op, kernel=r.kernel, seconds=r.seconds, share=r.share, floor=r.floor)
+                     for r in prof.rows[:40]]}
+
+
+def errors_of(embedding: torch.Tensor, reference: torch.Tensor):
+    errors = StepErrors()
+    errors.add(embedding.float(), reference)
+    return errors.stats()
+
+
+def run_row(key: str, build: Callable, inputs, reference, args, device) -> tuple[dict, object]:
+    """One row: build, time, gate figures; a Skip or an error is recorded, not raised. Returns (row, stats)."""
+    import torch._inductor.config as inductor
+
+    row, stats = {"key": key, "group": "stock" if key in STOCK else "hoid"}, None
+    restore = inductor.coordinate_descent_tuning
+    try:
+        release(device)
+        row["start_bytes"] = allocated(device)
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        begin = time.perf_counter()
+        fn, info = build()
+        embedding = fn(*inputs)  # warm: compiles, captures (also the output the gate judges)
+        sync(device)
+        row["build_s"] = time.perf_counter() - begin
+        row.update(info)
+        embedding = embedding.clone()  # a compiled graph's output buffer is rewritten by its next call
+        row.update(time_call(fn, inputs, device, args.repeat))
+        row["peak_bytes"] = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
+        row["sequences_per_s"] = args.batch / row["latency_s"]
+        row["tokens_per_s"] = args.batch * args.tokens / row["latency_s"]
+        stats = errors_of(embedding, reference)
+        row["errors"] = stats.to_json()
+        row["status"] = "ok"
+    except Skip as e:
+        row.update(status="skipped", reason=str(e))
+    except Exception as e:  # recorded and printed; the run goes on to the next row
+        traceback.print_exc()
+        row.update(status="error", reason=f"{type(e).__name__}: {e}")
+    finally:
+        inductor.coordinate_descent_tuning = restore
+        release(device)
+    return row, stats
+
+
+def _line(row: dict, best: float | None) -> str:
+    if row.get("status") != "ok":
+        return f"  {row['key']:<26} {row['status']}: {row.get('reason')}"
+    speed = f"  {best / row['latency_s']:5.2f}x best stock" if best else ""
+    gate = "" if "gate" not in row else ("  gate FAILED" if row["failed"] else "  gate ok")
+    peak = f"  peak {row['peak_bytes'] / 2**30:6.2f} GiB" if row.get("peak_bytes") else ""
+    return (f"  {row['key']:<26} {row['latency_s'] * 1e3:9.3f} ms  {row['tokens_per_s']:11.0f} tok/s  "
+            f"err {row['errors']['median']:.2e}/{row['errors']['p99']:.2e}{peak}{speed}{gate}")
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: no CUDA GPU here (use --device cpu --tiny for the smoke run)")
+    from hoid.models import DenseEmbedding, build_model, example_batch
+
+    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({platform.machine()})"
+    encoder = build_model(args.model, dtype=torch.bfloat16, device=device, seed=args.seed)
+    inputs = example_batch((args.batch, args.tokens), vocab_size=encoder.config.vocab_size, seed=args.seed,
+                           device=device)
+    with torch.no_grad():
+        reference_model = copy.deepcopy(encoder).float()
+        reference = DenseEmbedding(reference_model)(*inputs).float()
+        del reference_model
+    release(device)
+    result = {"benchmark": "workload", "workload": "bge-m3", "model": args.model, "device": device_name,
+              "dtype": "bf16", "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+              "versions": versions(), "argv": sys.argv[1:] if argv is None else list(argv),
+              "shape": {"batch": args.batch, "tokens": args.tokens,
+                        "real_tokens": int(inputs[1].sum()), "padded_tokens": int((inputs[1] == 0).sum())},
+              "graph": "dense embedding (normalized CLS) of XLMRobertaModel, attention mask for padding",
+              "gate_rule": "relative L2 per sequence vs float32, median and p99 <= 1.5x eager bf16's",
+              "rows": [], "best_stock": None, "gate_baseline": None, "complete": False}
+    args.out.mkdir(parents=True, exist_ok=True)
+    suffix = "" if args.rows == "all" else "-" + "+".join(args.keys)  # a slice of the rows: a file of its own
+    path = args.out / f"workload-{args.model}{suffix}.json"
+
+    def save():
+        path.write_text(json.dumps(result, indent=1, default=str) + "\n")
+
+    print(f"{args.model} on {device_name}: batch {args.batch} x {args.tokens} tokens "
+          f"({result['shape']['real_tokens']} real)", flush=True)
+    baseline = None
+    with torch.no_grad():
+        for key in args.keys:
+            build = (lambda k=key: stock_row(k, encoder, device)) if key != "hoid" else (
+                lambda: hoid_row(encoder, args, device, inputs))
+            row, stats = run_row(key, build, inputs, reference, args, device)
+            if key == "eager" and stats is not None:
+                baseline = stats
+                result["gate_baseline"] = stats.to_json()
+            if stats is not None and key != "eager":
+                if baseline is None:
+                    row["gate"], row["failed"] = {"passed": False, "error": "no eager bf16 baseline"}, True
+                else:
+                    verdict = judge(stats, baseline, top1_slack=1.0)  # the argmax dimension is no token
+                    row["gate"], row["failed"] = verdict.to_json(), not verdict.passed
+            result["rows"].append(row)
+            save()
+    ok = [r for r in result["rows"] if r["group"] == "stock" and r["status"] == "ok"]
+    if ok:
+        best = min(ok, key=lambda r: r["latency_s"])
+        result["best_stock"] = {"key": best["key"], "latency_s": best["latency_s"]}
+    best_s = result["best_stock"]["latency_s"] if result["best_stock"] else None
+    for row in result["rows"]:
+        if row["status"] == "ok" and best_s:
+            row["speedup_vs_best_stock"] = best_s / row["latency_s"]
+    result["complete"] = True
+    save()
+    for row in result["rows"]:
+        print(_line(row, best_s))
+    print(f"wrote {path}")
+    return 1 if any(r["status"] == "error" for r in result["rows"]) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

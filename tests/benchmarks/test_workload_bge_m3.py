@@ -1,0 +1,59 @@
+"""`benchmarks/workload_bge_m3.py` end to end on the CPU (bge-m3-tiny): every row runs or says it needs CUDA,
+the rows are gated against the float32 reference by eager bf16's errors, and the JSON holds the figures."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("transformers")
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "workload_bge_m3.py"
+CUDA_ONLY = {"compile-reduce-overhead", "compile-max-autotune", "compile-max-autotune-cd"}
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("bge")
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT), "HOID_CACHE": str(tmp / "cache.sqlite")}
+    done = subprocess.run([sys.executable, str(SCRIPT), "--tiny", "--device", "cpu", "--repeat", "3",
+                           "--out", str(tmp / "out")], env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return json.loads((tmp / "out" / "workload-bge-m3-tiny.json").read_text()), done.stdout
+
+
+@pytest.mark.slow
+def test_every_row_runs_or_says_it_needs_cuda(smoke):
+    result, stdout = smoke
+    import workload_bge_m3
+
+    assert result["complete"] and result["shape"]["batch"] == 4 and result["shape"]["tokens"] == 64
+    assert 0 < result["shape"]["padded_tokens"] < 4 * 64  # the batch is padded: the mask matters
+    rows = {r["key"]: r for r in result["rows"]}
+    assert list(rows) == list(workload_bge_m3.ROWS)
+    for key, row in rows.items():
+        if key in CUDA_ONLY:
+            assert row["status"] == "skipped" and "CUDA" in row["reason"], row
+        else:
+            assert row["status"] == "ok", row
+            assert row["latency_s"] > 0 and row["tokens_per_s"] > 0 and row["speedup_vs_best_stock"] > 0
+    assert result["best_stock"]["key"] in ("eager", "compile-default")
+    assert "hoid" in stdout and "gate ok" in stdout
+
+
+@pytest.mark.slow
+def test_rows_are_gated_against_the_float32_reference_by_eager_bf16(smoke):
+    result, _ = smoke
+    rows = {r["key"]: r for r in result["rows"]}
+    baseline = result["gate_baseline"]
+    assert baseline == rows["eager"]["errors"] and baseline["samples"] == 4
+    assert 0 < baseline["median"] < 0.05  # bf16 rounding: visible, small
+    hoid_row = rows["hoid"]
+    assert hoid_row["gate"]["passed"] and not hoid_row["failed"]
+    assert hoid_row["gate"]["baseline"] == baseline and hoid_row["errors"]["median"] <= 1.5 * baseline["median"]
+    assert hoid_row["nodes"] > 0 and hoid_row["fallbacks"] == {}
+    assert {"import_s", "rewrite_s", "compile_s"} <= set(hoid_row)
