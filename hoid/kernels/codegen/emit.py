@@ -26,7 +26,7 @@ from ...ir.registry import get_op
 from ...ir.types import contiguous_strides
 from .index import Render, dim, offset
 from .legality import Layout, operand_coords
-from .templates import COMPUTE, TL, VIEW, is_row_template, literal, render
+from .templates import COMPUTE, TL, VIEW, for_dtype, is_row_template, literal, render
 
 INT32_MAX = 2**31 - 1
 _ASSIGN = re.compile(r"^(\w+) = (.+)$")
@@ -110,8 +110,8 @@ def lower(body: Graph, layout: Layout) -> Program:
                 elif isinstance(value, (int, float)) and attr != "scalar":
                     values[attr] = literal(value, COMPUTE[out.type.dtype])
             values["mask"], values["n"] = "mask", str(layout.cols)
-            pre, expr = render(template, name, values)
             ct = COMPUTE[out.type.dtype]
+            pre, expr = render(for_dtype(template, ct), name, values)
             if ".to(" in template and out.type.dtype != "bool":
                 expr = f"({expr}).to({TL[ct]})"
             if out.type.dtype == "f16":  # f16's range ends at 65504: a value the region overflows to inf must

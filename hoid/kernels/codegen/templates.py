@@ -140,6 +140,19 @@ def literal(value, dtype: str | None = None) -> str:
     return f"({text})" if value < 0 else text
 
 
+# Triton's correctly rounded fp32 functions take fp32 alone (a float64 region failed to build for sm_90, found
+# by the property test); in float64 the plain function rounds correctly already (PTX sqrt.rn.f64).
+_FP32_ONLY = {"tl.sqrt_rn(": "tl.sqrt("}
+
+
+def for_dtype(template: str, compute: str) -> str:
+    """`template` as it builds for values of the compute dtype `compute`."""
+    if compute == "f64":
+        for fp32_only, plain in _FP32_ONLY.items():
+            template = template.replace(fp32_only, plain)
+    return template
+
+
 def render(template: str, var: str, values: dict[str, str]) -> tuple[list[str], str]:
     """(statement lines, final expression) of `template` for the value named `var`: placeholders replaced
     by `values` (operand expressions, attr literals, `mask`, `n`), private `_names` made `var_names`."""

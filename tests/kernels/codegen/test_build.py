@@ -63,6 +63,9 @@ def _forms():
     x = b.input("x", (2, 4096, 8), "f32")
     yield "transpose into a looped softmax", generate(b.build(b.softmax(b.transpose(x, dim0=1, dim1=2), dim=-1)),
                                                       max_row=1024)
+    b = builder()
+    x = b.input("x", (64, 256), "f64")  # the property test's find: Triton's sqrt_rn takes fp32 alone
+    yield "float64 sqrt", generate(b.build(b.sqrt(b.abs(x))))
 
 
 @pytest.mark.parametrize("arch", ["sm_90", "sm_100"])
