@@ -25,7 +25,7 @@ from ..ir import TensorType
 from ..ir.graph import attr_key
 from ..ir.ops.kernel import KernelImpl
 from ..measure.devices import H200, Device
-from ..measure.roofline import op_time
+from ..measure.roofline import op_floor, op_time
 from .snapshot import ABSENT, INPUT, KERNEL, OUT, ENode, Snapshot
 
 
@@ -77,12 +77,16 @@ class AnalyticCost:
     efficiency: a mapping from kernel id (or op name) to efficiency in (0, 1], or an object with
     `efficiency(device_name, kernel, version) -> float | None` such as `hoid.measure.cache.MeasureCache`,
     asked for each kernel id and version once (a plain op as its torch kernel: see `measured_as`).
-    Unknown efficiencies are 1 (the roofline itself).
+    Unknown efficiencies are 1 (the roofline itself). bound: (seconds, efficiencies) for the calls whose
+    floor is at least that long, in place of `efficiency` (`Prices.efficiencies`: a ratio measured where
+    launches and fixed costs dominate says nothing of a call that the floor bounds).
     """
 
-    def __init__(self, device: Device = H200, *, efficiency=None, in_graph: bool = True):
+    def __init__(self, device: Device = H200, *, efficiency=None, in_graph: bool = True,
+                 bound: tuple[float, Mapping[str, float]] | None = None):
         self.device, self.in_graph = device, in_graph
         self._efficiency = efficiency if efficiency is not None else {}
+        self._bound = bound
         self._known: dict[tuple[str, str], float] = {}
 
     def efficiency(self, call: OpCall) -> float:
@@ -99,8 +103,13 @@ class AnalyticCost:
         return self._known[(kernel, version)]
 
     def __call__(self, call: OpCall) -> float:
+        efficiency = self.efficiency(call)
+        if self._bound is not None:
+            above, bound = self._bound
+            if max(op_floor(call.op, call.inputs, call.outputs, call.attrs, self.device)) >= above:
+                efficiency = bound.get(call.name, 1.0)
         return op_time(call.op, call.inputs, call.outputs, call.attrs, self.device,
-                       efficiency=self.efficiency(call), in_graph=self.in_graph)
+                       efficiency=efficiency, in_graph=self.in_graph)
 
 
 class MeasuredCost:

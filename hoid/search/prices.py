@@ -36,6 +36,8 @@ from ..measure.devices import Device
 from .cost import AnalyticCost, OpCall, measured_as
 
 SHIPPED = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "decode_prices.json"
+# A call whose floor is at least this many launches is bound by it: priced by the efficiencies of such rows
+BOUND_BY_FLOOR = 4
 
 
 def price_key(device: str, call: OpCall) -> MeasureKey:
@@ -105,10 +107,18 @@ class Prices:
                 self._index.setdefault((types, attrs), []).append((kernel, median))
         return self._index
 
-    def efficiencies(self) -> dict[str, float]:
-        """Per kernel id or op name (as `OpCall.name`): the median of floor / measured over its rows."""
+    def efficiencies(self, bound_from: float | None = None, launch: float = 0.0) -> dict[str, float]:
+        """Per kernel id or op name (as `OpCall.name`): the median of floor / measured over its rows. With
+        `bound_from` (seconds), over the rows whose floor is at least that, less the `launch` the model adds
+        back (`roofline.op_time`): the efficiency of calls the floor bounds. The shipped decode rows are
+        mostly small (a decode-size add: 0.001 of its floor, the rest launch and ramp-up), and their ratio
+        priced an encoder's 32 MiB add at a thousand times its floor."""
         ratios: dict[str, list[float]] = {}
         for key, (median, floor) in self.rows.items():
+            if bound_from is not None:
+                if not floor or floor < bound_from:
+                    continue
+                median = max(median - launch, floor)
             if floor and median > 0:
                 kernel = key[1]
                 name = kernel[3:] if kernel.startswith("op.") else kernel
@@ -139,8 +149,11 @@ class PricedCost:
         """Decide, for each kernel, whether its choice is measured on both sides; a plain call on the side
         of a modelled choice is modelled too, wherever it appears."""
         self._rivals = rival_kernels(kernels)
+        launch = self.device.graph_launch_overhead
+        bound = self.prices.efficiencies(BOUND_BY_FLOOR * launch, launch)
         self.analytic = AnalyticCost(self.device, efficiency=unmeasured_efficiencies(self._measured_efficiency,
-                                                                                    self._rivals))
+                                                                                    self._rivals),
+                                     bound=(BOUND_BY_FLOOR * launch, unmeasured_efficiencies(bound, self._rivals)))
         self._both: dict[tuple, bool] = {}
         self._tainted: set[tuple] = set()
         for impl in kernels.values():

@@ -30,3 +30,25 @@ def test_an_unmeasured_kernel_is_priced_above_its_measured_rival():
     assert model(cute) >= 9e-6 * UNMEASURED_PENALTY  # the roofline alone would say ~4 us
     alone = PricedCost(H200, Prices(H200.name, {}, "none"), {"b": cute_impl})
     assert alone(cute) < 9e-6  # with nothing measured, the model's own price
+
+
+def test_a_call_bound_by_its_floor_is_priced_by_rows_bound_by_theirs():
+    # a decode-size add (16 KB: its 2 us are launch and ramp-up) says nothing of an encoder's 32 MiB add
+    launch = H200.graph_launch_overhead
+    small, big = (TensorType((1, 4096), "bf16"),) * 2, (TensorType((32, 512, 1024), "bf16"),) * 2
+    add_small, add_big = OpCall("add", small, small[:1], {}), OpCall("add", big, big[:1], {})
+    roofline = PricedCost(H200).analytic  # nothing measured: the floor plus one launch
+    floor_small = roofline(add_small) - launch
+    prices = Prices(H200.name, {price_key(H200.name, add_small): (2e-6, floor_small)}, "test")
+    assert prices.efficiencies()["add"] < 0.01 and "add" not in prices.efficiencies(4 * launch, launch)
+    model = PricedCost(H200, prices)
+    assert model(add_big) == roofline(add_big)  # not a thousand times it
+    other = OpCall("add", (TensorType((2, 4096), "bf16"),) * 2, small[:1], {})
+    assert model(other) > 2 * roofline(other)  # a small call still pays what small rows measured
+    # a row bound by its floor sets the efficiency of the calls bound by theirs: twice the floor, elsewhere too
+    floor_big = roofline(add_big) - launch
+    prices = Prices(H200.name, {price_key(H200.name, add_big): (2 * floor_big + launch, floor_big)}, "test")
+    assert prices.efficiencies(4 * launch, launch)["add"] == 0.5
+    wide = (TensorType((64, 512, 1024), "bf16"),) * 2
+    add_wide = OpCall("add", wide, wide[:1], {})
+    assert abs(PricedCost(H200, prices)(add_wide) - (2 * (roofline(add_wide) - launch) + launch)) < 1e-12
