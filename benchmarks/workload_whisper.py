@@ -217,7 +217,7 @@ def decode_part(model, args, device) -> list[dict]:
             if compiled.captured and inputs["cross"] is cross:
                 # the CUDA graph was recorded over copies of its inputs: hand it those from now on, as a
                 # loop hands back its state, rather than copying 64 cross K/V tensors in at every step
-                inputs["cross"] = compiled._static_inputs[2:2 + len(cross)]
+                inputs["cross"] = compiled.input_buffers[2:2 + len(cross)]
             return out
 
         step = lambda ids, pos: greedy(logits(ids, pos))  # noqa: E731

@@ -97,6 +97,13 @@ class CompiledGraph:
         return launch_plan(self.plan.steps, self.lowered.kernels, self.pdl)
 
     @property
+    def input_buffers(self) -> list[torch.Tensor] | None:
+        """The buffers the CUDA graph reads its runtime inputs from (state: `state` itself), once captured;
+        a caller that passes them back, or writes into them, skips the copy in (a large input that stays
+        the same across calls, such as cross-attention K/V, is then never copied again). None before."""
+        return list(self._static_inputs) if self._static_inputs is not None else None
+
+    @property
     def captured(self) -> bool:
         return self._graph is not None
 

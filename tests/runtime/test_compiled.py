@@ -84,6 +84,10 @@ def test_the_captured_call_is_recorded_over_inputs_of_its_own(tiny_step, monkeyp
     assert [t.data_ptr() for t in state] == [t.data_ptr() for t in step.state]  # the state is its own already
     step(torch.tensor([[9]]), torch.tensor([6]), *step.state)
     assert first[0].item() != 9 and ids.item() == 9 and position.item() == 6  # later calls fill the copies
+    assert [t.data_ptr() for t in step.input_buffers] == [t.data_ptr() for t in args]  # what to pass back
+    copies = step.stats.input_copies
+    step(*step.input_buffers)
+    assert step.stats.input_copies == copies  # passed back: nothing copied in
 
 
 def test_calls_reuse_their_buffers(tiny_rewritten):
