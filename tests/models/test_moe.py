@@ -155,20 +155,23 @@ def test_the_step_runs_only_the_selected_experts():
     assert topk.attrs["k"] == cfg.num_experts_per_tok and topk.inputs[0].type.shape == (1, cfg.num_experts)
 
 
-@pytest.mark.slow  # 48 layers through torch.export: a minute and more on the shared CPU
 def test_a_full_size_decode_step_has_the_published_shapes():
-    """Qwen3-30B-A3B itself on the meta device: 48 layers, each with 4 KV heads of 128, a router over
-    128 experts that keeps 8, and 30.5B parameters in all."""
+    """Qwen3-30B-A3B itself on the meta device: 30.5B parameters in 48 layers; its decode step, imported at
+    full width over 2 of them (each layer the same: torch.export of all 48 takes minutes on the CI's 2
+    cores), has 4 KV heads of 128 and a router over 128 experts that keeps 8, per layer."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         lm = build_model("qwen3-30b-a3b", device="meta", dtype=torch.bfloat16)
+        assert lm.config.num_hidden_layers == 48
+        assert abs(sum(p.numel() for p in lm.parameters()) - 30.53e9) < 0.01e9
+        lm.model.layers = lm.model.layers[:2]
+        lm.config.num_hidden_layers = 2
         step = decode_step_graph(lm, cache_len=256)
     counts = step.op_counts()
-    assert counts["sdpa"] == counts["topk"] == 48 and counts["index"] == 96
-    assert counts["matmul"] == 48 * 7 + 1  # q, k, v, o, router, the gathered gate_up and down; the head
+    assert counts["sdpa"] == counts["topk"] == 2 and counts["index"] == 4
+    assert counts["matmul"] == 2 * 7 + 1  # q, k, v, o, router, the gathered gate_up and down; the head
     assert step.outputs[0].type == hoid.TensorType((1, 1, 151936), "bf16")
-    assert [v.type.shape for v in step.inputs_of_kind("state")] == [(1, 4, 256, 128)] * 96
-    assert abs(step.weight_bytes() / 2 - 30.53e9) < 0.01e9
+    assert [v.type.shape for v in step.inputs_of_kind("state")] == [(1, 4, 256, 128)] * 4
     gathered = [n.outputs[0].type for n in step.nodes if n.op == "index"]
     assert set(gathered) == {hoid.TensorType((8, 1536, 2048), "bf16"), hoid.TensorType((8, 2048, 768), "bf16")}
 

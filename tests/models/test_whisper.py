@@ -167,27 +167,33 @@ def test_a_cache_longer_than_the_decoder_positions_is_refused():
 
 
 def test_full_size_graphs_have_the_published_shapes():
-    """Whisper-large-v3 itself on the meta device: 30 s of audio in, 1500 states of 1280 out; the step
-    attends over 448 cache slots and 1500 encoder positions in 20 heads of 64."""
+    """Whisper-large-v3 itself on the meta device: 1.54B parameters; its graphs, imported at full width over
+    2 of its 32 encoder and 32 decoder layers (each layer the same: torch.export of all of them takes a
+    minute on the CI's 2 cores): 30 s of audio in, 1500 states of 1280 out; the step attends over 448
+    cache slots and 1500 encoder positions in 20 heads of 64."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = whisper.build_model("whisper-large-v3", device="meta", dtype=torch.bfloat16)
+        assert sum(p.numel() for p in model.parameters()) == 1_543_490_560
+        model.model.encoder.layers = model.model.encoder.layers[:2]
+        model.model.decoder.layers = model.model.decoder.layers[:2]
+        model.config.encoder_layers = model.config.decoder_layers = 2
         enc = whisper.encoder_graph(model)
         step = whisper.decode_step_graph(model, cache_len=448)
     assert enc.runtime_inputs[0].type == hoid.TensorType((1, 128, 3000), "bf16")
     assert enc.outputs[0].type == hoid.TensorType((1, 1500, 1280), "bf16")
     ops = enc.op_counts()
     # per layer: q, k, v, out, fc1, fc2 matmuls, two norms and one attention; plus the stem and final norm
-    assert (ops["conv"], ops["gelu"], ops["sdpa"], ops["matmul"], ops["layer_norm"]) == (2, 34, 32, 192, 65)
+    assert (ops["conv"], ops["gelu"], ops["sdpa"], ops["matmul"], ops["layer_norm"]) == (2, 2 + 2, 2, 6 * 2, 2 * 2 + 1)
     assert step.outputs[0].type == hoid.TensorType((1, 1, 51866), "bf16")
-    assert [v.type.shape for v in step.inputs_of_kind("state")] == [(1, 20, 448, 64)] * 64
-    assert [v.type.shape for v in step.inputs_of_kind("input")[2:]] == [(1, 20, 1500, 64)] * 64
+    assert [v.type.shape for v in step.inputs_of_kind("state")] == [(1, 20, 448, 64)] * 4
+    assert [v.type.shape for v in step.inputs_of_kind("input")[2:]] == [(1, 20, 1500, 64)] * 4
     ops = step.op_counts()
     # per layer: self q, k, v, out, cross q, out, fc1, fc2; and the head
-    assert (ops["sdpa"], ops["index_copy"], ops["matmul"], ops["layer_norm"]) == (64, 64, 257, 97)
+    assert (ops["sdpa"], ops["index_copy"], ops["matmul"], ops["layer_norm"]) == (4, 4, 8 * 2 + 1, 3 * 2 + 1)
     # every parameter is in one of the two graphs (cross K/V projections: in cross_kv_graph's)
-    cross_kv = 32 * 2 * (1280 * 1280) + 32 * 1280  # k_proj has no bias, v_proj has
-    assert enc.weight_bytes() / 2 + step.weight_bytes() / 2 + cross_kv == 1_543_490_560
+    cross_kv = 2 * 2 * (1280 * 1280) + 2 * 1280  # k_proj has no bias, v_proj has
+    assert enc.weight_bytes() / 2 + step.weight_bytes() / 2 + cross_kv == sum(p.numel() for p in model.parameters())
 
 
 def _same(a, b) -> float:
