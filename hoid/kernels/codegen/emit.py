@@ -181,7 +181,9 @@ def _tile_kernel(program: Program, layout: Layout) -> list[str]:
 
 def _operand_values(node, op, var: dict[str, str], template: str) -> dict[str, str]:
     """Each operand's expression in the dtype the op computes in: its output's, or for a bool result the
-    operands' common dtype; bool operands stay bool (a where's condition), except into a row op."""
+    operands' common dtype. A bool operand stays bool where it is one: a where's condition, or an operand
+    of a bool result (not into a row op); into arithmetic it is cast as torch promotes it (`pow(bool, 0.5)`
+    is float, and Triton's sqrt_rn takes no int1: found by the property test)."""
     names = [o.strip("*?") for o in op.operands]
     out = node.outputs[0].type.dtype
     scalar = node.attrs.get("scalar")
@@ -201,7 +203,8 @@ def _operand_values(node, op, var: dict[str, str], template: str) -> dict[str, s
     for name, v in zip(names, node.inputs, strict=False):
         expr = var[v.name]
         have = COMPUTE[v.type.dtype]
-        if target is not None and have != target and (row or v.type.dtype != "bool"):
+        stays_bool = v.type.dtype == "bool" and not row and (out == "bool" or name == "condition")
+        if target is not None and have != target and not stays_bool:
             expr = f"{expr}.to({TL[target]})"
         values[name] = expr
     if scalar is not None:

@@ -87,6 +87,14 @@ def test_integer_and_bool_ops_are_computed_in_their_dtypes():
     assert_verified(gen)
 
 
+def test_a_bool_into_arithmetic_is_promoted_as_torch_does():
+    # the property test's find: pow(bool, 0.5) is float in torch, and Triton's sqrt_rn takes no int1
+    b = builder()
+    x, y = b.input("x", (4,), "f32"), b.input("y", (4,), "i32")
+    gen = generate(b.build(b.abs(b.pow(b.le(x, y), 0.5))))
+    assert_verified(gen)
+
+
 def test_python_floor_division_and_modulo_of_negative_integers():
     import torch
 
