@@ -35,7 +35,7 @@ import decode_hoid  # noqa: E402
 import decode_report  # noqa: E402
 import decode_stock  # noqa: E402
 from decode_gate import Gate  # noqa: E402
-from decode_loop import Shape, run_row, tokens_per_second  # noqa: E402
+from decode_loop import Shape, open_device, run_row, tokens_per_second  # noqa: E402
 
 __all__ = ["main", "tokens_per_second"]  # kernels_cute.py times its whole-model rows with the shared loop
 
@@ -216,14 +216,11 @@ def main(argv=None) -> int:
         import decode_parallel
 
         return decode_parallel.run(args, keys, argv if argv is not None else sys.argv[1:])
-    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("--device cuda: no CUDA GPU here (use --device cpu --tiny for the smoke run)")
+    device, device_name = open_device(args.device)
     from hoid.models import build_model
 
     date = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     bandwidth, how = copy_bandwidth(device)
-    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({platform.machine()})"
     begin = time.perf_counter()
     lm = build_model(args.model, dtype=torch.bfloat16, device=device, seed=args.seed)
     build_s = time.perf_counter() - begin

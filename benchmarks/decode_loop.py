@@ -57,6 +57,17 @@ class Decoder:
     close: Callable[[], None] | None = None  # frees what the row holds beyond the decoder (temp dirs...)
 
 
+def open_device(name: str | None) -> tuple[torch.device, str]:
+    """The benchmark's device (`--device`; default the GPU when there is one) and its name for the report;
+    exits naming the fix when CUDA is asked for and absent."""
+    import platform
+
+    device = torch.device(name or ("cuda" if torch.cuda.is_available() else "cpu"))
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: no CUDA GPU here (use --device cpu --tiny for the smoke run)")
+    return device, torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({platform.machine()})"
+
+
 def sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)

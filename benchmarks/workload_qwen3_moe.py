@@ -31,7 +31,6 @@ import copy
 import dataclasses
 import datetime
 import json
-import platform
 import sys
 import tempfile
 import time
@@ -48,7 +47,7 @@ import decode_hoid  # noqa: E402
 import decode_report  # noqa: E402
 import decode_stock  # noqa: E402
 from decode import _line, copy_bandwidth, versions  # noqa: E402
-from decode_loop import Decoder, Shape, greedy, release, run_row  # noqa: E402
+from decode_loop import Decoder, Shape, greedy, open_device, release, run_row  # noqa: E402
 
 MODEL = "qwen3-30b-a3b"
 
@@ -266,14 +265,11 @@ def run_shape(lm, shape: Shape, args, device, cell: dict, save) -> None:
 
 def main(argv=None) -> int:
     args = parse(argv)
-    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise SystemExit("--device cuda: no CUDA GPU here (use --device cpu --tiny for the smoke run)")
+    device, device_name = open_device(args.device)
     from hoid.models import build_model
 
     date = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
     bandwidth, how = copy_bandwidth(device)
-    device_name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({platform.machine()})"
     begin = time.perf_counter()
     lm = build_model(args.model, dtype=torch.bfloat16, device=device, seed=args.seed)
     build_s = time.perf_counter() - begin
