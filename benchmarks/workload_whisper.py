@@ -39,9 +39,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(1, str(HERE.parent))
 
-from decode_loop import Decoder, Skip, greedy, last_logits, release, run_row, sync, teacher_forced  # noqa: E402
+from decode_gate import Gate  # noqa: E402
+from decode_loop import Decoder, Skip, greedy, last_logits, release, run_row, sync  # noqa: E402
 
-from hoid.testing.gate import ERROR_FACTOR, StepErrors, judge  # noqa: E402
+from hoid.testing.gate import ERROR_FACTOR  # noqa: E402
 
 STOCK = {  # key -> (name, torch.compile mode or None for eager, coordinate-descent tuning)
     "eager": ("eager PyTorch", None, False),
@@ -247,14 +248,14 @@ def decode_part(model, args, device) -> list[dict]:
     return rows
 
 
-class DecodeGate:
+class DecodeGate(Gate):
     """decode_gate.Gate's rule for the Whisper step: a float32 step (the bf16 weights and cross K/V,
     upcast) run once over start + tokens gives the reference logits of every teacher-forced step."""
 
     def __init__(self, model, cache_len: int, cross, start: torch.Tensor, tokens: torch.Tensor):
         from hoid.models import whisper
 
-        self.start, self.tokens = start, tokens
+        self.prompt, self.tokens = start, tokens
         reference = whisper.WhisperDecodeStep(copy.deepcopy(model).float(), cache_len).eval()
         sequence = torch.cat([start, tokens[:, :-1]], dim=1)
         position = torch.zeros((1,), dtype=torch.long, device=start.device)
@@ -263,22 +264,6 @@ class DecodeGate:
         self.baseline = None
         del reference
         release(start.device)
-
-    def stats(self, decoder: Decoder):
-        errors = StepErrors()
-        teacher_forced(decoder, self.start, self.tokens, lambda i, lg: errors.add(lg.float(), self.reference[i]))
-        return errors.stats()
-
-    def set_baseline(self, eager: Decoder) -> dict:
-        self.baseline = self.stats(eager)
-        return self.baseline.to_json()
-
-    def judge(self, decoder: Decoder, row: dict) -> None:
-        try:
-            verdict = judge(self.stats(decoder), self.baseline)
-            row["gate"], row["failed"] = verdict.to_json(), not verdict.passed
-        except Exception as e:  # a row that cannot be gated has failed, with why
-            row["gate"], row["failed"] = {"passed": False, "error": f"{type(e).__name__}: {e}"}, True
 
 
 # --- report ----------------------------------------------------------------------------------------
