@@ -33,18 +33,23 @@ def result(step):
     return search(step, device="h200")
 
 
+def _op(kernel: str) -> str:
+    """A library kernel's op, whichever backend wrote it (`cute.linear` and `triton.linear` compete on price)."""
+    return kernel.split(".", 1)[1]
+
+
 def test_each_layer_runs_the_fast_decode_kernels(result):
     kernels = sorted(n.attrs["kernel"] for n in result.graph.nodes if n.op == "kernel")
-    per_layer = ["triton.decode_attention", "triton.linear", "triton.linear_swiglu_merged",
-                 "triton.qk_norm_rope_cache"]
+    ops = [_op(k) for k in kernels]
+    per_layer = ["decode_attention", "linear", "linear_swiglu_merged", "qk_norm_rope_cache"]
     for name in set(per_layer):
-        assert kernels.count(name) >= 2 * per_layer.count(name), (name, kernels)
+        assert ops.count(name) >= 2 * per_layer.count(name), (name, kernels)
     # each of the two residual adds a layer is fused into one kernel: the projection before it
     # (linear + residual) or the norm after it (add + RMSNorm), whichever is cheaper; they share the add
-    assert kernels.count("triton.linear_add") + kernels.count("triton.add_rmsnorm") >= 4, kernels
+    assert ops.count("linear_add") + ops.count("add_rmsnorm") >= 4, kernels
     attention = [n for n in result.graph.nodes if n.op == "kernel" and n.attrs["kernel"] == "triton.decode_attention"]
     assert all(n.inputs[1].type.shape[1] == 8 for n in attention)  # the cache as stored, 8 kv heads
-    qkv = [n for n in result.graph.nodes if n.op == "kernel" and n.attrs["kernel"] == "triton.linear"
+    qkv = [n for n in result.graph.nodes if n.op == "kernel" and _op(n.attrs["kernel"]) == "linear"
            and n.outputs[0].type.shape[-1] == 2048 + 2 * 1024]
     assert len(qkv) == 2
     # no expand or copy of a cache (the mask's broadcast, 4 kB of bools, may stay)
@@ -52,7 +57,8 @@ def test_each_layer_runs_the_fast_decode_kernels(result):
                    for n in result.graph.nodes)
     # every kernel choice priced by its rows; what is left modelled is a plain op with nothing to choose
     # between (the RoPE frequencies' f32 mul, which no kernel replaces)
-    assert result.report.measured and not [m for m in result.report.modelled if "triton." in m or "torch." in m]
+    assert result.report.measured and not [m for m in result.report.modelled
+                                           if any(b in m for b in ("triton.", "cute.", "torch."))]
     assert "decode_prices.json" in result.report.prices
 
 
@@ -62,3 +68,10 @@ def test_the_outputs_are_the_original_graphs(step, result):
     inputs = [torch.tensor([[7]]), torch.tensor([5]), *caches]
     for expected, got in zip(run(step, *inputs), run(result.graph, *inputs), strict=True):
         torch.testing.assert_close(got.float(), expected.float(), rtol=2e-2, atol=2e-2)
+
+
+def test_the_cute_gemvs_compete_on_price(result):
+    # the shipped H200 rows measure CuTe's GEMV under Triton's at this QKV shape (6.3 against 7.2 us)
+    qkv = [n.attrs["kernel"] for n in result.graph.nodes if n.op == "kernel"
+           and n.outputs[0].type.shape[-1] == 2048 + 2 * 1024]
+    assert qkv == ["cute.linear", "cute.linear"], qkv
