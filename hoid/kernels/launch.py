@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -101,7 +101,8 @@ class BoundKernel:
     (and `pdl=True` where it launches with programmatic dependent launch); `outputs`: the output types;
     `aliases`: output index -> the input index whose buffer it is; `workspace`: the types of its scratch
     buffers (None where its params leave them open: it allocates its own); `launches`: the device kernels
-    one call launches (None where torch decides); `pdl`: launched with programmatic dependent launch."""
+    one call launches (None where torch decides); `pdl`: launched with programmatic dependent launch;
+    `pdl_early`: and reading the spec's `pdl_early` inputs before its wait (`early()` makes it so)."""
 
     spec: KernelSpec
     inputs: tuple[TensorType, ...]
@@ -111,6 +112,15 @@ class BoundKernel:
     workspace: tuple[TensorType, ...] | None = ()
     launches: int | None = 1
     pdl: bool = False
+    pdl_early: bool = False
+
+    def early(self) -> BoundKernel:
+        """This launch reading its spec's `pdl_early` inputs before its wait; the caller vouches that no kernel
+        of the chain writes them (the runtime: they are bind-time values). Itself where it has nothing to
+        read early (no PDL launch, or a spec without `pdl_early`)."""
+        if not (self.pdl and self.spec.pdl_early):
+            return self
+        return replace(self, keywords={**self.keywords, "pdl_early": True}, pdl_early=True)
 
     def allocate(self, inputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
         """The destination buffers for a launch over `inputs`: an aliased output is its input's tensor,

@@ -118,7 +118,12 @@ class KernelSpec:
     it launches every device kernel with the PDL attribute, and each waits for its predecessor's memory
     (`griddepcontrol.wait`) before touching any global memory and lets its successor launch early. Only on
     archs where `supports_pdl` (sm_90+); the runtime decides per device (`hoid.compile(pdl=...)`), so the
-    choice stays a launch parameter, not a fork of the kernel."""
+    choice stays a launch parameter, not a fork of the kernel.
+
+    pdl_early: the inputs (indices) a PDL launch may read before its wait, when launched with
+    `pdl_early=True` as well (a GEMV's weight tiles, which can stream in while the previous kernel drains).
+    Sound only where no kernel of the chain writes them: the runtime asks for it only when each is a
+    bind-time value (a weight, or computed from weights alone), never for an activation or state."""
 
     id: str
     pattern: Pattern
@@ -137,6 +142,7 @@ class KernelSpec:
     launches: Count | None = None
     workspace: Callable[[Sequence[TensorType], dict, dict], tuple[TensorType, ...] | None] | None = None
     pdl: bool = False
+    pdl_early: tuple[int, ...] = ()
     doc: str = ""
     version: str = field(init=False)
 
@@ -151,6 +157,12 @@ class KernelSpec:
         if self.pdl and self.backend == "torch":
             raise ValueError(f"kernel {self.id}: pdl=True, but a torch vendor call launches what torch picks, "
                              "without the PDL attribute; only Triton and CuTe kernels can support it")
+        if self.pdl_early and not self.pdl:
+            raise ValueError(f"kernel {self.id}: pdl_early={self.pdl_early} without pdl=True: only a PDL launch has "
+                             "a wait to read ahead of")
+        if any(not 0 <= i < len(self.pattern.operands) for i in self.pdl_early):
+            raise ValueError(f"kernel {self.id}: pdl_early={self.pdl_early} names no input of its "
+                             f"{len(self.pattern.operands)} operands")
         if isinstance(self.launches, int) and (isinstance(self.launches, bool) or self.launches < 0):
             raise ValueError(f"kernel {self.id}: launches={self.launches!r}; give a count >= 0 or a function")
         object.__setattr__(self, "version", kernel_version(self.launch, self.source))
@@ -186,6 +198,12 @@ class KernelSpec:
         """Device kernels one call launches at these types, attrs and params (see `launches`)."""
         if self.launches is None:
             return None if self.backend == "torch" else 1
+        if self.pdl_early and not self.pdl:
+            raise ValueError(f"kernel {self.id}: pdl_early={self.pdl_early} without pdl=True: only a PDL launch has "
+                             "a wait to read ahead of")
+        if any(not 0 <= i < len(self.pattern.operands) for i in self.pdl_early):
+            raise ValueError(f"kernel {self.id}: pdl_early={self.pdl_early} names no input of its "
+                             f"{len(self.pattern.operands)} operands")
         if isinstance(self.launches, int):
             return self.launches
         found = self.launches(list(types), dict(attrs), dict(params))

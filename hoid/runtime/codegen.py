@@ -132,7 +132,8 @@ def _kernel_lines(node, lowered, plan, ident, names, prog) -> list[str]:
     if key in plan.workspaces:
         scratch = prog.workspaces[key] = [names.new(f"ws_{key}_{j}") for j in range(len(plan.workspaces[key]))]
         call += f", ({_tuple(scratch)})"
-    call += ")" + ("  # programmatic dependent launch" if bound.pdl else "")
+    pdl = "  # programmatic dependent launch" + (", weights read before its wait" if bound.pdl_early else "")
+    call += ")" + (pdl if bound.pdl else "")
     return [*before, f"    {call}", *after]
 
 

@@ -45,7 +45,18 @@ def lower(graph: Graph, *, arch: str | None = None, kernels=None, pdl: bool = Fa
     _flatten(graph.nodes, {}, "", (arch, kernels, pdl), bound, fallbacks, nodes)
     flat = Graph(graph.name, list(graph.inputs), nodes, list(graph.outputs), dict(graph.state_updates),
                  dict(graph.weights))
-    return Lowered(flat, bound, fallbacks, frozenset(_static_values(flat)))
+    static = frozenset(_static_values(flat))
+    _read_weights_early(flat, bound, static)
+    return Lowered(flat, bound, fallbacks, static)
+
+
+def _read_weights_early(flat: Graph, bound: dict[str, BoundKernel], static: frozenset[str]) -> None:
+    """PDL launches whose `pdl_early` inputs are all bind-time values read them before their wait: no kernel
+    of a call writes a weight, so the weight tiles may stream in while the previous kernel drains."""
+    for node in flat.nodes:
+        b = bound.get(node.outputs[0].name) if node.op == "kernel" else None
+        if b is not None and b.pdl and all(node.inputs[i].name in static for i in b.spec.pdl_early):
+            bound[node.outputs[0].name] = b.early()
 
 
 def _flatten(body_nodes, rename: dict[str, Value], prefix: str, how, bound, fallbacks, out) -> None:

@@ -137,3 +137,27 @@ def test_workspaces_share_slots_with_dead_buffers():
     pointers = {name: compiled.namespace[name].data_ptr() for names in compiled.program.workspaces.values()
                 for name in names}
     assert "ws_t3_0" in compiled.source and len(pointers) == 4
+
+
+def test_a_pdl_gemv_reads_its_weight_before_its_wait_only_where_it_is_a_weight():
+    # lowered for a PDL arch without running: the chain's two GEMVs read bound weights (early), a GEMV over
+    # an activation as its "weight" (written by the kernel before it in a call) must wait first
+    from hoid.ir import KernelImpl
+    from hoid.kernels import get, resolve_params
+    from hoid.runtime.lower import lower
+
+    graph, _ = kernel_chain()
+    lowered = lower(graph, arch="sm_90", pdl=True)
+    gemvs = [b for b in lowered.kernels.values() if b.spec.id.startswith("triton.linear")]
+    assert len(gemvs) == 2 and all(b.pdl_early and b.keywords["pdl_early"] for b in gemvs)
+    assert not any(b.pdl_early for b in lowered.kernels.values() if not b.spec.id.startswith("triton.linear"))
+
+    b = hoid.GraphBuilder("activation_weight")
+    x, a = b.input("x", (1, 64), "f32"), b.input("a", (48, 64), "f32")
+    made = b.op("exp", a)  # written in the call, by the op before the GEMV
+    spec = get("triton.linear")
+    types = [x.type, made.type]
+    impl = KernelImpl(spec.id, spec.version, resolve_params(spec, types, {}, {}), spec.pattern.graph(types, {}), {})
+    out = b.op("kernel", x, made, **impl.node_attrs())
+    (bound,) = lower(b.build(out), arch="sm_90", pdl=True).kernels.values()
+    assert bound.pdl and not bound.pdl_early and "pdl_early" not in bound.keywords

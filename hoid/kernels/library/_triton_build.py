@@ -47,7 +47,9 @@ class BuiltKernel:
     memory before the loop goes on. `wide_loads` and `narrow_loads` count the PTX global loads that move
     16 bytes per thread and those that move less (a bf16 tensor read 2 bytes at a time takes 8x the
     instructions and rarely reaches the bandwidth). `griddep` counts the grid dependency control
-    instructions (`griddepcontrol.wait` and `.launch_dependents`): a PDL build has both, others none."""
+    instructions (`griddepcontrol.wait` and `.launch_dependents`): a PDL build has both, others none.
+    `loads_before_wait`: the global loads the PTX issues ahead of its first `griddepcontrol.wait` (a GEMV's
+    early weight tile; 0 for a PDL kernel that touches no memory before its wait)."""
 
     kernel: str
     arch: str
@@ -58,6 +60,7 @@ class BuiltKernel:
     wide_loads: int
     narrow_loads: int
     griddep: int = 0
+    loads_before_wait: int = 0
 
 
 def compile_for(kernel: TritonKernel, arch: str, signature: dict[str, str], constexprs: dict[str, Any],
@@ -119,8 +122,9 @@ def _build(kernel: TritonKernel, arch, signature, constexprs, num_warps, num_sta
     loads = re.findall(r"\b(ld\.global[.\w]*|cp\.async\.cg\.shared\.global)\b", built.asm["ptx"])
     wide = sum(1 for op in loads if op.startswith("cp.async.cg") or op.endswith((".v4.b32", ".v2.b64")))
     griddep = len(re.findall(r"\bgriddepcontrol\.(?:wait|launch_dependents)\b", built.asm["ptx"]))
+    ahead = built.asm["ptx"].split("griddepcontrol.wait")[0] if griddep else ""
     return BuiltKernel(kernel.name, arch, target, built.metadata.shared, built.metadata.num_warps, async_loads,
-                       wide, len(loads) - wide, griddep)
+                       wide, len(loads) - wide, griddep, len(re.findall(r"\bld\.global", ahead)))
 
 
 class _CompileServer:

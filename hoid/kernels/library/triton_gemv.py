@@ -16,7 +16,12 @@ be more than 1/16 used); at M > 1, `tl.dot` on a 16-row tile.
 The split-K partials are a declared workspace (the runtime plans it; a launch without one allocates it).
 With `pdl=True` (programmatic dependent launch, sm_90+) a launch waits for its predecessor before its
 first load and lets the next kernel launch at once (`pdl_enter`): in a chain of such kernels, each one's
-launch and ramp-up hide behind the one before.
+launch and ramp-up hide behind the one before. With `pdl_early=True` as well, each program loads its first
+weight tile before the wait (the spec's `pdl_early`: input 1, the weight): a decode program walks few K
+tiles (K / block_k / split_k), so a good share of its bytes start streaming while the previous kernel
+drains, time the wait alone leaves idle. Only sound where nothing in the chain writes the weight: the
+runtime asks for it only for a bind-time value (a weight, or computed from weights alone). Whether it pays
+is measured on the H200 (`benchmarks/pdl_h200.py`), not assumed.
 """
 
 from __future__ import annotations
@@ -58,11 +63,21 @@ PARAMS = (
 @triton_kernel
 def gemv_tile(x_ptr, w_ptr, res_ptr, out_ptr, part_ptr, count_ptr, M, K, n_out, k_tiles,
               EPILOGUE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-              SPLIT_K: tl.constexpr, PRECISION: tl.constexpr, STAGES: tl.constexpr, PDL: tl.constexpr):
-    pdl_enter(PDL)  # before any load or store: the counters, partials and out may be the last kernel's
+              SPLIT_K: tl.constexpr, PRECISION: tl.constexpr, STAGES: tl.constexpr, PDL: tl.constexpr,
+              EARLY: tl.constexpr):
     pid_n, pid_k = tl.program_id(0), tl.program_id(1)
     n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     m = tl.arange(0, BLOCK_M)
+    if EARLY:
+        # The weight is bound once and no kernel of the chain writes it (the runtime launches with EARLY
+        # only then): its first tile streams in while the previous kernel finishes, ahead of the wait
+        k_first = pid_k * k_tiles * BLOCK_K + tl.arange(0, BLOCK_K)
+        first_offs = n[:, None].to(tl.int64) * K + k_first[None, :]
+        first_mask = (n[:, None] < n_out) & (k_first[None, :] < K) & (k_tiles > 0)
+        w_first = tl.load(w_ptr + first_offs, mask=first_mask, other=0.0)
+        if EPILOGUE == 2:
+            w_up_first = tl.load(w_ptr + first_offs + n_out.to(tl.int64) * K, mask=first_mask, other=0.0)
+    pdl_enter(PDL)  # before any other load or store: the counters, partials and out may be the last kernel's
     acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
     acc_up = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)  # the up half's rows, with the swiglu epilogue
     # A run-time bound: one build serves every K. STAGES > 1 pipelines the loop (loads issued stages ahead,
@@ -72,10 +87,17 @@ def gemv_tile(x_ptr, w_ptr, res_ptr, out_ptr, part_ptr, count_ptr, M, K, n_out, 
         x = tl.load(x_ptr + m[:, None] * K + k[None, :], mask=(m[:, None] < M) & (k[None, :] < K), other=0.0)
         w_offs = n[:, None].to(tl.int64) * K + k[None, :]
         w_mask = (n[:, None] < n_out) & (k[None, :] < K)
-        w = tl.load(w_ptr + w_offs, mask=w_mask, other=0.0)
+        if EARLY:  # the first tile is in hand: its load here is masked off (no memory traffic)
+            w = tl.where(t == 0, w_first, tl.load(w_ptr + w_offs, mask=w_mask & (t > 0), other=0.0))
+        else:
+            w = tl.load(w_ptr + w_offs, mask=w_mask, other=0.0)
         acc += _product(x, w, BLOCK_M, PRECISION)
         if EPILOGUE == 2:
-            w_up = tl.load(w_ptr + w_offs + n_out.to(tl.int64) * K, mask=w_mask, other=0.0)
+            up_offs = w_offs + n_out.to(tl.int64) * K
+            if EARLY:
+                w_up = tl.where(t == 0, w_up_first, tl.load(w_ptr + up_offs, mask=w_mask & (t > 0), other=0.0))
+            else:
+                w_up = tl.load(w_ptr + up_offs, mask=w_mask, other=0.0)
             acc_up += _product(x, w_up, BLOCK_M, PRECISION)
     out_offs = m[:, None] * n_out + n[None, :]
     out_mask = (m[:, None] < M) & (n[None, :] < n_out)
@@ -168,7 +190,7 @@ def _partials_shape(split: int, m: int, n_out: int) -> tuple[int, ...]:
 
 
 def _launch(x, w, residual, out, epilogue: str, *, block_n="auto", block_k="auto", split_k="auto",
-            num_warps="auto", num_stages="auto", pdl=False, workspace=None) -> None:
+            num_warps="auto", num_stages="auto", pdl=False, pdl_early=False, workspace=None) -> None:
     k = x.shape[-1]
     m = x.numel() // max(k, 1)
     n_out = out.shape[-1]
@@ -192,8 +214,8 @@ def _launch(x, w, residual, out, epilogue: str, *, block_n="auto", block_k="auto
     gemv_tile[(tiles, split)](x, w, res, out, partials, counters, m, k, n_out, k_tiles,
                               EPILOGUE=EPILOGUES[epilogue], BLOCK_M=1 if m == 1 else 16, BLOCK_N=cfg["block_n"],
                               BLOCK_K=cfg["block_k"], SPLIT_K=split, PRECISION=precision,
-                              STAGES=cfg["num_stages"], num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
-                              **pdl_launch(pdl))
+                              STAGES=cfg["num_stages"], EARLY=bool(pdl_early), num_warps=cfg["num_warps"],
+                              num_stages=cfg["num_stages"], **pdl_launch(pdl))
 
 
 def launch_linear(x, w, out, **params) -> None:
@@ -243,14 +265,15 @@ def _constraints(pattern: Pattern, extra=()) -> tuple:
             C.shape_holds(f"x [..., K] with at most {MAX_M} rows, weight [N, K]", _weight_fits), *extra)
 
 
-def _compile(epilogue: str, m: int, split_k: int, tile: tuple[int, int, int], stages: int, pdl: bool = False):
+def _compile(epilogue: str, m: int, split_k: int, tile: tuple[int, int, int], stages: int, pdl: bool = False,
+             early: bool = False):
     def build(arch: str):
         ptr = pointer_type("bf16")
         sig = {"x_ptr": ptr, "w_ptr": ptr, "res_ptr": ptr, "out_ptr": ptr, "part_ptr": pointer_type("f32"),
                "count_ptr": pointer_type("i32"), "M": "i32", "K": "i32", "n_out": "i32", "k_tiles": "i32"}
         block_n, block_k, num_warps = tile
         consts = {"EPILOGUE": EPILOGUES[epilogue], "BLOCK_M": m, "BLOCK_N": block_n, "BLOCK_K": block_k,
-                  "SPLIT_K": split_k, "PRECISION": "tf32", "STAGES": stages, "PDL": pdl}
+                  "SPLIT_K": split_k, "PRECISION": "tf32", "STAGES": stages, "PDL": pdl, "EARLY": early}
         # K and n_out are multiples of 16 in every model's projections: the launch specializes on that.
         return compile_for(gemv_tile, arch, sig, consts, num_warps=num_warps, num_stages=stages,
                            divisible_by_16=("K", "n_out"))
@@ -259,12 +282,13 @@ def _compile(epilogue: str, m: int, split_k: int, tile: tuple[int, int, int], st
 
 def _all_builds(epilogue: str):
     """Every tile "auto" can run, with and without split-K, at the stages "auto" gives it; and with PDL the
-    decode (M = 1) tiles, one with split-K and one without."""
+    decode (M = 1) tiles, one with split-K and one without, each with and without the early weight tile."""
     wide, tall = (1, AUTO_TILES["m1_wide"], AUTO_STAGES["m1"]), (1, AUTO_TILES["m1_tall"], AUTO_STAGES["m1"])
     shapes = [wide, tall, (16, AUTO_TILES["small_m"], AUTO_STAGES["small_m"])]
     with_pdl = [(*wide, 4), (*tall, 1)]
     return lambda arch: ([_compile(epilogue, m, s, tile, st)(arch) for m, tile, st in shapes for s in (1, 4)]
-                         + [_compile(epilogue, m, s, tile, st, pdl=True)(arch) for m, tile, st, s in with_pdl])
+                         + [_compile(epilogue, m, s, tile, st, pdl=True, early=early)(arch)
+                            for m, tile, st, s in with_pdl for early in (False, True)])
 
 
 def _examples(rows_per_out: int, with_residual: bool):
@@ -304,7 +328,7 @@ def _spec(kernel_id: str, pattern: Pattern, launch, epilogue: str, doc: str, ext
                       constraints=_constraints(pattern, extra), params=PARAMS, deterministic=True,
                       examples=_examples(rows_per_out, epilogue == "add"),
                       compile=_all_builds(epilogue), resolve=_resolver(rows_per_out),
-                      workspace=_workspace(rows_per_out), pdl=True, doc=doc)
+                      workspace=_workspace(rows_per_out), pdl=True, pdl_early=(1,), doc=doc)
 
 
 LINEAR_SPEC = _spec("triton.linear", LINEAR, launch_linear, "none",

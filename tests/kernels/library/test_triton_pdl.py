@@ -71,3 +71,36 @@ def test_a_planned_workspace_gives_what_the_kernel_s_own_gives(kernel_id, types,
     for a, b in zip(own, planned, strict=True):
         assert torch.equal(a, b)
     assert not any(torch.isnan(t).all() for t in scratch), "the kernel did not use the workspace it was given"
+
+
+GEMV_IDS = ["triton.linear", "triton.linear_add", "triton.linear_swiglu_merged"]
+
+
+@pytest.mark.parametrize("kernel_id", GEMV_IDS)
+@pytest.mark.parametrize("split_k", [1, 2])
+def test_the_early_weight_tile_changes_nothing(kernel_id, split_k):
+    # EARLY is a constexpr of its own (PDL is compiled out here): the first tile read ahead, then skipped
+    spec = get(kernel_id)
+    assert spec.pdl_early == (1,)  # the weight, the one input no kernel of a decode step writes
+    from hoid.ir import TensorType
+
+    rows = 2 if kernel_id.endswith("swiglu_merged") else 1
+    types = [TensorType((1, 192), "f32"), TensorType((rows * 24, 192), "f32")]
+    types += [TensorType((1, 24), "f32")] if kernel_id.endswith("_add") else []
+    params = resolve_params(spec, types, {}, {"split_k": split_k, "block_k": 64, "block_n": 8}, Target.H200)
+    inputs = _random(types, seed=2)
+    plain = bind_spec(spec, types, {}, params)(*inputs)
+    early = bind_spec(spec, types, {}, params, pdl=True).early()
+    assert early.pdl_early and early.keywords["pdl_early"] is True
+    for a, b in zip(plain, early(*inputs), strict=True):
+        assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "sm_100"])
+def test_the_early_build_loads_the_weight_before_its_wait_and_the_plain_one_does_not(arch):
+    from hoid.kernels.library import triton_gemv
+
+    for early in (False, True):
+        build = triton_gemv._compile("none", 1, 4, triton_gemv.AUTO_TILES["m1_tall"], 1, pdl=True, early=early)
+        built = build(arch)
+        assert built.griddep == 2 and (built.loads_before_wait > 0) == early, (early, built)
