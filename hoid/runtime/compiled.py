@@ -170,7 +170,7 @@ class CompiledGraph:
 
 def compile(graph: Graph, *, device: str | torch.device | None = None, cuda_graph: bool | None = None,
             sample=None, kernels=None, state: Sequence[torch.Tensor] | None = None,
-            pdl: bool | None = None) -> CompiledGraph:
+            pdl: bool | None = None, pdl_early: bool = True) -> CompiledGraph:
     """Compile `graph` for `device` (default: the GPU when there is one, else the CPU).
 
     cuda_graph: capture a CUDA graph on the first call (default: on a GPU); what cannot be captured runs
@@ -179,7 +179,9 @@ def compile(graph: Graph, *, device: str | torch.device | None = None, cuda_grap
     token i64[B, 1] in its place. kernels: where kernel ids are looked up (default: the registry).
     state: tensors to use as the state buffers (another compiled graph's `state`, so a prefill and a
     decode step share one cache); default: new zero tensors. pdl: launch the kernels whose spec supports it
-    with programmatic dependent launch (default: where a CUDA graph is used on a GPU of sm_90 or later)."""
+    with programmatic dependent launch (default: where a CUDA graph is used on a GPU of sm_90 or later).
+    pdl_early: with PDL, let the kernels that declare it read their weights before their wait (a GEMV's
+    first weight tile; only ever bind-time values); False waits first (an ablation)."""
     graph = expect_graph(graph, "hoid.compile")
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -201,7 +203,7 @@ def compile(graph: Graph, *, device: str | torch.device | None = None, cuda_grap
         raise ValueError(f"pdl=True needs a CUDA GPU of sm_{PDL_MIN_ARCH} or later; compiling for {device}"
                          + (f" ({arch})" if arch else ""))
     pdl = use and supports_pdl(arch) if pdl is None else bool(pdl)
-    lowered = lower(graph, arch=arch, kernels=kernels, pdl=pdl)
+    lowered = lower(graph, arch=arch, kernels=kernels, pdl=pdl, pdl_early=pdl_early)
     planned = plan(lowered)
     program = generate(lowered, planned, sample=sample)
     memory = Memory()

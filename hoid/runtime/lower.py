@@ -36,9 +36,11 @@ class Lowered:
     static: frozenset[str]
 
 
-def lower(graph: Graph, *, arch: str | None = None, kernels=None, pdl: bool = False) -> Lowered:
+def lower(graph: Graph, *, arch: str | None = None, kernels=None, pdl: bool = False,
+          pdl_early: bool = True) -> Lowered:
     """pdl: bind the kernels whose spec supports it to launch with programmatic dependent launch (the
-    caller checked the arch has it)."""
+    caller checked the arch has it); pdl_early: and those whose `pdl_early` inputs are bind-time values to
+    read them before their wait."""
     bound: dict[str, BoundKernel] = {}
     fallbacks: dict[str, str] = {}
     nodes: list[Node] = []
@@ -46,7 +48,8 @@ def lower(graph: Graph, *, arch: str | None = None, kernels=None, pdl: bool = Fa
     flat = Graph(graph.name, list(graph.inputs), nodes, list(graph.outputs), dict(graph.state_updates),
                  dict(graph.weights))
     static = frozenset(_static_values(flat))
-    _read_weights_early(flat, bound, static)
+    if pdl and pdl_early:
+        _read_weights_early(flat, bound, static)
     return Lowered(flat, bound, fallbacks, static)
 
 
