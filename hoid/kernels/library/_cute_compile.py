@@ -27,7 +27,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -129,6 +129,12 @@ class BuiltCute:
     def count(self, instruction: str) -> int:
         """How many PTX instructions start with `instruction` ("wgmma.mma_async", "cp.async.bulk.tensor")."""
         return len(re.findall(r"^\s*(?:@!?%\w+\s+)?" + re.escape(instruction), self.ptx, flags=re.M))
+
+    def count_before_wait(self, instruction: str) -> int:
+        """How many `instruction`s the PTX has ahead of its first `griddepcontrol.wait` (a PDL kernel's loads
+        issued before it waits for the previous kernel: its early weight reads); 0 where it has no wait."""
+        head, wait, _ = self.ptx.partition("griddepcontrol.wait")
+        return replace(self, ptx=head).count(instruction) if wait else 0
 
 
 _BUILD_LOCK = threading.Lock()  # CuTe's compiler state (the MLIR context, the arch setting) is per process

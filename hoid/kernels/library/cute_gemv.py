@@ -14,6 +14,14 @@ used; at M = 16 each 16 bytes of weight feed 128 FMAs, which is near the H200's 
 One source for sm_90 and sm_100: what differs between them is a parameter, chosen per `Target` by
 `choose` (`unroll`: the B200's ~8 TB/s needs more bytes in flight than the H200's 4.8; `rows` and `warps`
 are the same until tuning on each says otherwise).
+
+With `pdl=True` (programmatic dependent launch, sm_90+) the launch carries the PDL attribute and each warp
+waits for the previous kernel (`griddepcontrol.wait`) before its first load or store, then lets the next
+kernel launch. With `pdl_early=True` as well (the spec's `pdl_early`: input 1, the weight) each warp loads
+its rows' first `unroll` steps of the weight before the wait: at K = 2048 that is the whole row, so the
+weight streams in while the previous kernel drains (CUTLASS's example 63, weight prefetch, does the same).
+Sound only where no kernel of the chain writes the weight; the runtime asks for it only for bind-time
+values. Both are compile-time choices: a build each.
 """
 
 
@@ -54,8 +62,9 @@ def _kernels(cutlass, cute, driver):
     """The CuTe code (see `_cute_compile`: built once, where CuTe DSL is installed)."""
 
     class Gemv:
-        def __init__(self, epilogue: str, rows: int, warps: int, unroll: int):
+        def __init__(self, epilogue: str, rows: int, warps: int, unroll: int, pdl: bool, early: bool):
             self.epilogue, self.rows, self.warps, self.unroll = epilogue, rows, warps, unroll
+            self.pdl, self.early = pdl, early
 
         @cute.jit
         def __call__(self, x: cute.Tensor, w: cute.Tensor, res: cute.Tensor, out: cute.Tensor,
@@ -63,23 +72,36 @@ def _kernels(cutlass, cute, driver):
             n_out = cute.size(out, mode=[1])
             per_block = self.rows * self.warps
             grid = ((n_out + per_block - 1) // per_block, 1, 1)
-            self.kernel(x, w, res, out).launch(grid=grid, block=(32 * self.warps, 1, 1), stream=stream)
+            self.kernel(x, w, res, out).launch(grid=grid, block=(32 * self.warps, 1, 1), stream=stream,
+                                               use_pdl=self.pdl)
+
+        @cute.jit
+        def load_w(self, tw: cute.Tensor, wv: cute.Tensor, base: cutlass.Constexpr, first: cutlass.Int32,
+                   kv: cutlass.Int32, w_rows: cutlass.Constexpr, n_out: cutlass.Constexpr):
+            """wv[base + r] <- w[row r of this warp, the 16 bytes at kv], in wv's element type."""
+            for r in cutlass.range_constexpr(w_rows):
+                # A row past the end reads the last row (in bounds) and is never stored.
+                n = cutlass.min(first + r % self.rows, n_out - 1) + (r // self.rows) * n_out
+                wv[base + r, None].store(tw[(0, None), (n, kv)].load().to(wv.element_type))
+
+        @cute.jit
+        def fma(self, tx: cute.Tensor, wv: cute.Tensor, base: cutlass.Constexpr, acc: cute.Tensor,
+                kv: cutlass.Int32, m_rows: cutlass.Constexpr, w_rows: cutlass.Constexpr):
+            """acc[m, r] += x[m, 16 bytes at kv] . wv[base + r], for every row of x and w."""
+            for mi in cutlass.range_constexpr(m_rows):
+                xv = tx[(0, None), (mi, kv)].load().to(cutlass.Float32)
+                for r in cutlass.range_constexpr(w_rows):
+                    wr = wv[base + r, None].load().to(cutlass.Float32)
+                    acc[mi * w_rows + r] += (xv * wr).reduce(cute.ReductionOp.ADD, 0.0, 0)
 
         @cute.jit
         def step(self, tx: cute.Tensor, tw: cute.Tensor, acc: cute.Tensor, first: cutlass.Int32,
                  kv: cutlass.Int32, m_rows: cutlass.Constexpr, w_rows: cutlass.Constexpr,
                  n_out: cutlass.Constexpr):
-            """acc[m, r] += x[m, 16 bytes at kv] . w[row r, the same 16 bytes], for every row of x and w."""
             vec = cutlass.const_expr(cute.size(tx, mode=[0]))
             wv = cute.make_rmem_tensor((w_rows, vec), cutlass.Float32)
-            for r in cutlass.range_constexpr(w_rows):
-                # A row past the end reads the last row (in bounds) and is never stored.
-                n = cutlass.min(first + r % self.rows, n_out - 1) + (r // self.rows) * n_out
-                wv[r, None].store(tw[(0, None), (n, kv)].load().to(cutlass.Float32))
-            for mi in cutlass.range_constexpr(m_rows):
-                xv = tx[(0, None), (mi, kv)].load().to(cutlass.Float32)
-                for r in cutlass.range_constexpr(w_rows):
-                    acc[mi * w_rows + r] += (xv * wv[r, None].load()).reduce(cute.ReductionOp.ADD, 0.0, 0)
+            self.load_w(tw, wv, 0, first, kv, w_rows, n_out)
+            self.fma(tx, wv, 0, acc, kv, m_rows, w_rows)
 
         @cute.kernel
         def kernel(self, x: cute.Tensor, w: cute.Tensor, res: cute.Tensor, out: cute.Tensor):
@@ -100,9 +122,22 @@ def _kernels(cutlass, cute, driver):
             # Views of 16 bytes a lane: ((1, vec), (rows, K / vec)) tiles of x and the weight.
             tx = cute.zipped_divide(x, (1, vec))
             tw = cute.zipped_divide(w, (1, vec))
+            # The early build loads the first `unroll` whole steps of the weight (what the loop would have in
+            # flight at once, kept in the weight's dtype) before the wait; nothing else is touched before it.
+            ahead = cutlass.const_expr(min(self.unroll, k_len // step) if self.early else 0)
+            held = cute.make_rmem_tensor((max(ahead, 1) * w_rows, vec), w.element_type)
+            for e in cutlass.range_constexpr(ahead):
+                self.load_w(tw, held, e * w_rows, first, e * 32 + lane, w_rows, n_out)
+            if cutlass.const_expr(self.pdl):
+                # Before any other load or store: x, res and out may be the previous kernel's (planned
+                # buffers are reused); then the next kernel may launch and wait in turn.
+                cute.arch.griddepcontrol_wait()
+                cute.arch.griddepcontrol_launch_dependents()
+            for e in cutlass.range_constexpr(ahead):  # the same order of sums as the loop: bitwise the same
+                self.fma(tx, held, e * w_rows, acc, e * 32 + lane, m_rows, w_rows)
             # Whole steps need no bounds check, so the unrolled loads do not wait on branches and are issued
             # together; the last, partial step (K not a multiple of 32 x vec) checks each lane.
-            for s in cutlass.range(k_len // step, unroll=self.unroll):
+            for s in cutlass.range(ahead, k_len // step, unroll=self.unroll):
                 self.step(tx, tw, acc, first, s * 32 + lane, m_rows, w_rows, n_out)
             if cutlass.const_expr(k_len % step != 0):
                 kv = (k_len // step) * 32 + lane
@@ -130,12 +165,18 @@ def _kernels(cutlass, cute, driver):
 
 
 @functools.cache
-def _jit(epilogue: str, rows: int, warps: int, unroll: int):
-    return cute_module(_kernels, "the CuTe GEMV")(epilogue, rows, warps, unroll)
+def _jit(epilogue: str, rows: int, warps: int, unroll: int, pdl: bool = False, early: bool = False):
+    return cute_module(_kernels, "the CuTe GEMV")(epilogue, rows, warps, unroll, pdl, early)
 
 
-def prepare(x, w, residual, out, epilogue: str, *, rows="auto", warps="auto", unroll="auto") -> tuple:
-    """What a launch needs: (build name, cache key, jit factory, the tensors as the kernel takes them)."""
+def prepare(x, w, residual, out, epilogue: str, *, rows="auto", warps="auto", unroll="auto", pdl=False,
+            pdl_early=False) -> tuple:
+    """What a launch needs: (build name, cache key, jit factory, the tensors as the kernel takes them).
+    pdl, pdl_early: the launch's (see the module doc); each is a build of its own."""
+    pdl, early = bool(pdl), bool(pdl_early)
+    if early and not pdl:
+        raise ValueError("cute GEMV: pdl_early=True needs pdl=True (only a PDL launch has a wait to read the "
+                         "weight ahead of); launch with pdl=True, pdl_early=True, or neither")
     k = x.shape[-1]
     m = x.numel() // max(k, 1)
     n_out = out.shape[-1]
@@ -143,9 +184,9 @@ def prepare(x, w, residual, out, epilogue: str, *, rows="auto", warps="auto", un
     cfg = choose(m, n_out, k, target, rows, warps, unroll)
     x2, out2 = x.reshape(m, k), out.view(m, n_out)
     res2 = residual.reshape(m, n_out) if residual is not None else out2
-    key = (epilogue, str(x.dtype), m, k, n_out, cfg["rows"], cfg["warps"], cfg["unroll"])
-    return (f"cute.gemv.{epilogue}", key, lambda: _jit(epilogue, cfg["rows"], cfg["warps"], cfg["unroll"]),
-            [x2, w, res2, out2])
+    key = (epilogue, str(x.dtype), m, k, n_out, cfg["rows"], cfg["warps"], cfg["unroll"], pdl, early)
+    return (f"cute.gemv.{epilogue}", key,
+            lambda: _jit(epilogue, cfg["rows"], cfg["warps"], cfg["unroll"], pdl, early), [x2, w, res2, out2])
 
 
 def _launch(x, w, residual, out, epilogue: str, **params) -> None:
@@ -180,16 +221,23 @@ def launch_linear_swiglu(x, w, out, **params) -> None:
 BUILD_SHAPES = {"none": ((1, 2048, 4096),), "add": ((1, 6144, 2048),), "swiglu": ((1, 2048, 6144), (16, 2048, 6144))}
 
 
+def build_one(epilogue: str, shape: tuple[int, int, int], arch: str, pdl: bool = False, early: bool = False):
+    """The build of one (M, K, N) shape at "auto" params for `arch`, without a GPU."""
+    m, k, n_out = shape
+    cfg = choose(m, n_out, k, Target(arch, 0))
+    rows = n_out * (2 if epilogue == "swiglu" else 1)
+    args = [fake_tensor("bf16", s) for s in ((m, k), (rows, k), (m, n_out), (m, n_out))]
+    jit = _jit(epilogue, cfg["rows"], cfg["warps"], cfg["unroll"], pdl, early)
+    suffix = ".pdl_early" if early else ".pdl" if pdl else ""
+    return compile_for(f"cute.gemv.{epilogue}{suffix}", jit, [*args, null_stream()], arch)
+
+
 def _all_builds(epilogue: str):
+    """Every shape of BUILD_SHAPES, and the decode (M = 1) one with PDL, waiting first and reading ahead."""
     def build(arch: str):
-        out = []
-        for m, k, n_out in BUILD_SHAPES[epilogue]:
-            cfg = choose(m, n_out, k, Target(arch, 0))
-            rows = n_out * (2 if epilogue == "swiglu" else 1)
-            args = [fake_tensor("bf16", s) for s in ((m, k), (rows, k), (m, n_out), (m, n_out))]
-            jit = _jit(epilogue, cfg["rows"], cfg["warps"], cfg["unroll"])
-            out.append(compile_for(f"cute.gemv.{epilogue}", jit, [*args, null_stream()], arch))
-        return out
+        shapes = BUILD_SHAPES[epilogue]
+        return ([build_one(epilogue, s, arch) for s in shapes]
+                + [build_one(epilogue, shapes[0], arch, pdl=True, early=early) for early in (False, True)])
     return build
 
 
@@ -232,7 +280,8 @@ def _spec(kernel_id: str, pattern: Pattern, launch_fn, epilogue: str, doc: str, 
     return KernelSpec(id=kernel_id, pattern=pattern, backend="cute", launch=launch_fn,
                       constraints=_constraints(pattern, extra), params=PARAMS, deterministic=True,
                       examples=_examples(rows_per_out, epilogue == "add"), compile=_all_builds(epilogue),
-                      archs=tuple(CUTE_TARGETS), resolve=_resolver(rows_per_out), doc=doc)
+                      archs=tuple(CUTE_TARGETS), resolve=_resolver(rows_per_out), pdl=True, pdl_early=(1,),
+                      doc=doc)
 
 
 LINEAR_SPEC = _spec("cute.linear", LINEAR, launch_linear, "none", "small-M x @ w.T, a warp per weight row")
