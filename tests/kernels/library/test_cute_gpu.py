@@ -97,3 +97,55 @@ def test_replays_in_a_cuda_graph(kernel_id):
     graph.replay()
     torch.cuda.synchronize()
     assert torch.equal(out, eager)
+
+
+def _bound(kernel_id, inputs, pdl=False, early=False):
+    from hoid.ir import TensorType
+    from hoid.kernels.launch import bind_spec, resolve_params
+
+    spec = all_kernels()[kernel_id]
+    types = [TensorType.of(x) for x in inputs]
+    call = bind_spec(spec, types, {}, resolve_params(spec, types, {}, None, Target.H200), pdl=pdl)
+    return call.early() if early else call
+
+
+@pytest.mark.parametrize("m", [1, 16])
+@pytest.mark.parametrize("kernel_id, rows, k, residual", [
+    ("cute.linear", 4096, 2048, False), ("cute.linear_add", 2048, 6144, True),
+    ("cute.linear_swiglu_merged", 12288, 2048, False), ("cute.linear_add", 100, 520, True)])
+def test_pdl_launches_give_the_plain_results(kernel_id, rows, k, residual, m):
+    """Waiting first, and reading the weight ahead of the wait, sum in the same order: bitwise the same."""
+    inputs = _inputs(m, rows, k, residual, seed=7)
+    plain = _bound(kernel_id, inputs)(*inputs)[0]
+    for early in (False, True):
+        call = _bound(kernel_id, inputs, pdl=True, early=early)
+        assert call.pdl and call.pdl_early == early
+        assert torch.equal(call(*inputs)[0], plain), f"pdl_early={early}"
+
+
+def test_a_pdl_chain_reads_what_the_kernel_before_it_wrote():
+    """y = x @ w1.T, then z = y @ w2.T + x, both PDL with their weights read early, replayed in a CUDA graph
+    after y is poisoned and x changed: a GEMV reading its x or residual before its wait would see NaN or the
+    last replay's values."""
+    x, w1 = _inputs(1, 2048, 2048, False, seed=8)
+    w2 = _inputs(1, 2048, 2048, False, seed=9)[1]
+    y, z = torch.empty_like(x), torch.empty_like(x)
+    first = _bound("cute.linear", [x, w1], pdl=True, early=True)
+    second = _bound("cute.linear_add", [y, w2, x], pdl=True, early=True)
+
+    def step():
+        y.fill_(float("nan"))
+        first(x, w1, out=[y])
+        second(y, w2, x, out=[z])
+
+    step()  # compiles outside the capture
+    graph, stream = torch.cuda.CUDAGraph(), torch.cuda.Stream()
+    with torch.cuda.graph(graph, stream=stream):
+        step()
+    plain_first, plain_second = _bound("cute.linear", [x, w1]), _bound("cute.linear_add", [y, w2, x])
+    for seed in range(3):
+        x.copy_(_inputs(1, 2048, 2048, False, seed=20 + seed)[0])
+        graph.replay()
+        torch.cuda.synchronize()
+        want = plain_second(plain_first(x, w1)[0], w2, x)[0]
+        assert torch.equal(z, want), f"replay {seed}"
