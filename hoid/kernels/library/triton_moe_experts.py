@@ -7,10 +7,15 @@ multiplies each by its token: at Qwen3-30B-A3B decode that writes and reads back
 expert (~3.6 GB a step over 48 layers), more than the step's own weights. Here two launches do the block:
 
 1. gate/up: one program per (pair, block_n rows of I); silu(gate) * up in the epilogue (the house GEMV's,
-   `triton_gemv._epilogue`), into an [S, I] workspace;
+   `triton_gemv._epilogue`), into an [S, I] float32 workspace;
 2. down: one program per (pair, block_n rows of H); the result times the pair's routing weight into an
    [S, H] float32 workspace; the last program of each H tile to finish (an atomic counter, as in the GEMV's
    split-K) sums each token's k rows in a fixed order: deterministic, and no third launch.
+
+Everything between the loads and the one store of `out` stays float32: a higher-precision replacement of
+the region (which rounds h, silu * up, y and its weighting to the dtype), as the precision policy allows.
+It must be: in float16 the region's silu(gate) * up overflows (a product of two projections) where its
+float64 value, and the block's result, are finite, and the Inf turns to NaN in the down projection.
 
 Grouped by expert: the program of the first pair that chose an expert runs every pair that chose it (the
 same expert picked by several tokens of a batch) against one read of its weight tile, 16 rows at a time on
@@ -102,10 +107,9 @@ def moe_down(act_ptr, ids_ptr, routing_ptr, w_ptr, part_ptr, count_ptr, out_ptr,
                             other=0.0)
                 w = tl.load(w_base + n[:, None].to(tl.int64) * K + k[None, :],
                             mask=(n[:, None] < n_out) & (k[None, :] < K), other=0.0)
-                acc += _product(a, w, BLOCK_M, PRECISION)
-            # rounded as the region rounds: the matmul to the dtype, then its product with the routing weight
+                acc += _product(a, w.to(tl.float32), BLOCK_M, PRECISION)
             weight = tl.load(routing_ptr + pair, mask=valid, other=0.0).to(tl.float32)
-            y = (acc.to(dtype).to(tl.float32) * weight[:, None]).to(dtype).to(tl.float32)
+            y = acc * weight[:, None]
             tl.store(part_ptr + pair[:, None] * n_out + n[None, :], y, mask=valid[:, None] & (n[None, :] < n_out))
     # Every program of the tile arrives (those with nothing to run too); the last sums each token's k rows.
     arrived = tl.atomic_add(count_ptr + pid_n, 1, sem="acq_rel", scope="gpu")
@@ -184,7 +188,7 @@ def _counters(device: torch.device, size: int) -> torch.Tensor:
 
 def _workspace_types(x: TensorType, ids: TensorType, down: TensorType) -> tuple[TensorType, TensorType]:
     pairs, (hidden, inter) = x.shape[0] * ids.shape[-1], down.shape[1:]
-    return TensorType((pairs, inter), x.dtype), TensorType((pairs, hidden), "f32")
+    return TensorType((pairs, inter), "f32"), TensorType((pairs, hidden), "f32")
 
 
 def launch(x, ids, routing, gate_up, down, out, *, pdl=False, workspace=None, **params) -> None:
@@ -285,7 +289,7 @@ def _resolve(types, attrs, params, target) -> dict:
 def _builds(arch: str) -> list:
     """The launches "auto" runs at Qwen3-30B-A3B's shapes (H 2048, I 768, top 8) at 1 and 16 tokens, and
     the single-token pair with PDL."""
-    ptr, ids = pointer_type("bf16"), pointer_type("i64")
+    ptr, f32, ids = pointer_type("bf16"), pointer_type("f32"), pointer_type("i64")
     built = []
     for tokens, pdl in ((1, False), (16, False), (1, True)):
         cfg = choose(tokens, 8, 2048, 768, 132)
@@ -294,12 +298,12 @@ def _builds(arch: str) -> list:
                   "PRECISION": "tf32", "STAGES": cfg["num_stages"], "PDL": pdl}
         ints = {"S": "i32", "TOP_K": "i32", "K": "i32", "n_out": "i32", "k_tiles": "i32"}
         built.append(compile_for(
-            moe_gate_up, arch, {"x_ptr": ptr, "ids_ptr": ids, "w_ptr": ptr, "act_ptr": ptr, **ints},
+            moe_gate_up, arch, {"x_ptr": ptr, "ids_ptr": ids, "w_ptr": ptr, "act_ptr": f32, **ints},
             {**common, "BLOCK_N": cfg["block_n_up"], "BLOCK_K": cfg["block_k_up"]}, num_warps=cfg["warps_up"],
             num_stages=cfg["num_stages"], divisible_by_16=("K", "n_out")))
         built.append(compile_for(
-            moe_down, arch, {"act_ptr": ptr, "ids_ptr": ids, "routing_ptr": ptr, "w_ptr": ptr,
-                             "part_ptr": pointer_type("f32"), "count_ptr": pointer_type("i32"), "out_ptr": ptr,
+            moe_down, arch, {"act_ptr": f32, "ids_ptr": ids, "routing_ptr": ptr, "w_ptr": ptr,
+                             "part_ptr": f32, "count_ptr": pointer_type("i32"), "out_ptr": ptr,
                              **ints, "T": "i32"},
             {**common, "BLOCK_T": next_power_of_2(tokens), "BLOCK_N": cfg["block_n_down"],
              "BLOCK_K": cfg["block_k_down"]}, num_warps=cfg["warps_down"], num_stages=cfg["num_stages"],
