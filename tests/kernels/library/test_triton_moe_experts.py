@@ -87,7 +87,8 @@ def test_auto_tiles_fill_the_gpu_without_split_k():
 
 
 def test_own_examples_pass():
-    verdict = check_kernel(moe.SPEC, examples=2, trials=4, seed=1)
+    # one example (f16 at one token: its overflow case); each check costs minutes under the interpreter
+    verdict = check_kernel(moe.SPEC, examples=1, trials=4, seed=1)
     assert verdict.ok, verdict.reason
 
 
