@@ -3,6 +3,7 @@
     python benchmarks/workload_qwen3_moe.py --out DIR                           # prompts 128 and 1024, 256 new
     python benchmarks/workload_qwen3_moe.py --prompt 128 --rows stock --out DIR   # one slice (GPU call limits)
     python benchmarks/workload_qwen3_moe.py --tiny --device cpu --prompt 8 --new 8 --out DIR   # CPU smoke
+    python benchmarks/workload_qwen3_moe.py --experts --prompt 128 --rows hoid --out DIR  # + one layer's experts
 
 bfloat16, random weights from the published config (`hoid.models`, nothing downloaded). Rows, all timed by
 the one decode loop (`decode_loop.run_row`: tokens/s, time to first token, peak memory):
@@ -123,6 +124,9 @@ def prepare(lm, shape: Shape, ctx: decode_hoid.Context) -> decode_hoid.Plan:
             "import_s": import_s, "rewrite_s": rewrite_s, "prefill_rewrite_s": prefill_s,
             "nodes": len(step.nodes), "rewritten_nodes": len(graph.nodes),
             "kernels": sorted({n.attrs["kernel"] for n in graph.nodes if n.op == "kernel"}),
+            # the routed experts as one call per layer reading the stacked weights in place (no gathered copy)
+            "moe_experts_calls": sum(1 for n in graph.nodes if n.op == "kernel"
+                                     and n.attrs["kernel"] == "triton.moe_experts"),
             "ops_left": {op: c for op, c in graph.op_counts().items() if op != "kernel"}}
     folder = tempfile.TemporaryDirectory(prefix="hoid_moe_")
     return decode_hoid.Plan(graph, prefill, info, Path(folder.name) / "no_store.sqlite", folder,
@@ -131,6 +135,57 @@ def prepare(lm, shape: Shape, ctx: decode_hoid.Context) -> decode_hoid.Plan:
 
 HOID = {k: decode_hoid.ROWS[k] for k in ("hoid-compile", "hoid-export")}
 GROUPS = {"stock": list(STOCK), "hoid": list(HOID), "default": [*STOCK, "hoid-compile"], "all": [*STOCK, *HOID]}
+
+
+# --- the experts alone: triton.moe_experts against the gathered batched_mm it replaces ------------------
+def experts_table(lm, device, bandwidth: float, tokens=(1, 4, 16), sets: int = 8) -> list[dict]:
+    """One MoE layer's routed experts at Qwen3-30B-A3B's shapes, per call: hoid's kernel and transformers'
+    `batched_mm` (gathers the selected experts' weights, then bmm), both CUDA-graph replayed. Each run
+    takes the next of `sets` random routings, so that the 8 x 9 MiB of selected weights are not L2-resident."""
+    return [_experts_row(lm, t, device, bandwidth, sets) for t in tokens]
+
+
+def _experts_row(lm, t: int, device, bandwidth: float, sets: int) -> dict:
+    from transformers.integrations.moe import batched_mm_experts_forward
+
+    from hoid.kernels.library import triton_moe_experts as moe
+    from hoid.measure.cuda import time_cuda
+
+    experts, cfg = lm.model.layers[0].mlp.experts, lm.config
+    k, hidden, inter = cfg.num_experts_per_tok, cfg.hidden_size, cfg.moe_intermediate_size
+    g = torch.Generator(device="cpu").manual_seed(t)
+    x = torch.randn(t, hidden, generator=g).to(device, torch.bfloat16)
+    routings = [(torch.stack([torch.randperm(cfg.num_experts, generator=g)[:k] for _ in range(t)]).to(device),
+                 torch.rand(t, k, generator=g).to(device, torch.bfloat16)) for _ in range(sets)]
+    out = torch.empty(t, hidden, device=device, dtype=torch.bfloat16)
+    turn = [0]
+
+    def ours():
+        ids, weights = routings[turn[0] % sets]
+        turn[0] += 1
+        moe.launch(x, ids, weights, experts.gate_up_proj, experts.down_proj, out)
+
+    def gathered():
+        ids, weights = routings[turn[0] % sets]
+        turn[0] += 1
+        return batched_mm_experts_forward(experts, x, ids, weights)
+
+    ids, weights = routings[0]
+    moe.launch(x, ids, weights, experts.gate_up_proj, experts.down_proj, out)
+    want = batched_mm_experts_forward(experts, x, ids, weights).float()
+    error = float((out.float() - want).norm() / want.norm())
+    unique = sum(len(set(r[0].flatten().tolist())) for r in routings) / sets
+    read = unique * (2 * inter * hidden + hidden * inter) * 2  # the distinct selected experts' weights
+    row = {"tokens": t, "experts_read": unique, "weight_bytes": read, "rel_l2_vs_batched_mm": error}
+    for name, fn in (("hoid_moe_experts", ours), ("batched_mm", gathered)):
+        timing = time_cuda(fn, rotate=False, graph=True)
+        row[name + "_s"] = timing.median
+        row[name + "_bandwidth_fraction"] = read / timing.median / bandwidth
+    row["speedup"] = row["batched_mm_s"] / row["hoid_moe_experts_s"]
+    print(f"  experts, {t:>2} token(s): moe_experts {row['hoid_moe_experts_s'] * 1e6:7.1f} us "
+          f"({row['hoid_moe_experts_bandwidth_fraction']:.0%} of copy bandwidth), batched_mm "
+          f"{row['batched_mm_s'] * 1e6:7.1f} us: {row['speedup']:.2f}x; rel L2 {error:.1e}", flush=True)
+    return row
 
 
 # --- the gate's float32 reference, one layer at a time ---------------------------------------------
@@ -188,6 +243,8 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--warmup", type=int, default=8)
     ap.add_argument("--no-profile", action="store_true", help="skip hoid's in-context profile")
     ap.add_argument("--no-gate", action="store_true")
+    ap.add_argument("--experts", action="store_true",
+                    help="also time one layer's routed experts alone: triton.moe_experts against batched_mm (CUDA)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=HERE / "results" / "workloads")
     args = ap.parse_args(argv)
@@ -290,6 +347,9 @@ def main(argv=None) -> int:
         path.write_text(json.dumps(result, indent=1, default=str) + "\n")
 
     with torch.no_grad():
+        if args.experts and device.type == "cuda":
+            result["experts"] = experts_table(lm, device, bandwidth)
+            save()
         for prompt in args.prompt:
             shape = Shape(prompt, args.new, 1)
             roof = decode_report.roofline_tokens_per_s(weights, kv, prompt, args.new, 1, bandwidth)

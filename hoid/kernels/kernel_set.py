@@ -81,11 +81,15 @@ class KernelSet:
 
     def runnable_here(self) -> KernelSet:
         """A copy without the kernels this process cannot launch (CuTe DSL kernels where CuTe DSL is not
-        installed): what to search with when the result is compiled here rather than planned for elsewhere
-        (a node of a kernel that cannot launch runs its body, correct but slow)."""
+        installed or there is no CUDA GPU: they have no CPU path): what to search with when the result is
+        compiled here rather than planned for elsewhere (a node of a kernel that cannot launch runs its body,
+        correct but slow)."""
+        import torch
+
         from .library._cute_compile import have_cute
 
-        drop = {s.id for s in self.specs() if s.backend == "cute" and not have_cute()}
+        cute = have_cute() and torch.cuda.is_available()
+        drop = {s.id for s in self.specs() if s.backend == "cute" and not cute}
         return KernelSet([s for s in self._library.values() if s.id not in drop],
                          [a for a in self._accepted.values() if a.spec.id not in drop])
 

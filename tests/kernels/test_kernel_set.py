@@ -69,3 +69,15 @@ def test_runnable_here_drops_cute_kernels_without_cute_dsl(monkeypatch):
     here = KernelSet.default().runnable_here()
     assert "triton.linear" in here and not any(s.backend == "cute" for s in here)
     assert any(s.backend == "cute" for s in KernelSet.default())
+
+
+def test_runnable_here_drops_cute_kernels_without_a_gpu(monkeypatch):
+    import torch
+
+    import hoid.kernels.library._cute_compile as cute
+
+    monkeypatch.setattr(cute, "have_cute", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert not any(s.backend == "cute" for s in KernelSet.default().runnable_here())
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert any(s.backend == "cute" for s in KernelSet.default().runnable_here())

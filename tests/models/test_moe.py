@@ -17,6 +17,7 @@ import pytest
 import torch
 
 import hoid
+from hoid.kernels.launch import recording
 from hoid.models import build_model, config, decode_step_graph, empty_cache, generate, prefill_graph
 from hoid.models.moe import TRACEABLE_EXPERTS, experts_for, traceable_experts
 from tests.oracle import rel_error
@@ -197,3 +198,34 @@ def test_the_compiled_step_matches_the_interpreter():
     inputs = _step_inputs(step, seed=1)
     for got, want in zip(compiled(*inputs), hoid.run(step, *inputs), strict=True):
         assert rel_error(got, want) < 1e-5
+
+
+def test_the_rewritten_step_runs_the_experts_kernel_in_place_of_the_gathers():
+    """After the search the experts of each layer are one `triton.moe_experts` call over the stacked weights (no
+    `index` copies them), and the compiled step, which launches it (under the Triton interpreter here),
+    computes what the imported step does."""
+    _, step = zoo()
+    rewritten = hoid.search.rewrite(step, device="h200")
+    kernels = [n for n in rewritten.nodes if n.op == "kernel" and n.attrs["kernel"] == "triton.moe_experts"]
+    assert len(kernels) == 2 and "index" not in rewritten.op_counts()
+    for node in kernels:  # the stacked weights themselves, [E, 2I, H] and [E, H, I]
+        assert [v.type.shape for v in node.inputs[3:]] == [(16, 64, 64), (16, 64, 32)]
+    inputs = _step_inputs(step, seed=2)
+    compiled = hoid.compile(rewritten, device="cpu")
+    with recording() as launches:
+        outputs = compiled(*inputs)
+    moe = [r.device_kernels for r in launches if r.kernel == "triton.moe_experts"]
+    assert moe == [["moe_gate_up", "moe_down"]] * 2  # the kernel ran, not its body
+    for got, want in zip(outputs, hoid.run(step, *inputs), strict=True):
+        assert rel_error(got, want) < 1e-5
+
+
+def test_a_bfloat16_batch_of_two_matches_the_experts_kernel_too():
+    """The bfloat16 step (its routing weights cast from the float32 router) at two tokens: the same region."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lm = build_model(TINY, dtype=torch.bfloat16)
+    step = decode_step_graph(lm, CACHE_LEN, batch=2)
+    rewritten = hoid.search.rewrite(step, device="h200")
+    calls = [n for n in rewritten.nodes if n.op == "kernel" and n.attrs["kernel"] == "triton.moe_experts"]
+    assert len(calls) == 2 and calls[0].inputs[0].type == hoid.TensorType((2, 64), "bf16")

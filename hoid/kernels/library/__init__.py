@@ -22,6 +22,7 @@ from . import (
     triton_decode_attention,
     triton_embedding,
     triton_gemv,
+    triton_moe_experts,
     triton_rmsnorm,
     triton_rope,
     triton_silu_mul,
@@ -43,6 +44,7 @@ TRITON_SPECS = (
     triton_rope.ROPE_SPEC,
     triton_rope.QK_NORM_ROPE_CACHE_SPEC,
     triton_rope.ROPE_CACHE_SPEC,
+    triton_moe_experts.SPEC,
 )
 
 for _spec in TRITON_SPECS:
