@@ -12,7 +12,7 @@ step time.
 
     python benchmarks/pdl_h200.py --out benchmarks/results          # writes pdl_h200.json there
     python benchmarks/pdl_h200.py --cache-len 4096 --steps 512 --rounds 7 --out /tmp/pdl
-    python benchmarks/pdl_h200.py --backends triton,torch --out /tmp/pdl   # without CuTe's GEMVs (no PDL)
+    python benchmarks/pdl_h200.py --backends triton,torch --out /tmp/pdl   # Triton's GEMVs, not CuTe's
 """
 
 from __future__ import annotations
@@ -89,8 +89,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5, help="alternating rounds per variant")
     ap.add_argument("--check-tokens", type=int, default=32, help="greedy tokens compared between the variants")
     ap.add_argument("--backends", default="all",
-                    help="the kernel backends the rewrite may pick, joined by commas (e.g. triton,torch: without "
-                         "CuTe's GEMVs, which have no PDL); default: all runnable here")
+                    help="the kernel backends the rewrite may pick, joined by commas (e.g. triton,torch: the "
+                         "Triton GEMVs where CuTe's would win); default: all runnable here")
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = ap.parse_args()
     if not torch.cuda.is_available():
