@@ -12,6 +12,11 @@ on eager transformers' tokens (`decode_gate`). The copy bandwidth is measured fi
 Writes DIR/decode-MODEL[-slice].json (format 2: `decode_report` reads and merges them) and
 DIR/reference.json (the reference rule: the first run's stock cells, read from --reference); prints a
 table per shape. Exits 1 when a row raised (the row is recorded as an error, the run goes on).
+
+Nothing finished is lost to a time limit: the JSON is rewritten (through a temporary file and a rename)
+after every row, and names the row in flight (`running`); SIGTERM, Ctrl-C or a SystemExit inside a row
+records `stopped` before the run ends. Every phase prints a line stamped with the seconds since the start,
+flushed. File names use only [A-Za-z0-9._-] (what a GPU call brings back).
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ import argparse
 import datetime
 import json
 import platform
+import re
+import signal
 import subprocess
 import sys
 import time
@@ -35,7 +42,9 @@ import decode_hoid  # noqa: E402
 import decode_report  # noqa: E402
 import decode_stock  # noqa: E402
 from decode_gate import Gate  # noqa: E402
-from decode_loop import Shape, open_device, run_row, tokens_per_second  # noqa: E402
+from decode_loop import Shape, elapsed, open_device, phase, progress, run_row, tokens_per_second  # noqa: E402
+
+from hoid.ir.io import _replace_atomically  # noqa: E402  (the one write-then-rename)
 
 __all__ = ["main", "tokens_per_second"]  # kernels_cute.py times its whole-model rows with the shared loop
 
@@ -63,6 +72,9 @@ def parse(argv=None) -> argparse.Namespace:
                     help="hoid.optimize's proposers, joined by commas as `hoid optimize --agent` takes them (e.g. "
                          "library,codegen,dir:examples/kernels for the fused kernels written outside hoid); "
                          "default: hoid.optimize's own")
+    ap.add_argument("--no-warm", action="store_true",
+                    help="skip the warm hoid.optimize run (its time is not measured; the rows use the cold run's "
+                         "graph): a time-limited call reaches the export and backend rows")
     ap.add_argument("--warmup", type=int, default=8, help="decode steps of the warm-up generation")
     ap.add_argument("--eager-prefill", action="store_true", help="stock compiled rows prefill uncompiled")
     ap.add_argument("--cpu-inductor", action="store_true", help="on the CPU, compile with inductor (minutes)")
@@ -140,21 +152,29 @@ def run_shape(lm, shape: Shape, keys: list[str], args, device, cell: dict, save)
 
     def eager_after(decoder, row, tokens):  # hf-eager's tokens are the gate's teacher
         if gate_wanted:
-            held["gate"] = Gate(lm, prompt, tokens)
-            row["gate_baseline"] = cell["gate_baseline"] = held["gate"].set_baseline(decoder)
+            with phase("gate: float32 reference logits (once per shape)"):
+                held["gate"] = Gate(lm, prompt, tokens)
+            with phase("gate: eager bfloat16 baseline, teacher-forced"):
+                row["gate_baseline"] = cell["gate_baseline"] = held["gate"].set_baseline(decoder)
 
     def done(row):
         row["date"] = cell["date"]
         if row.get("tokens_per_s") is not None:
             row["roofline_fraction"] = row["tokens_per_s"] / cell["roofline_tokens_per_s"]
         rows.append(row)
+        cell.pop("running", None)
         cell["best_stock"] = decode_report.best_of(rows)
         print(_line(row), flush=True)
+        save()
+
+    def starting(key):  # on disk before the row runs: a run killed inside it says which row it was
+        cell["running"] = {"key": key, "since_s": round(elapsed(), 1)}
         save()
 
     # hf-eager runs first, and always where the gate needs it: its tokens are what every gated row is fed
     for key in [k for k in decode_stock.ROWS if k in keys or (k == "hf-eager" and gate_wanted)]:
         name, build = decode_stock.ROWS[key]
+        starting(key)
         done(run_row(key, name, "stock", lambda b=build: b(lm, shape, stock_ctx), prompt, shape.new,
                      warmup=args.warmup, after=eager_after if key == "hf-eager" else None))
     hoid_keys = [k for k in decode_hoid.ROWS if k in keys]
@@ -166,8 +186,9 @@ def run_shape(lm, shape: Shape, keys: list[str], args, device, cell: dict, save)
 
         budget = Budget.parse(args.optimize_budget)
     agent = args.agent.split(",") if args.agent else None
-    ctx = decode_hoid.Context(device, budget=budget, profile=not args.no_profile, agent=agent)
+    ctx = decode_hoid.Context(device, budget=budget, profile=not args.no_profile, agent=agent, warm=not args.no_warm)
     plan, failure = None, None
+    starting("hoid.optimize")
     try:
         plan = decode_hoid.prepare(lm, shape, ctx)
     except Exception as e:  # every hoid row of this shape reports it
@@ -182,6 +203,7 @@ def run_shape(lm, shape: Shape, keys: list[str], args, device, cell: dict, save)
             done({"key": key, "name": name, "group": "hoid", "status": "error", "reason": failure})
             continue
         after = (lambda d, r, t: gate.judge(d, r)) if gate is not None else None
+        starting(key)
         done(run_row(key, name, "hoid", lambda b=build: b(lm, shape, ctx, plan), prompt, shape.new,
                      warmup=args.warmup, after=after))
     if plan is not None:
@@ -197,16 +219,29 @@ def _line(row: dict) -> str:
 
 
 def output_name(args) -> str:
+    """The run's file name: the model and what differs from a whole run, in the characters a GPU call brings
+    back ([A-Za-z0-9._-]): lists joined by '_' (row keys hold '-'), anything else replaced by '_'."""
     parts = [args.model]
     if args.prompt != [128, 1024]:
-        parts.append("p" + "+".join(map(str, args.prompt)))
+        parts.append("p" + "_".join(map(str, args.prompt)))
     if args.batch != [1, 8]:
-        parts.append("b" + "+".join(map(str, args.batch)))
+        parts.append("b" + "_".join(map(str, args.batch)))
     if args.new != 256:
         parts.append(f"n{args.new}")
     if args.rows != "all":
-        parts.append(args.rows.replace(",", "+"))
-    return "decode-" + "-".join(parts) + ".json"
+        parts.append("_".join(p.strip() for p in args.rows.split(",")))
+    if getattr(args, "no_warm", False):
+        parts.append("nowarm")
+    return re.sub(r"[^A-Za-z0-9._-]", "_", "decode-" + "-".join(parts)) + ".json"
+
+
+class Stopped(SystemExit):
+    """SIGTERM (what `timeout` sends) as an exception, so the run records where it stopped before it ends."""
+
+
+def _on_sigterm(signum, frame):
+    raise Stopped(128 + signum)
+
 
 
 def main(argv=None) -> int:
@@ -220,9 +255,11 @@ def main(argv=None) -> int:
     from hoid.models import build_model
 
     date = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-    bandwidth, how = copy_bandwidth(device)
+    with phase("copy bandwidth"):
+        bandwidth, how = copy_bandwidth(device)
     begin = time.perf_counter()
-    lm = build_model(args.model, dtype=torch.bfloat16, device=device, seed=args.seed)
+    with phase(f"build {args.model}"):
+        lm = build_model(args.model, dtype=torch.bfloat16, device=device, seed=args.seed)
     build_s = time.perf_counter() - begin
     weights = decode_report.streamed_weight_bytes(lm)
     kv = decode_report.kv_bytes_per_position(lm.config)
@@ -233,28 +270,27 @@ def main(argv=None) -> int:
     result = {"benchmark": "decode", "format": 2, "model": args.model, "device": device_name, "dtype": "bf16",
               "date": date, "versions": versions(), "argv": sys.argv[1:] if argv is None else list(argv),
               "bandwidth_bytes_per_s": bandwidth, "bandwidth_how": how, "weight_bytes": weights,
-              "kv_bytes_per_position": kv, "model_build_s": build_s, "note": args.note, "complete": False,
-              "cells": []}
+              "kv_bytes_per_position": kv, "model_build_s": build_s, "note": args.note,
+              "warm_optimize": not args.no_warm, "complete": False, "cells": []}
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / output_name(args)
 
     def save():
-        path.write_text(json.dumps(result, indent=1, default=str) + "\n")
+        text = json.dumps(result, indent=1, default=str) + "\n"
+        _replace_atomically(path, lambda tmp: tmp.write_text(text))
 
-    with torch.no_grad():
-        for prompt in args.prompt:
-            for batch in args.batch:
-                shape = Shape(prompt, args.new, batch)
-                roof = decode_report.roofline_tokens_per_s(weights, kv, prompt, args.new, batch, bandwidth)
-                print(f"{args.model} {shape.key} (cache {shape.cache_len}): roofline {roof:.0f} tok/s", flush=True)
-                cell = {"shape": {"prompt": prompt, "new": args.new, "batch": batch, "cache_len": shape.cache_len,
-                                  "key": shape.key}, "date": date, "roofline_tokens_per_s": roof, "rows": [],
-                        "best_stock": {}, "gate_baseline": None}
-                result["cells"].append(cell)
-                run_shape(lm, shape, keys, args, device, cell, save)
-                cell["reference_check"], _ = decode_report.check_reference(
-                    reference, decode_report.cell_id(device_name, args.model, shape.key), cell["rows"], args.note)
-                save()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        _run_cells(args, keys, lm, device, device_name, weights, kv, bandwidth, reference, result, save)
+    except BaseException as e:  # SIGTERM, Ctrl-C, a SystemExit inside a row: say so in the file, then end
+        running = [c["running"] for c in result["cells"] if c.get("running")]
+        result["stopped"] = {"by": f"{type(e).__name__}: {e}", "at_s": round(elapsed(), 1),
+                             "running": running[-1] if running else None}
+        save()
+        progress(f"stopped by {type(e).__name__}; {path} holds every finished row")
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     result["complete"] = True
     save()
     if not args.no_write_reference:
@@ -271,6 +307,23 @@ def main(argv=None) -> int:
     if errors:
         print(f"rows that raised: {', '.join(errors)}", file=sys.stderr)
     return 1 if errors else 0
+
+
+def _run_cells(args, keys, lm, device, device_name, weights, kv, bandwidth, reference, result, save) -> None:
+    with torch.no_grad():
+        for prompt in args.prompt:
+            for batch in args.batch:
+                shape = Shape(prompt, args.new, batch)
+                roof = decode_report.roofline_tokens_per_s(weights, kv, prompt, args.new, batch, bandwidth)
+                print(f"{args.model} {shape.key} (cache {shape.cache_len}): roofline {roof:.0f} tok/s", flush=True)
+                cell = {"shape": {"prompt": prompt, "new": args.new, "batch": batch, "cache_len": shape.cache_len,
+                                  "key": shape.key}, "date": result["date"], "roofline_tokens_per_s": roof, "rows": [],
+                        "best_stock": {}, "gate_baseline": None}
+                result["cells"].append(cell)
+                run_shape(lm, shape, keys, args, device, cell, save)
+                cell["reference_check"], _ = decode_report.check_reference(
+                    reference, decode_report.cell_id(device_name, args.model, shape.key), cell["rows"], args.note)
+                save()
 
 
 if __name__ == "__main__":

@@ -2,8 +2,10 @@
 
 `prepare` imports the decode step (`decode_step_graph`), runs `hoid.optimize` with the offline proposers
 twice: cold (empty measurement cache, empty journal) and warm (the cold run's measurement cache, an empty
-journal and an empty store of accepted kernels, so nothing is replayed or reused but measurements), and
-rewrites the prompt's graph (`prefill_graph`) with the rules and the library kernels that run here. Rows:
+journal and an empty store of accepted kernels, so nothing is replayed or reused but measurements; left
+out with `Context.warm` False, so that a time-limited GPU call reaches the rows), and rewrites the prompt's
+graph (`prefill_graph`) with the rules and the library kernels that run here. Each phase and each of
+hoid.optimize's events is a `decode_loop.progress` line. Rows:
 
 - `hoid-compile`: `hoid.compile(opt.graph, sample=Greedy())` (CUDA graph on a GPU, argmax inside the step),
   the prefill compiled over the same cache; the in-context profile (`hoid.runtime.profile`) after timing;
@@ -25,7 +27,7 @@ from pathlib import Path
 
 import torch
 from decode_fast import FastModel
-from decode_loop import Decoder, Shape, greedy, last_logits
+from decode_loop import Decoder, Shape, greedy, last_logits, phase, progress
 
 
 @dataclass
@@ -34,6 +36,7 @@ class Context:
     budget: object = None  # a hoid.Budget for each optimize run (None: until the proposers run dry)
     profile: bool = True
     agent: list | None = None  # hoid.optimize's proposers (None: its default)
+    warm: bool = True  # run the warm optimize too (its time is issue 21's 5-minute must)
 
 
 @dataclass
@@ -58,15 +61,23 @@ def _optimize(graph, device, folder: Path, name: str, cache, budget, agent=None)
     from hoid.kernels import AcceptedStore
 
     begin = time.perf_counter()
-    with AcceptedStore(folder / f"{name}_kernels.sqlite") as store:
+    with phase(f"optimize {name} (budget: {budget or 'none'})"), \
+            AcceptedStore(folder / f"{name}_kernels.sqlite") as store:
         opt = hoid.optimize(graph, agent=agent or DEFAULT_AGENTS, device=device, cache=cache, store=store,
-                            journal=folder / f"{name}_journal.sqlite", budget=budget)
+                            journal=folder / f"{name}_journal.sqlite", budget=budget,
+                            progress=lambda event: progress(f"optimize {name}: {_event(event)}"))
     seconds = time.perf_counter() - begin
     report = opt.report
     return opt, {"seconds": seconds, "stop_reason": str(report.stop_reason), "measured": report.measured,
                  "speedup": opt.speedup, "modelled_gain": opt.modelled_gain, "baseline_s": opt.baseline_s,
                  "best_s": opt.best_s, "attempts": len(report.attempts),
                  "kept": sum(1 for a in report.attempts if a.get("kept"))}
+
+
+def _event(event: dict) -> str:
+    """One of hoid.optimize's progress events in a line: its kind, then its fields but the long ones."""
+    fields = ", ".join(f"{k}={v}" for k, v in event.items() if k != "kind" and len(str(v)) < 160)
+    return f"{event.get('kind')}: {fields}"
 
 
 def prepare(lm, shape: Shape, ctx: Context) -> Plan:
@@ -82,19 +93,23 @@ def prepare(lm, shape: Shape, ctx: Context) -> Plan:
     root = Path(folder.name)
     target = resolve_device(None if ctx.device.type == "cuda" else "cpu")
     begin = time.perf_counter()
-    step = decode_step_graph(lm, shape.cache_len, batch=shape.batch)
+    with phase("hoid: import the decode step"):
+        step = decode_step_graph(lm, shape.cache_len, batch=shape.batch)
     import_s = time.perf_counter() - begin
+    warm_opt, warm = None, None
     with hoid.measure.MeasureCache(root / "measure.sqlite") as cache:
         opt, cold = _optimize(step, target, root, "cold", cache, ctx.budget, ctx.agent)
-        warm_opt, warm = _optimize(step, target, root, "warm", cache, ctx.budget, ctx.agent)
+        if ctx.warm:
+            warm_opt, warm = _optimize(step, target, root, "warm", cache, ctx.budget, ctx.agent)
     begin = time.perf_counter()
-    prefill = hoid.search.rewrite(prefill_graph(lm, shape.prompt, shape.cache_len, batch=shape.batch),
-                                  device=target, kernels=KernelSet.default().runnable_here())
+    with phase("hoid: import and rewrite the prefill"):
+        prefill = hoid.search.rewrite(prefill_graph(lm, shape.prompt, shape.cache_len, batch=shape.batch),
+                                      device=target, kernels=KernelSet.default().runnable_here())
     prefill_s = time.perf_counter() - begin
     kernels = sorted({n.attrs["kernel"] for n in opt.graph.nodes if n.op == "kernel"})
     info = {"device": target.name, "agents": list(ctx.agent or DEFAULT_AGENTS), "import_s": import_s, "cold": cold,
-            "warm": warm,
-            "same_graph": dumps(opt.graph) == dumps(warm_opt.graph), "kernels": kernels,
+            "warm": warm, "warm_skipped": not ctx.warm,
+            "same_graph": None if warm_opt is None else dumps(opt.graph) == dumps(warm_opt.graph), "kernels": kernels,
             "report": str(opt.report), "prefill_rewrite_s": prefill_s,
             "prefill_kernels": sorted({n.attrs["kernel"] for n in prefill.nodes if n.op == "kernel"})}
     return Plan(opt.graph, prefill, info, root / "cold_kernels.sqlite", folder, shape.key.replace("-", "_"))
@@ -116,8 +131,10 @@ def hoid_compile(lm, shape: Shape, ctx: Context, plan: Plan) -> Decoder:
     from hoid.runtime.sampling import Greedy
 
     device = ctx.device
-    step = hoid.compile(plan.graph, device=device, sample=Greedy())
-    prefill = hoid.compile(plan.prefill, device=device, state=step.state)
+    with phase("hoid-compile: compile the step"):
+        step = hoid.compile(plan.graph, device=device, sample=Greedy())
+    with phase("hoid-compile: compile the prefill"):
+        prefill = hoid.compile(plan.prefill, device=device, state=step.state)
     state = step.state
     held = {}
 
@@ -184,12 +201,14 @@ def hoid_export(lm, shape: Shape, ctx: Context, plan: Plan) -> Decoder:
     device = ctx.device
     root = Path(plan.folder.name)
     begin = time.perf_counter()
-    step_model = _import_package(plan.graph, root, f"hoid_step_{plan.key}", device)
-    prefill_model = _import_package(plan.prefill, root, f"hoid_prefill_{plan.key}", device)
+    with phase("hoid-export: export and import the step's package"):
+        step_model = _import_package(plan.graph, root, f"hoid_step_{plan.key}", device)
+    with phase("hoid-export: export and import the prefill's package"):
+        prefill_model = _import_package(plan.prefill, root, f"hoid_prefill_{plan.key}", device)
     export_s = time.perf_counter() - begin
     state = empty_cache(plan.graph, device)
     step, prefill = _Stateful(step_model, state, 1), _Stateful(prefill_model, state, shape.prompt)
-    info = {"export_s": export_s, "copied_back_states": len(step.copy_back)}
+    info = {"export_s": export_s, "copied_back_states": len(step.copy_back), "optimize": plan.optimize}
     if device.type == "cuda":
         run = torch.compile(step, mode="reduce-overhead", fullgraph=True, dynamic=False)
         info["compiled"] = "torch.compile reduce-overhead (step); prefill eager"
@@ -228,7 +247,8 @@ def hoid_backend(lm, shape: Shape, ctx: Context, plan: Plan) -> Decoder:
 
     return Decoder(prefill=lambda ids, pos: fn(ids, pos)[1], step=lambda tok, pos: fn(tok, pos)[1],
                    prefill_logits=lambda ids, pos: fn(ids, pos)[0], step_logits=lambda tok, pos: fn(tok, pos)[0],
-                   info={"store": "the cold optimize run's accepted kernels"}, close=close)
+                   info={"store": "the cold optimize run's accepted kernels", "optimize": plan.optimize},
+                   close=close)
 
 
 ROWS = {
