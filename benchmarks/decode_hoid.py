@@ -4,8 +4,9 @@
 twice: cold (empty measurement cache, empty journal) and warm (the cold run's measurement cache, an empty
 journal and an empty store of accepted kernels, so nothing is replayed or reused but measurements; left
 out with `Context.warm` False, so that a time-limited GPU call reaches the rows), and rewrites the prompt's
-graph (`prefill_graph`) with the rules and the library kernels that run here. Each phase and each of
-hoid.optimize's events is a `decode_loop.progress` line. Rows:
+graph (`prefill_graph`) with the rules and the library kernels that run here, when a row first needs it
+(the backend row does not: a slice of it alone saves the import). Each phase and each of hoid.optimize's
+events is a `decode_loop.progress` line. Rows:
 
 - `hoid-compile`: `hoid.compile(opt.graph, sample=Greedy())` (CUDA graph on a GPU, argmax inside the step),
   the prefill compiled over the same cache; the in-context profile (`hoid.runtime.profile`) after timing;
@@ -41,15 +42,37 @@ class Context:
 
 @dataclass
 class Plan:
-    """What the hoid rows of one shape share: the optimized step, the rewritten prefill, and where the
-    cold run's accepted kernels were stored."""
+    """What the hoid rows of one shape share: the optimized step, the rewritten prefill (`prefill_graph()`),
+    and where the cold run's accepted kernels were stored."""
 
     graph: object
-    prefill: object
+    prefill: object  # None: made by `prefill_graph()` from lm, shape and target when a row first needs it
     optimize: dict
     store: Path
     folder: tempfile.TemporaryDirectory
     key: str
+    lm: object = None
+    shape: Shape | None = None
+    target: object = None  # the hoid Device the step was optimized for
+
+    def prefill_graph(self):
+        """The prompt's graph rewritten with the rules and the library kernels that run here (imported and
+        rewritten on the first call: minutes for a full model); its time and kernels go into `optimize`."""
+        if self.prefill is None:
+            import hoid
+            from hoid.kernels import KernelSet
+            from hoid.models import prefill_graph
+
+            begin = time.perf_counter()
+            shape = self.shape
+            with phase("hoid: import and rewrite the prefill"):
+                graph = prefill_graph(self.lm, shape.prompt, shape.cache_len, batch=shape.batch)
+                self.prefill = hoid.search.rewrite(graph, device=self.target,
+                                                   kernels=KernelSet.default().runnable_here())
+            self.optimize["prefill_rewrite_s"] = time.perf_counter() - begin
+            self.optimize["prefill_kernels"] = sorted({n.attrs["kernel"] for n in self.prefill.nodes
+                                                       if n.op == "kernel"})
+        return self.prefill
 
     def close(self) -> None:
         self.folder.cleanup()
@@ -81,13 +104,11 @@ def _event(event: dict) -> str:
 
 
 def prepare(lm, shape: Shape, ctx: Context) -> Plan:
-    import hoid
     import hoid.measure
     from hoid.agent.loop import resolve_device
     from hoid.agent.proposer import DEFAULT_AGENTS
     from hoid.ir.text import dumps
-    from hoid.kernels import KernelSet
-    from hoid.models import decode_step_graph, prefill_graph
+    from hoid.models import decode_step_graph
 
     folder = tempfile.TemporaryDirectory(prefix="hoid_decode_")
     root = Path(folder.name)
@@ -101,18 +122,13 @@ def prepare(lm, shape: Shape, ctx: Context) -> Plan:
         opt, cold = _optimize(step, target, root, "cold", cache, ctx.budget, ctx.agent)
         if ctx.warm:
             warm_opt, warm = _optimize(step, target, root, "warm", cache, ctx.budget, ctx.agent)
-    begin = time.perf_counter()
-    with phase("hoid: import and rewrite the prefill"):
-        prefill = hoid.search.rewrite(prefill_graph(lm, shape.prompt, shape.cache_len, batch=shape.batch),
-                                      device=target, kernels=KernelSet.default().runnable_here())
-    prefill_s = time.perf_counter() - begin
     kernels = sorted({n.attrs["kernel"] for n in opt.graph.nodes if n.op == "kernel"})
     info = {"device": target.name, "agents": list(ctx.agent or DEFAULT_AGENTS), "import_s": import_s, "cold": cold,
             "warm": warm, "warm_skipped": not ctx.warm,
             "same_graph": None if warm_opt is None else dumps(opt.graph) == dumps(warm_opt.graph), "kernels": kernels,
-            "report": str(opt.report), "prefill_rewrite_s": prefill_s,
-            "prefill_kernels": sorted({n.attrs["kernel"] for n in prefill.nodes if n.op == "kernel"})}
-    return Plan(opt.graph, prefill, info, root / "cold_kernels.sqlite", folder, shape.key.replace("-", "_"))
+            "report": str(opt.report), "prefill_rewrite_s": None, "prefill_kernels": None}
+    return Plan(opt.graph, None, info, root / "cold_kernels.sqlite", folder, shape.key.replace("-", "_"), lm, shape,
+                target)
 
 
 def _profile(compiled) -> dict:
@@ -134,7 +150,7 @@ def hoid_compile(lm, shape: Shape, ctx: Context, plan: Plan) -> Decoder:
     with phase("hoid-compile: compile the step"):
         step = hoid.compile(plan.graph, device=device, sample=Greedy())
     with phase("hoid-compile: compile the prefill"):
-        prefill = hoid.compile(plan.prefill, device=device, state=step.state)
+        prefill = hoid.compile(plan.prefill_graph(), device=device, state=step.state)
     state = step.state
     held = {}
 
@@ -204,7 +220,7 @@ def hoid_export(lm, shape: Shape, ctx: Context, plan: Plan) -> Decoder:
     with phase("hoid-export: export and import the step's package"):
         step_model = _import_package(plan.graph, root, f"hoid_step_{plan.key}", device)
     with phase("hoid-export: export and import the prefill's package"):
-        prefill_model = _import_package(plan.prefill, root, f"hoid_prefill_{plan.key}", device)
+        prefill_model = _import_package(plan.prefill_graph(), root, f"hoid_prefill_{plan.key}", device)
     export_s = time.perf_counter() - begin
     state = empty_cache(plan.graph, device)
     step, prefill = _Stateful(step_model, state, 1), _Stateful(prefill_model, state, shape.prompt)

@@ -94,7 +94,20 @@ def test_no_warm_runs_the_cold_optimize_only_and_says_so(tmp_path, capsys):
     assert row["status"] == "ok" and row["tokens_per_s"] > 0
     opt = row["optimize"]
     assert opt["warm"] is None and opt["warm_skipped"] and opt["same_graph"] is None
-    assert opt["cold"]["stop_reason"] == "budget spent: 0 minutes"
+    assert opt["cold"]["stop_reason"] == "budget spent: 0 minutes" and opt["prefill_rewrite_s"] > 0
     assert "optimize cold" in printed and "optimize warm" not in printed
     assert re.search(r"^\[ *\d+\.\d s\] hoid-compile: build: \d+\.\d s$", printed, re.M)  # stamped phases
     assert re.search(r"\| \d+ / not run \|", printed)  # the table's optimize column
+
+
+@pytest.mark.slow
+def test_a_backend_slice_imports_no_prefill_graph(tmp_path, capsys):
+    out = tmp_path / "out"
+    code = decode.main([*TINY, "--rows", "hoid-backend", "--no-warm", "--no-gate", "--agent", "library",
+                        "--optimize-budget", "0m", "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert code == 0, printed[-3000:]
+    result = json.loads((out / "decode-qwen3-1.7b-tiny-p8-b1-n8-hoid-backend-nowarm.json").read_text())
+    [row] = result["cells"][0]["rows"]
+    assert row["status"] == "ok" and row["tokens_per_s"] > 0
+    assert row["optimize"]["prefill_rewrite_s"] is None and "rewrite the prefill" not in printed
