@@ -80,6 +80,10 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--cpu-inductor", action="store_true", help="on the CPU, compile with inductor (minutes)")
     ap.add_argument("--no-profile", action="store_true", help="skip hoid's in-context profile")
     ap.add_argument("--no-gate", action="store_true", help="skip the correctness gate")
+    ap.add_argument("--gate-cache", type=Path, default=None,
+                    help="a folder for the gate's teacher tokens and eager baseline per (model, shape, seed): a "
+                         "later slice gating hoid rows reads them instead of running hf-eager again (unless "
+                         "--rows names it); h200_session.sh's slices share /tmp/hoid_gate while the machine is warm")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=HERE / "results" / "decode")
     ap.add_argument("--reference", type=Path, default=None,
@@ -150,12 +154,16 @@ def run_shape(lm, shape: Shape, keys: list[str], args, device, cell: dict, save)
     stock_ctx = decode_stock.Context(device, compile_prefill=not args.eager_prefill, cpu_inductor=args.cpu_inductor)
     rows = cell["rows"]
 
+    gate_file = None if args.gate_cache is None else args.gate_cache / _gate_name(args, shape)
+
     def eager_after(decoder, row, tokens):  # hf-eager's tokens are the gate's teacher
         if gate_wanted:
             with phase("gate: float32 reference logits (once per shape)"):
                 held["gate"] = Gate(lm, prompt, tokens)
             with phase("gate: eager bfloat16 baseline, teacher-forced"):
                 row["gate_baseline"] = cell["gate_baseline"] = held["gate"].set_baseline(decoder)
+            if gate_file is not None:
+                _save_gate(gate_file, lm, prompt, tokens, row["gate_baseline"])
 
     def done(row):
         row["date"] = cell["date"]
@@ -171,8 +179,15 @@ def run_shape(lm, shape: Shape, keys: list[str], args, device, cell: dict, save)
         cell["running"] = {"key": key, "since_s": round(elapsed(), 1)}
         save()
 
+    if gate_wanted and "hf-eager" not in keys and gate_file is not None and gate_file.is_file():
+        with phase(f"gate: teacher tokens and eager baseline from {gate_file} (hf-eager not run again)"):
+            loaded = _load_gate(gate_file, lm, prompt)
+        if loaded is not None:
+            held["gate"] = loaded
+            cell["gate_baseline"], cell["gate_from"] = loaded.baseline.to_json(), str(gate_file)
     # hf-eager runs first, and always where the gate needs it: its tokens are what every gated row is fed
-    for key in [k for k in decode_stock.ROWS if k in keys or (k == "hf-eager" and gate_wanted)]:
+    for key in [k for k in decode_stock.ROWS
+                if k in keys or (k == "hf-eager" and gate_wanted and "gate" not in held)]:
         name, build = decode_stock.ROWS[key]
         starting(key)
         done(run_row(key, name, "stock", lambda b=build: b(lm, shape, stock_ctx), prompt, shape.new,
@@ -208,6 +223,34 @@ def run_shape(lm, shape: Shape, keys: list[str], args, device, cell: dict, save)
                      warmup=args.warmup, after=after))
     if plan is not None:
         plan.close()
+
+
+def _gate_name(args, shape: Shape) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", f"gate-{args.model}-{shape.key}-s{args.seed}.pt")
+
+
+def _fingerprint(lm) -> float:
+    """A number that changes with the weights (random per seed): a gate file is for these weights only."""
+    return float(lm.lm_head.weight.float().sum()) + float(lm.model.embed_tokens.weight[:64].float().sum())
+
+
+def _save_gate(path: Path, lm, prompt, tokens, baseline: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {"prompt": prompt.cpu(), "tokens": tokens.cpu(), "baseline": baseline, "weights": _fingerprint(lm)}
+    _replace_atomically(path, lambda tmp: torch.save(data, tmp))
+
+
+def _load_gate(path: Path, lm, prompt) -> Gate | None:
+    """The gate from a file `_save_gate` wrote for this prompt and these weights, else None (hf-eager runs)."""
+    from hoid.testing.gate import Stats
+
+    data = torch.load(path, map_location="cpu")
+    if not torch.equal(data["prompt"], prompt.cpu()) or data["weights"] != _fingerprint(lm):
+        progress(f"gate: {path} is for another prompt or other weights: hf-eager runs")
+        return None
+    gate = Gate(lm, prompt, data["tokens"].to(prompt.device))
+    gate.baseline = Stats(**data["baseline"])
+    return gate
 
 
 def _line(row: dict) -> str:

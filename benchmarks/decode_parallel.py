@@ -44,7 +44,7 @@ def child_argv(args, prompt: int, batch: int, rows: str) -> list[str]:
     for flag in ("eager_prefill", "cpu_inductor", "no_profile", "no_gate", "no_warm"):
         if getattr(args, flag):
             argv.append("--" + flag.replace("_", "-"))
-    for option in ("device", "optimize_budget", "agent", "note"):
+    for option in ("device", "optimize_budget", "agent", "gate_cache", "note"):
         if getattr(args, option) is not None:
             argv += ["--" + option.replace("_", "-"), str(getattr(args, option))]
     return argv

@@ -12,8 +12,22 @@
 #   cute-b      [.cute2b]       the second half; CuTe DSL importable from here on (sitecustomize)
 #   tests       []              python -m pytest -m gpu (every GPU test; CuTe's too once installed)
 #   prices      []              benchmarks/decode_prices.py (after any kernel edit: the shipped prices)
-#   STEP ARGS   any other step name runs `python3 ARGS` with the environment set, e.g.
+#   run ARGS    `python3 ARGS` with the environment set, under `timeout` ($LIMIT s, default 560: SIGTERM, which
+#               decode.py records, before the device's 600 s), its whole log teed into $OUT/run-SCRIPT-HHMMSS.log
+#               so that a call cut off still brings its log back, e.g.
 #               bash benchmarks/h200_session.sh run benchmarks/optimize_h200.py --out $OUT --minutes 8
+#   decode SLICE  one slice of benchmarks/decode.py qwen3-1.7b --prompt 128 --batch 1 (through `run`), each one
+#               device call, estimated under 9 minutes. Together they give every hoid row beside the fast stock
+#               rows; any order (each hoid slice runs hf-eager first: the gate's teacher). The hoid slices need
+#               egglog: on a cold machine carry [.whl] with the call (installed into /tmp/site when missing, ~15 s);
+#               without CuTe (no cute-a/cute-b) the library's CuTe kernels are skipped, saying why:
+#     fast-a    fast-reduce-overhead, fast-max-autotune, fast-cuda-graph                        ~ 6 min
+#     fast-b    fast-max-autotune-cd                                                            ~ 4 min
+#     hoid-compile  hoid.optimize cold and warm (budget $BUDGET, default 1m) + hoid.compile      ~ 8 min
+#     hoid-export   cold optimize only (--no-warm) + the exported package                      ~ 7 min
+#     hoid-backend  cold optimize only (--no-warm) + torch.compile(backend=hoid); no prefill   ~ 7 min
+#               The estimates and how they were made: the "decode slices" section of benchmarks/decode.py's doc.
+#               Merge the files here: python benchmarks/decode_report.py FOLDER (rows merge by key).
 set -uo pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD:/tmp/site
 out=${OUT:-/tmp/out}
@@ -44,6 +58,28 @@ case ${1:-} in
   prices)
     timeout 330 python3 benchmarks/decode_prices.py --deadline 300 --out "$out/decode_prices.json" 2>&1 | tail -5 ;;
   run)
-    shift; python3 "$@" ;;
-  *) echo "usage: $0 split|prep|cute-a|cute-b|tests|prices|run SCRIPT ARGS" >&2; exit 2 ;;
+    shift
+    log="$out/run-$(basename "${1:-python}" .py)-$(date +%H%M%S).log"
+    echo "run: $* (limit ${LIMIT:-560} s), log $log"
+    timeout -k 20 "${LIMIT:-560}" python3 "$@" 2>&1 | tee "$log"
+    exit "${PIPESTATUS[0]}" ;;
+  decode)
+    slice=${2:-}
+    common=(benchmarks/decode.py qwen3-1.7b --prompt 128 --batch 1 --out "$out" --no-write-reference)
+    hoid=(--optimize-budget "${BUDGET:-1m}" --agent "${AGENT:-library,codegen,dir:examples/kernels}")
+    case $slice in
+      fast-a) rows=(--rows fast-reduce-overhead,fast-max-autotune,fast-cuda-graph) ;;
+      fast-b) rows=(--rows fast-max-autotune-cd) ;;
+      hoid-compile) rows=(--rows hoid-compile "${hoid[@]}") ;;
+      hoid-export) rows=(--rows hoid-export --no-warm "${hoid[@]}") ;;
+      hoid-backend) rows=(--rows hoid-backend --no-warm "${hoid[@]}") ;;
+      *) echo "decode: SLICE is one of fast-a fast-b hoid-compile hoid-export hoid-backend" >&2; exit 2 ;;
+    esac
+    if [[ $slice == hoid-* ]] && ! python3 -c "import egglog" 2>/dev/null; then
+      ls .whl/*.whl >/dev/null 2>&1 || { echo "decode $slice: egglog is missing: carry .whl with this call (or prep)" >&2; exit 1; }
+      python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+        || { echo "decode $slice: the wheels did not install" >&2; exit 1; }
+    fi
+    exec bash "$0" run "${common[@]}" "${rows[@]}" ;;
+  *) echo "usage: $0 split|prep|cute-a|cute-b|tests|prices|run SCRIPT ARGS|decode SLICE" >&2; exit 2 ;;
 esac

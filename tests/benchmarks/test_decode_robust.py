@@ -101,13 +101,24 @@ def test_no_warm_runs_the_cold_optimize_only_and_says_so(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_a_backend_slice_imports_no_prefill_graph(tmp_path, capsys):
-    out = tmp_path / "out"
-    code = decode.main([*TINY, "--rows", "hoid-backend", "--no-warm", "--no-gate", "--agent", "library",
-                        "--optimize-budget", "0m", "--out", str(out)])
-    printed = capsys.readouterr().out
-    assert code == 0, printed[-3000:]
-    result = json.loads((out / "decode-qwen3-1.7b-tiny-p8-b1-n8-hoid-backend-nowarm.json").read_text())
-    [row] = result["cells"][0]["rows"]
-    assert row["status"] == "ok" and row["tokens_per_s"] > 0
-    assert row["optimize"]["prefill_rewrite_s"] is None and "rewrite the prefill" not in printed
+def test_a_backend_slice_imports_no_prefill_and_a_later_slice_reuses_the_gate(tmp_path, capsys):
+    out, gates = tmp_path / "out", tmp_path / "gates"
+    argv = [*TINY, "--rows", "hoid-backend", "--no-warm", "--agent", "library", "--optimize-budget", "0m",
+            "--gate-cache", str(gates)]
+    runs = []
+    for i in range(2):
+        code = decode.main([*argv, "--out", str(out / str(i))])
+        printed = capsys.readouterr().out
+        assert code == 0, printed[-3000:]
+        result = json.loads((out / str(i) / "decode-qwen3-1.7b-tiny-p8-b1-n8-hoid-backend-nowarm.json").read_text())
+        runs.append((result["cells"][0], printed))
+    (first, printed), (second, again) = runs
+    assert [r["key"] for r in first["rows"]] == ["hf-eager", "hoid-backend"] and "gate_from" not in first
+    assert [p.name for p in gates.iterdir()] == ["gate-qwen3-1.7b-tiny-p8-n8-b1-s0.pt"]
+    assert [r["key"] for r in second["rows"]] == ["hoid-backend"] and "hf-eager: build" not in again
+    assert second["gate_from"] == str(gates / "gate-qwen3-1.7b-tiny-p8-n8-b1-s0.pt")
+    assert second["gate_baseline"] == first["gate_baseline"]
+    row = second["rows"][0]
+    assert row["status"] == "ok" and row["gate"]["baseline"] == first["gate_baseline"]
+    assert row["gate"]["candidate"] == first["rows"][1]["gate"]["candidate"]  # the same teacher, the same verdict
+    assert row["optimize"]["prefill_rewrite_s"] is None and "rewrite the prefill" not in printed + again
