@@ -17,6 +17,17 @@ Nothing finished is lost to a time limit: the JSON is rewritten (through a tempo
 after every row, and names the row in flight (`running`); SIGTERM, Ctrl-C or a SystemExit inside a row
 records `stopped` before the run ends. Every phase prints a line stamped with the seconds since the start,
 flushed. File names use only [A-Za-z0-9._-] (what a GPU call brings back).
+
+Slices (`benchmarks/h200_session.sh decode SLICE`: one 10-minute device call each) for Qwen3-1.7B p128 b1,
+estimated from what the H200 measured: hf-eager 11 tok/s (256 tokens ~25 s, its teacher-forced baseline as
+long); torch.compile 74 s (reduce-overhead) and 62 s (max-autotune) per specialisation, twice here (the
+prefill is its own; results/decode.json); hoid's rewrite of the step 20 s (same); hoid.optimize's journal
+(results/optimize): saturation and baseline 8 s, then 247 s in the region profile, which then timed every
+one of 2529 nodes (now its 86 signatures). From this CPU (one free core): importing the 28-layer step takes
+24 s, the prefill as long, its rewrite 16 s. Assumed: the attempt in flight when the budget runs out ends
+within 70 s (a sweep's Triton compiles, k = 3 whole-graph compiles), about 25 s to start and build the model,
+and ~130 s (export) and ~200 s (backend: two specialisations, each traced, imported, rewritten, compiled)
+for the rows themselves.
 """
 
 from __future__ import annotations

@@ -17,16 +17,20 @@
 #               so that a call cut off still brings its log back, e.g.
 #               bash benchmarks/h200_session.sh run benchmarks/optimize_h200.py --out $OUT --minutes 8
 #   decode SLICE  one slice of benchmarks/decode.py qwen3-1.7b --prompt 128 --batch 1 (through `run`), each one
-#               device call, estimated under 9 minutes. Together they give every hoid row beside the fast stock
-#               rows; any order (each hoid slice runs hf-eager first: the gate's teacher). The hoid slices need
-#               egglog: on a cold machine carry [.whl] with the call (installed into /tmp/site when missing, ~15 s);
-#               without CuTe (no cute-a/cute-b) the library's CuTe kernels are skipped, saying why:
-#     fast-a    fast-reduce-overhead, fast-max-autotune, fast-cuda-graph                        ~ 6 min
-#     fast-b    fast-max-autotune-cd                                                            ~ 4 min
-#     hoid-compile  hoid.optimize cold and warm (budget $BUDGET, default 1m) + hoid.compile      ~ 8 min
-#     hoid-export   cold optimize only (--no-warm) + the exported package                      ~ 7 min
-#     hoid-backend  cold optimize only (--no-warm) + torch.compile(backend=hoid); no prefill   ~ 7 min
-#               The estimates and how they were made: the "decode slices" section of benchmarks/decode.py's doc.
+#               device call, estimated under 9 minutes (typical / worst; how: benchmarks/decode.py's doc, "Slices").
+#               Together they give every hoid row beside the fast stock rows. Run them in this order, each call
+#               right after the last: hoid-compile runs hf-eager (the gate's teacher) and leaves its tokens and
+#               eager baseline in /tmp/hoid_gate, which the next hoid slices read while the machine stays warm
+#               (cold: they run hf-eager again, ~1 min more). The hoid slices need egglog: on a cold machine carry
+#               [.whl] with the call (installed into /tmp/site when missing); without CuTe (no cute-a/cute-b) the
+#               library's CuTe kernels are skipped, saying why.
+#     hoid-compile  hoid.optimize cold and warm (budget $BUDGET each, default 1m) + hoid.compile   7.5 / 8.8 min
+#     hoid-export   cold optimize only (--no-warm) + the exported package, reduce-overhead        6 / 6.5 min
+#     hoid-backend  cold optimize only (--no-warm) + torch.compile(backend=hoid); no prefill      6 / 6.7 min
+#     fast-a    fast-reduce-overhead, fast-max-autotune, fast-cuda-graph                          4.5 / 5.2 min
+#     fast-b    fast-max-autotune-cd                                                              3 / 3.6 min
+#               All five: ~27 min typical, ~31 worst, against a session's 30 min of device time: the first four
+#               fit one session; fast-b (or any slice whose JSON says `stopped`) goes first in the next.
 #               Merge the files here: python benchmarks/decode_report.py FOLDER (rows merge by key).
 set -uo pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD:/tmp/site
@@ -66,7 +70,8 @@ case ${1:-} in
   decode)
     slice=${2:-}
     common=(benchmarks/decode.py qwen3-1.7b --prompt 128 --batch 1 --out "$out" --no-write-reference)
-    hoid=(--optimize-budget "${BUDGET:-1m}" --agent "${AGENT:-library,codegen,dir:examples/kernels}")
+    hoid=(--optimize-budget "${BUDGET:-1m}" --agent "${AGENT:-library,codegen,dir:examples/kernels}"
+          --gate-cache /tmp/hoid_gate)
     case $slice in
       fast-a) rows=(--rows fast-reduce-overhead,fast-max-autotune,fast-cuda-graph) ;;
       fast-b) rows=(--rows fast-max-autotune-cd) ;;
