@@ -221,7 +221,7 @@ def run_shape(lm, shape: Shape, keys: list[str], args, device, cell: dict, save)
         import traceback
 
         traceback.print_exc()
-        failure = f"hoid.optimize / prefill rewrite failed: {type(e).__name__}: {e}"
+        failure = f"hoid.optimize failed: {type(e).__name__}: {e}"
     gate = held.get("gate")
     for key in hoid_keys:
         name, build = decode_hoid.ROWS[key]

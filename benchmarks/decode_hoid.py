@@ -54,10 +54,13 @@ class Plan:
     lm: object = None
     shape: Shape | None = None
     target: object = None  # the hoid Device the step was optimized for
+    prefill_error: Exception | None = None  # raised again for every later row: one import that fails is enough
 
     def prefill_graph(self):
         """The prompt's graph rewritten with the rules and the library kernels that run here (imported and
         rewritten on the first call: minutes for a full model); its time and kernels go into `optimize`."""
+        if self.prefill_error is not None:
+            raise RuntimeError(f"the prefill's import or rewrite failed earlier: {self.prefill_error}")
         if self.prefill is None:
             import hoid
             from hoid.kernels import KernelSet
@@ -65,10 +68,14 @@ class Plan:
 
             begin = time.perf_counter()
             shape = self.shape
-            with phase("hoid: import and rewrite the prefill"):
-                graph = prefill_graph(self.lm, shape.prompt, shape.cache_len, batch=shape.batch)
-                self.prefill = hoid.search.rewrite(graph, device=self.target,
-                                                   kernels=KernelSet.default().runnable_here())
+            try:
+                with phase("hoid: import and rewrite the prefill"):
+                    graph = prefill_graph(self.lm, shape.prompt, shape.cache_len, batch=shape.batch)
+                    self.prefill = hoid.search.rewrite(graph, device=self.target,
+                                                       kernels=KernelSet.default().runnable_here())
+            except Exception as e:
+                self.prefill_error = e
+                raise
             self.optimize["prefill_rewrite_s"] = time.perf_counter() - begin
             self.optimize["prefill_kernels"] = sorted({n.attrs["kernel"] for n in self.prefill.nodes
                                                        if n.op == "kernel"})

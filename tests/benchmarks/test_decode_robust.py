@@ -122,3 +122,19 @@ def test_a_backend_slice_imports_no_prefill_and_a_later_slice_reuses_the_gate(tm
     assert row["status"] == "ok" and row["gate"]["baseline"] == first["gate_baseline"]
     assert row["gate"]["candidate"] == first["rows"][1]["gate"]["candidate"]  # the same teacher, the same verdict
     assert row["optimize"]["prefill_rewrite_s"] is None and "rewrite the prefill" not in printed + again
+
+
+def test_a_prefill_that_failed_is_not_imported_again_for_the_next_row(tmp_path):
+    import tempfile
+
+    import decode_hoid
+    from decode_loop import Shape
+
+    plan = decode_hoid.Plan(None, None, {}, tmp_path / "store.sqlite", tempfile.TemporaryDirectory(), "k",
+                            lm=None, shape=Shape(8, 8, 1), target=None)  # no model: the import raises
+    with pytest.raises(Exception) as first:
+        plan.prefill_graph()
+    with pytest.raises(RuntimeError, match="failed earlier") as again:
+        plan.prefill_graph()
+    assert str(first.value) in str(again.value) and plan.prefill is None
+    plan.close()
