@@ -55,7 +55,7 @@ import decode_stock  # noqa: E402
 from decode_gate import Gate  # noqa: E402
 from decode_loop import Shape, elapsed, open_device, phase, progress, run_row, tokens_per_second  # noqa: E402
 
-from hoid.ir.io import _replace_atomically  # noqa: E402  (the one write-then-rename)
+from hoid.ir.io import replace_atomically  # noqa: E402  (the one write-then-rename)
 
 __all__ = ["main", "tokens_per_second"]  # kernels_cute.py times its whole-model rows with the shared loop
 
@@ -248,7 +248,7 @@ def _fingerprint(lm) -> float:
 def _save_gate(path: Path, lm, prompt, tokens, baseline: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     data = {"prompt": prompt.cpu(), "tokens": tokens.cpu(), "baseline": baseline, "weights": _fingerprint(lm)}
-    _replace_atomically(path, lambda tmp: torch.save(data, tmp))
+    replace_atomically(path, lambda tmp: torch.save(data, tmp))
 
 
 def _load_gate(path: Path, lm, prompt) -> Gate | None:
@@ -331,7 +331,7 @@ def main(argv=None) -> int:
 
     def save():
         text = json.dumps(result, indent=1, default=str) + "\n"
-        _replace_atomically(path, lambda tmp: tmp.write_text(text))
+        replace_atomically(path, lambda tmp: tmp.write_text(text))
 
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
