@@ -30,8 +30,8 @@ The full run as H200 calls of under 9 minutes each (estimated from the 2026-12-0
 its Inductor max-autotune compile and a 5-candidate tune, a model's import ~15 s, a whole model ~3-4 min with
 max-autotune's GEMM autotuning and a 45 s budget):
 
-    python benchmarks/codegen.py --parts regions --out $OUT          # ~6 min: 3 models x 5 regions
-    python benchmarks/codegen.py --parts forms --out $OUT            # ~3 min: 7 forms
+    python benchmarks/codegen.py --parts regions --models vit-base-16,whisper-large-v3-encoder --out $OUT  # ~5 min
+    python benchmarks/codegen.py --parts regions,forms --models bge-m3 --out $OUT  # ~3 min + ~3.5 min (7 forms)
     python benchmarks/codegen.py --parts whole --models vit-base-16 --out $OUT               # ~4 min
     python benchmarks/codegen.py --parts whole --models whisper-large-v3-encoder --out $OUT  # ~4 min
     python benchmarks/codegen.py --parts whole --models bge-m3 --out $OUT                    # ~5 min

@@ -86,7 +86,12 @@ def lower(body: Graph, layout: Layout) -> Program:
         v = gi.value
         for k, coords in enumerate(layout.requests.get(v.name, ())):
             offs = text(offset(coords, tuple(v.type.layout()) if v.type.rank else (), shape))
-            load = f"tl.load({ptr[v.name]} + (zero + {offs}), mask=mask, other=0)"
+            # an input read at the same place by every row (a bias, a norm's weight, positions shared over
+            # the batch) is re-read by every program: kept in the L2 ahead of the streamed activations, as
+            # Inductor marks such loads (`eviction_policy='evict_last'` where the index has no x term)
+            reused = layout.rows > 1 and not (text.dims_of(coords) & set(text.lead))
+            keep = ", eviction_policy=\"evict_last\"" if reused else ""
+            load = f"tl.load({ptr[v.name]} + (zero + {offs}), mask=mask, other=0{keep})"
             if COMPUTE[v.type.dtype] != v.type.dtype:
                 load += f".to({TL[COMPUTE[v.type.dtype]]})"
             names[(v.name, coords)] = name_for(v, k)

@@ -112,3 +112,13 @@ def test_tune_keeps_auto_when_no_neighbour_beats_it_beyond_noise(monkeypatch):
     result = tune(generated.spec, generated.types, {}, device=CPU, candidates=sweep(generated.layout))
     assert result.params == generated.spec.default_params()
     assert "kept the defaults" in result.reason
+
+
+def test_a_bias_every_row_reads_is_kept_in_the_l2_and_every_load_stays_16_bytes():
+    """ViT's bias add at its real shape: the activation streamed, the bias marked evict_last (as Inductor
+    marks a load with no x term), both loaded 16 bytes a thread in the sm_90 build."""
+    generated = _bias_add(1576, 768, "bf16")
+    loads = [ln for ln in generated.source.text.splitlines() if "tl.load(" in ln]
+    assert [("evict_last" in ln) for ln in loads] == [False, True]
+    built = generated.spec.compile("sm_90")
+    assert built.wide_loads >= 2 and built.narrow_loads == 0, built
