@@ -418,9 +418,10 @@ class Report:
             errors=[{"where": m.get("model") or m.get("form"), "kernel": r.get("kernel"), "error": r["error"]}
                     for part in self.data["parts"].values() for m in part.get("rows", ())
                     for r in [m, *m.get("regions", ())] if "error" in r])
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(json.dumps(self.data, indent=1, default=str))
-        os.replace(tmp, self.path)
+        from hoid.ir.io import replace_atomically  # the one write-then-rename
+
+        text = json.dumps(self.data, indent=1, default=str)
+        replace_atomically(self.path, lambda tmp: tmp.write_text(text))
 
 
 def main(argv=None) -> int:
