@@ -1,29 +1,43 @@
 """Generated kernels against Inductor on the H200: the fusible regions of ViT-Base/16 (batch 8, 224x224), the
 Whisper-large-v3 encoder (batch 1, 30 s of audio) and BGE-M3 (batch 8, 512 tokens), random weights in bf16.
 
-    python benchmarks/codegen.py            # the H200 run (about 7 minutes): benchmarks/results/codegen.json
-    python benchmarks/codegen.py --smoke    # a CPU smoke run of the script itself (tiny models, interpreter)
+    python benchmarks/codegen.py --parts regions --out DIR   # one part (regions, forms, whole) per call
+    python benchmarks/codegen.py --smoke                     # a CPU smoke run of the script itself (tiny models)
 
-For each model: the graph is imported (`hoid.from_torch`), its fusible regions cut and generated
-(`hoid.kernels.codegen.find_regions`), and each distinct region's kernel (the hottest `--regions` by bytes)
-is timed against Inductor's kernel for the same region (`torch.compile(mode="max-autotune-no-cudagraphs")`
-of the region's torch ops: max-autotune's kernels, timed under the same CUDA-graph replay as ours, since
-Inductor's own CUDA graphs cannot be captured inside another), with inputs rotated past the L2
-(`hoid.measure.cuda.time_cuda`). Then `hoid.optimize` runs on the whole model (library + codegen proposers,
-`--budget` seconds) and its best graph's measured time is set against `torch.compile(mode="max-autotune")` of
-the whole model.
+Parts (`--parts`, comma-separated; `--models` picks the models of `regions` and `whole`):
 
-Then the kernel forms no model above needs, as regions of their own at real sizes (`--no-forms` skips
-them): looped row kernels (softmax, layer norm, RMSNorm, the variance of x - max(x) over rows of 32k-64k,
-longer than one tile) and views fused into the kernel (Whisper's gelu -> permute -> + positions -> layer norm at its
-real width, heads split by a reshape, a padding mask expanded over heads and queries before a softmax),
-each against Inductor the same way (`forms` in the JSON, with their own geometric mean).
+- regions: each model's fusible regions cut and generated (`hoid.kernels.codegen.find_regions`); each
+  distinct region's kernel (the hottest `--regions` by bytes) timed twice, at "auto" and at the params
+  `hoid.measure.tune` picks from `params.sweep` (auto and its neighbours: Inductor's max-autotune tunes its
+  kernels too, so the fair figure is the tuned one), against Inductor's kernel for the same region
+  (`torch.compile(mode="max-autotune-no-cudagraphs", fullgraph=True)` of the region's torch ops after
+  `torch._dynamo.reset()`, its compile asserted from dynamo's counters: a region dynamo left eager is an error
+  row, never a figure), all under the same CUDA-graph replay with inputs rotated past the L2
+  (`hoid.measure.cuda.time_cuda`);
+- forms: the kernel forms no model above needs, as regions of their own at real sizes: looped row kernels
+  (softmax, layer norm, RMSNorm, the variance of x - max(x) over rows of 32k-64k, longer than one tile) and
+  views fused into the kernel (Whisper's gelu -> permute -> + positions -> layer norm at its real width, heads
+  split by a reshape, a padding mask expanded over heads and queries before a softmax), timed the same way;
+- whole: `hoid.optimize` on the whole model (library + codegen proposers, `--budget` seconds) against
+  `torch.compile(mode="max-autotune")` of the whole model (its own CUDA graphs).
 
-Scaled down to fit ~8 minutes on one H200: each model keeps its real widths, sequence lengths and batch, but
-only `--layers` layers (default 2; every layer has the same regions, so the per-region figures are those of
-the full model, and the whole-model figures are those of a 2-layer slice). Targets (the issue's): geometric
-mean over regions >= 1.0x Inductor; each whole model at least as fast as max-autotune. The JSON lists every
-region where it is not, with its figures.
+Each model keeps its real widths, sequence lengths and batch, but only `--layers` layers (default 2; every
+layer has the same regions, so the per-region figures are those of the full model). The JSON
+(`codegen-<parts>-<models>.json` under `--out`) is rewritten, atomically, after every region, form and
+model, so a call killed at its time limit keeps what finished; each part's wall time is in it and printed.
+
+The full run as H200 calls of under 9 minutes each (estimated from the 2026-12-01 run: a region ~20-30 s with
+its Inductor max-autotune compile and a 5-candidate tune, a model's import ~15 s, a whole model ~3-4 min with
+max-autotune's GEMM autotuning and a 45 s budget):
+
+    python benchmarks/codegen.py --parts regions --models vit-base-16,whisper-large-v3-encoder --out $OUT  # ~5 min
+    python benchmarks/codegen.py --parts regions,forms --models bge-m3 --out $OUT  # ~3 min + ~3.5 min (7 forms)
+    python benchmarks/codegen.py --parts whole --models vit-base-16 --out $OUT               # ~4 min
+    python benchmarks/codegen.py --parts whole --models whisper-large-v3-encoder --out $OUT  # ~4 min
+    python benchmarks/codegen.py --parts whole --models bge-m3 --out $OUT                    # ~5 min
+
+Targets (the issue's): geometric mean over regions >= 1.0x Inductor; each whole model at least as fast as
+max-autotune. The JSON lists every region where it is not, with its figures.
 """
 
 from __future__ import annotations
@@ -129,10 +143,10 @@ def forms(smoke: bool) -> dict:
     }
 
 
-def bench_forms(device, smoke: bool) -> list[dict]:
+def bench_forms(device, smoke: bool, report) -> list[dict]:
     from hoid.kernels.codegen import find_regions
 
-    out = []
+    out = report.rows("forms")
     for name, graph in forms(smoke).items():
         try:
             found = find_regions(graph, max_row=64) if smoke else find_regions(graph)
@@ -144,7 +158,8 @@ def bench_forms(device, smoke: bool) -> list[dict]:
             row = {"form": name, "kernel": name, "error": f"{type(e).__name__}: {e}",
                    "trace": traceback.format_exc()[-2000:]}
         out.append(row)
-        print(f"  {name}: {row.get('kernel')} {row.get('speedup', row.get('error'))}", flush=True)
+        report.write()
+        print(f"  {name}: {_row_text(row)}", flush=True)
     return out
 
 
@@ -172,6 +187,11 @@ def region_fn(body):
     return fn
 
 
+
+
+TIMER = dict(rotate=True, graph=True, repeat=20)  # ours (auto and tuned) and Inductor's: one protocol
+
+
 def timed(fn, args, smoke: bool) -> float:
     if smoke:
         fn(*args)
@@ -180,40 +200,95 @@ def timed(fn, args, smoke: bool) -> float:
         return time.perf_counter() - start
     from hoid.measure.cuda import time_cuda
 
-    return time_cuda(fn, args, rotate=True, graph=True, repeat=20).median
+    return time_cuda(fn, args, **TIMER).median
+
+
+def compiled_by_inductor(fn, example, mode: str, **options):
+    """`torch.compile(fn)` after `torch._dynamo.reset()`, called once on `example`, with dynamo's counters
+    showing that it compiled a graph: every region's function shares one code object, and without the reset
+    dynamo recompiled it per region until its recompile limit, then ran the rest eager (the 2026-12-01 run's
+    invalid Whisper and BGE-M3 figures). Returns (the compiled fn, its output, what dynamo counted)."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(fn, mode=mode, dynamic=False, **options)
+    with torch.no_grad():
+        out = compiled(*example)
+    graphs, breaks = counters["stats"]["unique_graphs"], sum(counters["graph_break"].values())
+    if graphs < 1:
+        raise RuntimeError(f"torch.compile compiled no graph of {getattr(fn, '__name__', type(fn).__name__)} "
+                           f"(dynamo's counters: {dict(counters['stats'])}): its times would be eager PyTorch's, "
+                           "not Inductor's")
+    return compiled, out, {"graphs": graphs, "graph_breaks": breaks}
+
+
+def no_recompile(compiled):
+    """`compiled` with recompiles made errors: a timed call that recompiled would time another kernel, or
+    eager PyTorch past the recompile limit."""
+
+    def fn(*args):
+        with torch._dynamo.config.patch(error_on_recompile=True), torch.no_grad():
+            return compiled(*args)
+
+    return fn
+
+
+def tune_region(generated, smoke: bool):
+    """`hoid.measure.tune` over the codegen sweep ("auto" and its neighbours, `params.sweep`) at the region's
+    types, with the timer options of every figure here (on the CPU a few short runs: the smoke checks the
+    path, not the figures)."""
+    from hoid.kernels.codegen.params import sweep
+    from hoid.measure import tune
+    from hoid.measure.local import local_device
+
+    options = dict(min_runs=2, min_seconds=0.0, warmup=1) if smoke else TIMER
+    return tune(generated.spec, generated.types, {}, device=local_device(), candidates=sweep(generated.layout),
+                **options)
 
 
 def bench_region(generated, matches: int, device, smoke: bool) -> dict:
+    """Ours at "auto" and at the tuned params, and Inductor's kernel for the same region."""
     from hoid.kernels.launch import bind_spec, resolve_params
     from hoid.kernels.spec import Target
     from hoid.measure.inputs import random_tensor
 
-    body = generated.body
-    types = generated.types
+    body, types, spec = generated.body, generated.types, generated.spec
     inputs = [random_tensor(t, device=device) for t in types]
-    params = resolve_params(generated.spec, types, {}, {}, Target.H200)
-    bound = bind_spec(generated.spec, types, {}, params)
-    ours_args = bound.flat(inputs)
-    fn = region_fn(body)
-    compiled = torch.compile(fn, mode="default" if smoke else "max-autotune-no-cudagraphs", dynamic=False)
-    want = compiled(*inputs)
-    got = bound(*inputs)
-    err = max(((g.double() - w.double()).abs().max() / (w.double().abs().max() + 1e-6)).item()
-              for g, w in zip(got, want, strict=True))
-    hoid_s = timed(bound.launch_flat, ours_args, smoke)
+    compiled, want, dynamo = compiled_by_inductor(
+        region_fn(body), inputs, "default" if smoke else "max-autotune-no-cudagraphs", fullgraph=True)
+    compiled = no_recompile(compiled)
+    tuning = tune_region(generated, smoke)
+    row = {"kernel": spec.id, "ops": [n.op for n in body.nodes], "matches": matches,
+           "types": [str(t) for t in types], "layout": _layout_text(generated.layout), "inductor": dynamo,
+           "tune": {"reason": tuning.reason, "trials": [{"params": t.params, "median_s": t.median,
+                                                           "suspect": t.suspect} for t in tuning.trials]}}
+    times = {}
+    for which, given in (("auto", {}), ("tuned", tuning.params)):
+        params = resolve_params(spec, types, {}, given, Target.H200)
+        bound = bind_spec(spec, types, {}, params)
+        got = bound(*inputs)
+        err = max(((g.double() - w.double()).abs().max() / (w.double().abs().max() + 1e-6)).item()
+                  for g, w in zip(got, want, strict=True))
+        times[which] = timed(bound.launch_flat, bound.flat(inputs), smoke)
+        row[f"params_{which}"], row[f"rel_error_{which}_vs_inductor"] = params, err
     inductor_s = timed(compiled, inputs, smoke)
     moved = sum(t.nbytes for t in types) + sum(v.type.nbytes for v in body.outputs)
-    return {"kernel": generated.spec.id, "ops": [n.op for n in body.nodes], "matches": matches,
-            "types": [str(t) for t in types], "params": params, "bytes": moved, "hoid_s": hoid_s,
-            "inductor_s": inductor_s, "speedup": inductor_s / hoid_s, "gbps": moved / hoid_s / 1e9,
-            "rel_error_vs_inductor": err}
+    best = min(times.values())
+    row.update(bytes=moved, hoid_auto_s=times["auto"], hoid_tuned_s=times["tuned"], hoid_s=best,
+               inductor_s=inductor_s, speedup_auto=inductor_s / times["auto"],
+               speedup_tuned=inductor_s / times["tuned"], speedup=inductor_s / best, gbps=moved / best / 1e9)
+    return row
 
 
-def bench_model(name: str, factory, dtype, device, smoke: bool, top: int, budget_s: float, whole: bool) -> dict:
+def _layout_text(layout) -> str:
+    kind = "looped row" if layout.looped else "row" if layout.row_kernel else "elementwise"
+    return f"{kind} {layout.rows}x{layout.cols}"
+
+
+def import_model(name: str, factory, dtype, device) -> tuple:
     import hoid
-    from hoid.kernels.codegen import find_regions
 
-    row: dict = {"model": name}
     torch.manual_seed(0)
     model, make_args = factory()
     model = model.to(device=device, dtype=dtype).eval()
@@ -222,7 +297,14 @@ def bench_model(name: str, factory, dtype, device, smoke: bool, top: int, budget
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         graph = hoid.from_torch(model, args)
-    row["import_s"] = time.perf_counter() - t
+    return model, args, graph, time.perf_counter() - t
+
+
+def bench_regions(name: str, factory, dtype, device, smoke: bool, top: int, report) -> None:
+    from hoid.kernels.codegen import find_regions
+
+    row = report.model("regions", name)
+    model, args, graph, row["import_s"] = import_model(name, factory, dtype, device)
     found = find_regions(graph)
     row["refusals"] = [str(r) for r in found.refusals]
     distinct: dict[str, list] = {}
@@ -230,37 +312,41 @@ def bench_model(name: str, factory, dtype, device, smoke: bool, top: int, budget
         distinct.setdefault(fused.generated.spec.id, []).append(fused)
     ranked = sorted(distinct.values(), key=lambda fs: -fs[0].generated.body.bytes_moved() * len(fs))
     row["regions_found"], row["regions"] = len(distinct), []
+    report.write()
     for fs in ranked[:top]:
+        generated = fs[0].generated
+        if smoke:
+            print(generated.source.text, flush=True)  # the generated Triton of each timed region, to read
         try:
-            row["regions"].append(bench_region(fs[0].generated, len(fs), device, smoke))
+            row["regions"].append(bench_region(generated, len(fs), device, smoke))
         except Exception as e:  # noqa: BLE001  one region's failure is a row, not the end of the run
-            row["regions"].append({"kernel": fs[0].generated.spec.id, "error": f"{type(e).__name__}: {e}",
-                                   "trace": traceback.format_exc()[-2000:]})
-        print(f"  {name}: {row['regions'][-1].get('kernel')} {row['regions'][-1].get('speedup', 'error')}",
-              flush=True)
-    if whole:
-        try:
-            row.update(_whole_model(model, args, graph, smoke, budget_s))
-        except Exception as e:  # noqa: BLE001  (egglog missing, say): the region rows stand
-            row["whole_error"] = f"{type(e).__name__}: {e}"
-            row["whole_trace"] = traceback.format_exc()[-2000:]
-    return row
+            row["regions"].append({"kernel": generated.spec.id, "ops": [n.op for n in generated.body.nodes],
+                                   "error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-2000:]})
+        report.write()
+        print(f"  {name}: {_row_text(row['regions'][-1])}", flush=True)
+
+
+def bench_whole(name: str, factory, dtype, device, smoke: bool, budget_s: float, report) -> None:
+    row = report.model("whole", name)
+    model, args, graph, row["import_s"] = import_model(name, factory, dtype, device)
+    report.write()
+    row.update(_whole_model(model, args, graph, smoke, budget_s))
+    report.write()
 
 
 def _whole_model(model, args, graph, smoke: bool, budget_s: float) -> dict:
     """torch.compile max-autotune (its own CUDA graphs) against hoid.optimize's best graph."""
+    import tempfile
+
     import hoid
 
     row: dict = {}
-    with torch.no_grad():
-        compiled = torch.compile(model, mode="default" if smoke else "max-autotune")
-        t = time.perf_counter()
-        compiled(*args)
-        row["max_autotune_compile_s"] = time.perf_counter() - t
-        row["max_autotune_s"] = timed(lambda *a: compiled(*a), args, True) if smoke else _time_model(compiled, args)
     t = time.perf_counter()
-    import tempfile
-
+    compiled, _, row["inductor"] = compiled_by_inductor(model, args, "default" if smoke else "max-autotune")
+    compiled = no_recompile(compiled)
+    row["max_autotune_compile_s"] = time.perf_counter() - t
+    row["max_autotune_s"] = timed(compiled, args, True) if smoke else _time_model(compiled, args)
+    t = time.perf_counter()
     journal = Path(tempfile.mkdtemp(prefix="hoid-codegen-bench-")) / "journal.sqlite"  # a fresh run, not a resume
     opt = hoid.optimize(graph, budget=hoid.Budget(minutes=budget_s / 60), store=False, journal=journal)
     row["optimize_s"] = time.perf_counter() - t
@@ -297,76 +383,137 @@ def geomean(xs) -> float | None:
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
 
 
-def main() -> int:
+
+
+PARTS = ("regions", "forms", "whole")
+
+
+class Report:
+    """The run's JSON, rewritten atomically (a temporary file renamed over it) after every row, so a call
+    killed at its time limit leaves what finished."""
+
+    def __init__(self, path: Path, head: dict):
+        self.path, self.data = path, {**head, "parts": {}, "part_s": {}}
+        self.started = time.perf_counter()
+
+    def rows(self, part: str) -> list:
+        return self.data["parts"].setdefault(part, {}).setdefault("rows", [])
+
+    def model(self, part: str, name: str) -> dict:
+        row = {"model": name}
+        self.rows(part).append(row)
+        return row
+
+    def write(self) -> None:
+        models_ = self.data["parts"].get("regions", {}).get("rows", [])
+        regions = [r for m in models_ for r in m.get("regions", ())]
+        forms_ = self.data["parts"].get("forms", {}).get("rows", [])
+        self.data.update(
+            wall_s=time.perf_counter() - self.started,
+            geomean_vs_inductor=geomean(r.get("speedup") for r in regions),
+            geomean_auto_vs_inductor=geomean(r.get("speedup_auto") for r in regions),
+            geomean_forms_vs_inductor=geomean(r.get("speedup") for r in forms_),
+            regions_below_inductor=[{"model": m["model"], **r} for m in models_ for r in m.get("regions", ())
+                                    if r.get("speedup", 0) < 1.0],
+            errors=[{"where": m.get("model") or m.get("form"), "kernel": r.get("kernel"), "error": r["error"]}
+                    for part in self.data["parts"].values() for m in part.get("rows", ())
+                    for r in [m, *m.get("regions", ())] if "error" in r])
+        from hoid.ir.io import replace_atomically  # the one write-then-rename
+
+        text = json.dumps(self.data, indent=1, default=str)
+        replace_atomically(self.path, lambda tmp: tmp.write_text(text))
+
+
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, of {', '.join(PARTS)}")
+    ap.add_argument("--models", default="all", help="comma-separated names, or all")
     ap.add_argument("--layers", type=int, default=2, help="layers kept per model (default 2; see the doc)")
     ap.add_argument("--regions", type=int, default=5, help="distinct regions timed per model, hottest first")
     ap.add_argument("--budget", type=float, default=45.0, help="seconds of hoid.optimize per model")
-    ap.add_argument("--models", default="all", help="comma-separated names, or all")
-    ap.add_argument("--no-whole", action="store_true", help="skip the whole-model comparison")
-    ap.add_argument("--no-forms", action="store_true", help="skip the looped-row and view kernel forms")
     ap.add_argument("--smoke", action="store_true", help="tiny models on the CPU (checks the script, no figures)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     smoke = args.smoke or not torch.cuda.is_available()
     device = torch.device("cpu" if smoke else "cuda")
     dtype = torch.float32 if smoke else torch.bfloat16  # the interpreter's bf16 is not faithful
     zoo = models(args.layers, smoke)
     names = list(zoo) if args.models == "all" else args.models.split(",")
-    started = time.perf_counter()
-    rows = []
-    for name in names:
-        print(f"{name} ...", flush=True)
-        try:
-            rows.append(bench_model(name, zoo[name], dtype, device, smoke, args.regions,
-                                    min(args.budget, 10) if smoke else args.budget, not args.no_whole))
-        except Exception as e:  # noqa: BLE001
-            rows.append({"model": name, "error": f"{type(e).__name__}: {e}", "trace": traceback.format_exc()[-3000:]})
-    if not args.no_forms:
-        print("kernel forms ...", flush=True)
-        rows.append({"model": "forms", "regions": bench_forms(device, smoke)})
-    form_rows = rows[-1]["regions"] if not args.no_forms else []
-    regions = [r for row in rows if row["model"] != "forms" for r in row.get("regions", ()) if "speedup" in r]
-    result = {
-        "benchmark": "codegen", "smoke": smoke,
+    parts = args.parts.split(",")
+    unknown = [n for n in names if n not in zoo] + [p for p in parts if p not in PARTS]
+    if unknown:
+        ap.error(f"unknown {', '.join(unknown)}: models are {', '.join(zoo)}; parts are {', '.join(PARTS)}")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    chosen = "all" if args.models == "all" else "+".join(names)
+    path = out / f"codegen{'_smoke' if smoke else ''}-{'+'.join(parts)}-{chosen}.json"
+    report = Report(path, {
+        "benchmark": "codegen", "smoke": smoke, "parts_run": parts, "models_run": names,
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "device": torch.cuda.get_device_name() if not smoke else platform.processor() or "cpu",
         "torch": torch.__version__, "triton": _version("triton"), "transformers": _version("transformers"),
         "python": platform.python_version(), "layers": args.layers, "dtype": str(dtype),
-        "wall_s": time.perf_counter() - started,
-        "geomean_vs_inductor": geomean(r["speedup"] for r in regions),
-        "geomean_forms_vs_inductor": geomean(r.get("speedup") for r in form_rows),
-        "regions_below_inductor": [{"model": row["model"], **r} for row in rows for r in row.get("regions", ())
-                                   if r.get("speedup", 0) < 1.0],
-        "models": rows,
-        "note": ("whole-model hoid figures are the loop's own measurement of its best graph (per-node CUDA timing "
-                 "summed where hoid.runtime cannot compile a graph yet); max-autotune's are CUDA-graph replays"),
-    }
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / ("codegen_smoke.json" if smoke else "codegen.json")
-    path.write_text(json.dumps(result, indent=1, default=str))
-    print(f"\n{'model':26} {'region':18} {'ops':34} {'hoid':>10} {'inductor':>10} {'x':>6}")
-    for row in rows:
-        for r in row.get("regions", ()):
-            if "speedup" in r:
-                print(f"{row['model']:26} {r['kernel']:18} {'+'.join(r['ops'])[:34]:34} {r['hoid_s'] * 1e6:9.1f}u "
-                      f"{r['inductor_s'] * 1e6:9.1f}u {r['speedup']:6.2f}")
-            else:
-                print(f"{row['model']:26} {r['kernel']:18} error: {r['error'][:60]}")
-        if "vs_max_autotune" in row:
-            print(f"{row['model']:26} whole model: hoid {row['hoid_best_s'] * 1e3:.3f} ms ({row['hoid_evidence']}) vs "
-                  f"max-autotune {row['max_autotune_s'] * 1e3:.3f} ms: {row['vs_max_autotune']:.2f}x")
-        if "whole_error" in row:
-            print(f"{row['model']:26} whole model: {row['whole_error'][:100]}")
-        if "error" in row:
-            print(f"{row['model']:26} error: {row['error'][:100]}")
-    g = result["geomean_vs_inductor"]
-    print(f"geomean over {len(regions)} regions: {g:.3f}x Inductor" if g else "no region timed")
-    g = result["geomean_forms_vs_inductor"]
-    print(f"geomean over {len(form_rows)} kernel forms: {g:.3f}x Inductor" if g else "no kernel form timed")
-    print(f"wrote {path} ({result['wall_s']:.0f} s)")
+        "note": ("speedup: Inductor's time over ours, ours the faster of 'auto' and the params hoid.measure.tune "
+                 "picked from the codegen sweep (speedup_auto, speedup_tuned: each alone); whole-model hoid "
+                 "figures are the loop's own measurement of its best graph; max-autotune's are CUDA-graph "
+                 "replays")})
+    report.write()
+    for part in parts:
+        started = time.perf_counter()
+        print(f"== {part}", flush=True)
+        if part == "forms":
+            bench_forms(device, smoke, report)
+        for name in names if part != "forms" else ():
+            print(f"{name} ...", flush=True)
+            try:
+                if part == "regions":
+                    bench_regions(name, zoo[name], dtype, device, smoke, args.regions, report)
+                else:
+                    bench_whole(name, zoo[name], dtype, device, smoke,
+                                min(args.budget, 10) if smoke else args.budget, report)
+            except Exception as e:  # noqa: BLE001  one model's failure is a row, not the end of the run
+                mine = [r for r in report.rows(part) if r["model"] == name]
+                row = mine[-1] if mine else report.model(part, name)
+                row.update(error=f"{type(e).__name__}: {e}", trace=traceback.format_exc()[-3000:])
+                print(f"  {name}: error: {row['error'][:200]}", flush=True)
+        report.data["part_s"][part] = time.perf_counter() - started
+        report.write()
+        print(f"== {part}: {report.data['part_s'][part]:.0f} s", flush=True)
+    _print_table(report.data)
+    print(f"wrote {path} ({report.data['wall_s']:.0f} s)")
     return 0
+
+
+def _row_text(r: dict) -> str:
+    if "error" in r:
+        return f"{r.get('kernel', '')} error: {r['error'][:90]}"
+    return (f"{r['kernel']} x{r['speedup']:.3f} (auto x{r['speedup_auto']:.3f}, tuned x{r['speedup_tuned']:.3f} "
+            f"at {r['params_tuned']})")
+
+
+def _print_table(data: dict) -> None:
+    print(f"\n{'model':26} {'region':18} {'ops':30} {'auto':>9} {'tuned':>9} {'inductor':>9} {'x':>6}")
+    for part in ("regions", "forms"):
+        for m in data["parts"].get(part, {}).get("rows", ()):
+            where = m.get("model") or m.get("form")
+            for r in m.get("regions", ()) if part == "regions" else [m]:
+                if "error" in r:
+                    print(f"{where:26} {r.get('kernel', ''):18} error: {r['error'][:70]}")
+                    continue
+                print(f"{where:26} {r['kernel']:18} {'+'.join(r['ops'])[:30]:30} {r['hoid_auto_s'] * 1e6:8.1f}u "
+                      f"{r['hoid_tuned_s'] * 1e6:8.1f}u {r['inductor_s'] * 1e6:8.1f}u {r['speedup']:6.2f}")
+            if part == "regions" and "error" in m:
+                print(f"{where:26} error: {m['error'][:100]}")
+    for m in data["parts"].get("whole", {}).get("rows", ()):
+        if "vs_max_autotune" in m:
+            print(f"{m['model']:26} whole model: hoid {m['hoid_best_s'] * 1e3:.3f} ms ({m['hoid_evidence']}) vs "
+                  f"max-autotune {m['max_autotune_s'] * 1e3:.3f} ms: {m['vs_max_autotune']:.2f}x")
+        elif "error" in m:
+            print(f"{m['model']:26} whole model error: {m['error'][:100]}")
+    for key in ("geomean_vs_inductor", "geomean_auto_vs_inductor", "geomean_forms_vs_inductor"):
+        if data.get(key):
+            print(f"{key}: {data[key]:.3f}x")
+    print("part times: " + ", ".join(f"{k} {v:.0f} s" for k, v in data["part_s"].items()))
 
 
 def _version(module: str) -> str | None:

@@ -12,6 +12,22 @@ on eager transformers' tokens (`decode_gate`). The copy bandwidth is measured fi
 Writes DIR/decode-MODEL[-slice].json (format 2: `decode_report` reads and merges them) and
 DIR/reference.json (the reference rule: the first run's stock cells, read from --reference); prints a
 table per shape. Exits 1 when a row raised (the row is recorded as an error, the run goes on).
+
+Nothing finished is lost to a time limit: the JSON is rewritten (through a temporary file and a rename)
+after every row, and names the row in flight (`running`); SIGTERM, Ctrl-C or a SystemExit inside a row
+records `stopped` before the run ends. Every phase prints a line stamped with the seconds since the start,
+flushed. File names use only [A-Za-z0-9._-] (what a GPU call brings back).
+
+Slices (`benchmarks/h200_session.sh decode SLICE`: one 10-minute device call each) for Qwen3-1.7B p128 b1,
+estimated from what the H200 measured: hf-eager 11 tok/s (256 tokens ~25 s, its teacher-forced baseline as
+long); torch.compile 74 s (reduce-overhead) and 62 s (max-autotune) per specialisation, twice here (the
+prefill is its own; results/decode.json); hoid's rewrite of the step 20 s (same); hoid.optimize's journal
+(results/optimize): saturation and baseline 8 s, then 247 s in the region profile, which then timed every
+one of 2529 nodes (now its 86 signatures). From this CPU (one free core): importing the 28-layer step takes
+24 s, the prefill as long, its rewrite 16 s. Assumed: the attempt in flight when the budget runs out ends
+within 70 s (a sweep's Triton compiles, k = 3 whole-graph compiles), about 25 s to start and build the model,
+and ~130 s (export) and ~200 s (backend: two specialisations, each traced, imported, rewritten, compiled)
+for the rows themselves.
 """
 
 from __future__ import annotations
@@ -20,6 +36,8 @@ import argparse
 import datetime
 import json
 import platform
+import re
+import signal
 import subprocess
 import sys
 import time
@@ -35,7 +53,9 @@ import decode_hoid  # noqa: E402
 import decode_report  # noqa: E402
 import decode_stock  # noqa: E402
 from decode_gate import Gate  # noqa: E402
-from decode_loop import Shape, open_device, run_row, tokens_per_second  # noqa: E402
+from decode_loop import Shape, elapsed, open_device, phase, progress, run_row, tokens_per_second  # noqa: E402
+
+from hoid.ir.io import replace_atomically  # noqa: E402  (the one write-then-rename)
 
 __all__ = ["main", "tokens_per_second"]  # kernels_cute.py times its whole-model rows with the shared loop
 
@@ -63,11 +83,18 @@ def parse(argv=None) -> argparse.Namespace:
                     help="hoid.optimize's proposers, joined by commas as `hoid optimize --agent` takes them (e.g. "
                          "library,codegen,dir:examples/kernels for the fused kernels written outside hoid); "
                          "default: hoid.optimize's own")
+    ap.add_argument("--no-warm", action="store_true",
+                    help="skip the warm hoid.optimize run (its time is not measured; the rows use the cold run's "
+                         "graph): a time-limited call reaches the export and backend rows")
     ap.add_argument("--warmup", type=int, default=8, help="decode steps of the warm-up generation")
     ap.add_argument("--eager-prefill", action="store_true", help="stock compiled rows prefill uncompiled")
     ap.add_argument("--cpu-inductor", action="store_true", help="on the CPU, compile with inductor (minutes)")
     ap.add_argument("--no-profile", action="store_true", help="skip hoid's in-context profile")
     ap.add_argument("--no-gate", action="store_true", help="skip the correctness gate")
+    ap.add_argument("--gate-cache", type=Path, default=None,
+                    help="a folder for the gate's teacher tokens and eager baseline per (model, shape, seed): a "
+                         "later slice gating hoid rows reads them instead of running hf-eager again (unless "
+                         "--rows names it); h200_session.sh's slices share /tmp/hoid_gate while the machine is warm")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=HERE / "results" / "decode")
     ap.add_argument("--reference", type=Path, default=None,
@@ -138,23 +165,42 @@ def run_shape(lm, shape: Shape, keys: list[str], args, device, cell: dict, save)
     stock_ctx = decode_stock.Context(device, compile_prefill=not args.eager_prefill, cpu_inductor=args.cpu_inductor)
     rows = cell["rows"]
 
+    gate_file = None if args.gate_cache is None else args.gate_cache / _gate_name(args, shape)
+
     def eager_after(decoder, row, tokens):  # hf-eager's tokens are the gate's teacher
         if gate_wanted:
-            held["gate"] = Gate(lm, prompt, tokens)
-            row["gate_baseline"] = cell["gate_baseline"] = held["gate"].set_baseline(decoder)
+            with phase("gate: float32 reference logits (once per shape)"):
+                held["gate"] = Gate(lm, prompt, tokens)
+            with phase("gate: eager bfloat16 baseline, teacher-forced"):
+                row["gate_baseline"] = cell["gate_baseline"] = held["gate"].set_baseline(decoder)
+            if gate_file is not None:
+                _save_gate(gate_file, lm, prompt, tokens, row["gate_baseline"])
 
     def done(row):
         row["date"] = cell["date"]
         if row.get("tokens_per_s") is not None:
             row["roofline_fraction"] = row["tokens_per_s"] / cell["roofline_tokens_per_s"]
         rows.append(row)
+        cell.pop("running", None)
         cell["best_stock"] = decode_report.best_of(rows)
         print(_line(row), flush=True)
         save()
 
+    def starting(key):  # on disk before the row runs: a run killed inside it says which row it was
+        cell["running"] = {"key": key, "since_s": round(elapsed(), 1)}
+        save()
+
+    if gate_wanted and "hf-eager" not in keys and gate_file is not None and gate_file.is_file():
+        with phase(f"gate: teacher tokens and eager baseline from {gate_file} (hf-eager not run again)"):
+            loaded = _load_gate(gate_file, lm, prompt)
+        if loaded is not None:
+            held["gate"] = loaded
+            cell["gate_baseline"], cell["gate_from"] = loaded.baseline.to_json(), str(gate_file)
     # hf-eager runs first, and always where the gate needs it: its tokens are what every gated row is fed
-    for key in [k for k in decode_stock.ROWS if k in keys or (k == "hf-eager" and gate_wanted)]:
+    for key in [k for k in decode_stock.ROWS
+                if k in keys or (k == "hf-eager" and gate_wanted and "gate" not in held)]:
         name, build = decode_stock.ROWS[key]
+        starting(key)
         done(run_row(key, name, "stock", lambda b=build: b(lm, shape, stock_ctx), prompt, shape.new,
                      warmup=args.warmup, after=eager_after if key == "hf-eager" else None))
     hoid_keys = [k for k in decode_hoid.ROWS if k in keys]
@@ -166,15 +212,16 @@ def run_shape(lm, shape: Shape, keys: list[str], args, device, cell: dict, save)
 
         budget = Budget.parse(args.optimize_budget)
     agent = args.agent.split(",") if args.agent else None
-    ctx = decode_hoid.Context(device, budget=budget, profile=not args.no_profile, agent=agent)
+    ctx = decode_hoid.Context(device, budget=budget, profile=not args.no_profile, agent=agent, warm=not args.no_warm)
     plan, failure = None, None
+    starting("hoid.optimize")
     try:
         plan = decode_hoid.prepare(lm, shape, ctx)
     except Exception as e:  # every hoid row of this shape reports it
         import traceback
 
         traceback.print_exc()
-        failure = f"hoid.optimize / prefill rewrite failed: {type(e).__name__}: {e}"
+        failure = f"hoid.optimize failed: {type(e).__name__}: {e}"
     gate = held.get("gate")
     for key in hoid_keys:
         name, build = decode_hoid.ROWS[key]
@@ -182,10 +229,39 @@ def run_shape(lm, shape: Shape, keys: list[str], args, device, cell: dict, save)
             done({"key": key, "name": name, "group": "hoid", "status": "error", "reason": failure})
             continue
         after = (lambda d, r, t: gate.judge(d, r)) if gate is not None else None
+        starting(key)
         done(run_row(key, name, "hoid", lambda b=build: b(lm, shape, ctx, plan), prompt, shape.new,
                      warmup=args.warmup, after=after))
     if plan is not None:
         plan.close()
+
+
+def _gate_name(args, shape: Shape) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", f"gate-{args.model}-{shape.key}-s{args.seed}.pt")
+
+
+def _fingerprint(lm) -> float:
+    """A number that changes with the weights (random per seed): a gate file is for these weights only."""
+    return float(lm.lm_head.weight.float().sum()) + float(lm.model.embed_tokens.weight[:64].float().sum())
+
+
+def _save_gate(path: Path, lm, prompt, tokens, baseline: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {"prompt": prompt.cpu(), "tokens": tokens.cpu(), "baseline": baseline, "weights": _fingerprint(lm)}
+    replace_atomically(path, lambda tmp: torch.save(data, tmp))
+
+
+def _load_gate(path: Path, lm, prompt) -> Gate | None:
+    """The gate from a file `_save_gate` wrote for this prompt and these weights, else None (hf-eager runs)."""
+    from hoid.testing.gate import Stats
+
+    data = torch.load(path, map_location="cpu")
+    if not torch.equal(data["prompt"], prompt.cpu()) or data["weights"] != _fingerprint(lm):
+        progress(f"gate: {path} is for another prompt or other weights: hf-eager runs")
+        return None
+    gate = Gate(lm, prompt, data["tokens"].to(prompt.device))
+    gate.baseline = Stats(**data["baseline"])
+    return gate
 
 
 def _line(row: dict) -> str:
@@ -197,16 +273,29 @@ def _line(row: dict) -> str:
 
 
 def output_name(args) -> str:
+    """The run's file name: the model and what differs from a whole run, in the characters a GPU call brings
+    back ([A-Za-z0-9._-]): lists joined by '_' (row keys hold '-'), anything else replaced by '_'."""
     parts = [args.model]
     if args.prompt != [128, 1024]:
-        parts.append("p" + "+".join(map(str, args.prompt)))
+        parts.append("p" + "_".join(map(str, args.prompt)))
     if args.batch != [1, 8]:
-        parts.append("b" + "+".join(map(str, args.batch)))
+        parts.append("b" + "_".join(map(str, args.batch)))
     if args.new != 256:
         parts.append(f"n{args.new}")
     if args.rows != "all":
-        parts.append(args.rows.replace(",", "+"))
-    return "decode-" + "-".join(parts) + ".json"
+        parts.append("_".join(p.strip() for p in args.rows.split(",")))
+    if getattr(args, "no_warm", False):
+        parts.append("nowarm")
+    return re.sub(r"[^A-Za-z0-9._-]", "_", "decode-" + "-".join(parts)) + ".json"
+
+
+class Stopped(SystemExit):
+    """SIGTERM (what `timeout` sends) as an exception, so the run records where it stopped before it ends."""
+
+
+def _on_sigterm(signum, frame):
+    raise Stopped(128 + signum)
+
 
 
 def main(argv=None) -> int:
@@ -220,9 +309,11 @@ def main(argv=None) -> int:
     from hoid.models import build_model
 
     date = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-    bandwidth, how = copy_bandwidth(device)
+    with phase("copy bandwidth"):
+        bandwidth, how = copy_bandwidth(device)
     begin = time.perf_counter()
-    lm = build_model(args.model, dtype=torch.bfloat16, device=device, seed=args.seed)
+    with phase(f"build {args.model}"):
+        lm = build_model(args.model, dtype=torch.bfloat16, device=device, seed=args.seed)
     build_s = time.perf_counter() - begin
     weights = decode_report.streamed_weight_bytes(lm)
     kv = decode_report.kv_bytes_per_position(lm.config)
@@ -233,28 +324,27 @@ def main(argv=None) -> int:
     result = {"benchmark": "decode", "format": 2, "model": args.model, "device": device_name, "dtype": "bf16",
               "date": date, "versions": versions(), "argv": sys.argv[1:] if argv is None else list(argv),
               "bandwidth_bytes_per_s": bandwidth, "bandwidth_how": how, "weight_bytes": weights,
-              "kv_bytes_per_position": kv, "model_build_s": build_s, "note": args.note, "complete": False,
-              "cells": []}
+              "kv_bytes_per_position": kv, "model_build_s": build_s, "note": args.note,
+              "warm_optimize": not args.no_warm, "complete": False, "cells": []}
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / output_name(args)
 
     def save():
-        path.write_text(json.dumps(result, indent=1, default=str) + "\n")
+        text = json.dumps(result, indent=1, default=str) + "\n"
+        replace_atomically(path, lambda tmp: tmp.write_text(text))
 
-    with torch.no_grad():
-        for prompt in args.prompt:
-            for batch in args.batch:
-                shape = Shape(prompt, args.new, batch)
-                roof = decode_report.roofline_tokens_per_s(weights, kv, prompt, args.new, batch, bandwidth)
-                print(f"{args.model} {shape.key} (cache {shape.cache_len}): roofline {roof:.0f} tok/s", flush=True)
-                cell = {"shape": {"prompt": prompt, "new": args.new, "batch": batch, "cache_len": shape.cache_len,
-                                  "key": shape.key}, "date": date, "roofline_tokens_per_s": roof, "rows": [],
-                        "best_stock": {}, "gate_baseline": None}
-                result["cells"].append(cell)
-                run_shape(lm, shape, keys, args, device, cell, save)
-                cell["reference_check"], _ = decode_report.check_reference(
-                    reference, decode_report.cell_id(device_name, args.model, shape.key), cell["rows"], args.note)
-                save()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        _run_cells(args, keys, lm, device, device_name, weights, kv, bandwidth, reference, result, save)
+    except BaseException as e:  # SIGTERM, Ctrl-C, a SystemExit inside a row: say so in the file, then end
+        running = [c["running"] for c in result["cells"] if c.get("running")]
+        result["stopped"] = {"by": f"{type(e).__name__}: {e}", "at_s": round(elapsed(), 1),
+                             "running": running[-1] if running else None}
+        save()
+        progress(f"stopped by {type(e).__name__}; {path} holds every finished row")
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     result["complete"] = True
     save()
     if not args.no_write_reference:
@@ -271,6 +361,23 @@ def main(argv=None) -> int:
     if errors:
         print(f"rows that raised: {', '.join(errors)}", file=sys.stderr)
     return 1 if errors else 0
+
+
+def _run_cells(args, keys, lm, device, device_name, weights, kv, bandwidth, reference, result, save) -> None:
+    with torch.no_grad():
+        for prompt in args.prompt:
+            for batch in args.batch:
+                shape = Shape(prompt, args.new, batch)
+                roof = decode_report.roofline_tokens_per_s(weights, kv, prompt, args.new, batch, bandwidth)
+                print(f"{args.model} {shape.key} (cache {shape.cache_len}): roofline {roof:.0f} tok/s", flush=True)
+                cell = {"shape": {"prompt": prompt, "new": args.new, "batch": batch, "cache_len": shape.cache_len,
+                                  "key": shape.key}, "date": result["date"], "roofline_tokens_per_s": roof, "rows": [],
+                        "best_stock": {}, "gate_baseline": None}
+                result["cells"].append(cell)
+                run_shape(lm, shape, keys, args, device, cell, save)
+                cell["reference_check"], _ = decode_report.check_reference(
+                    reference, decode_report.cell_id(device_name, args.model, shape.key), cell["rows"], args.note)
+                save()
 
 
 if __name__ == "__main__":

@@ -2,8 +2,11 @@
 
 `prepare` imports the decode step (`decode_step_graph`), runs `hoid.optimize` with the offline proposers
 twice: cold (empty measurement cache, empty journal) and warm (the cold run's measurement cache, an empty
-journal and an empty store of accepted kernels, so nothing is replayed or reused but measurements), and
-rewrites the prompt's graph (`prefill_graph`) with the rules and the library kernels that run here. Rows:
+journal and an empty store of accepted kernels, so nothing is replayed or reused but measurements; left
+out with `Context.warm` False, so that a time-limited GPU call reaches the rows), and rewrites the prompt's
+graph (`prefill_graph`) with the rules and the library kernels that run here, when a row first needs it
+(the backend row does not: a slice of it alone saves the import). Each phase and each of hoid.optimize's
+events is a `decode_loop.progress` line. Rows:
 
 - `hoid-compile`: `hoid.compile(opt.graph, sample=Greedy())` (CUDA graph on a GPU, argmax inside the step),
   the prefill compiled over the same cache; the in-context profile (`hoid.runtime.profile`) after timing;
@@ -25,7 +28,7 @@ from pathlib import Path
 
 import torch
 from decode_fast import FastModel
-from decode_loop import Decoder, Shape, greedy, last_logits
+from decode_loop import Decoder, Shape, greedy, last_logits, phase, progress
 
 
 @dataclass
@@ -34,19 +37,49 @@ class Context:
     budget: object = None  # a hoid.Budget for each optimize run (None: until the proposers run dry)
     profile: bool = True
     agent: list | None = None  # hoid.optimize's proposers (None: its default)
+    warm: bool = True  # run the warm optimize too (its time is issue 21's 5-minute must)
 
 
 @dataclass
 class Plan:
-    """What the hoid rows of one shape share: the optimized step, the rewritten prefill, and where the
-    cold run's accepted kernels were stored."""
+    """What the hoid rows of one shape share: the optimized step, the rewritten prefill (`prefill_graph()`),
+    and where the cold run's accepted kernels were stored."""
 
     graph: object
-    prefill: object
+    prefill: object  # None: made by `prefill_graph()` from lm, shape and target when a row first needs it
     optimize: dict
     store: Path
     folder: tempfile.TemporaryDirectory
     key: str
+    lm: object = None
+    shape: Shape | None = None
+    target: object = None  # the hoid Device the step was optimized for
+    prefill_error: Exception | None = None  # raised again for every later row: one import that fails is enough
+
+    def prefill_graph(self):
+        """The prompt's graph rewritten with the rules and the library kernels that run here (imported and
+        rewritten on the first call: minutes for a full model); its time and kernels go into `optimize`."""
+        if self.prefill_error is not None:
+            raise RuntimeError(f"the prefill's import or rewrite failed earlier: {self.prefill_error}")
+        if self.prefill is None:
+            import hoid
+            from hoid.kernels import KernelSet
+            from hoid.models import prefill_graph
+
+            begin = time.perf_counter()
+            shape = self.shape
+            try:
+                with phase("hoid: import and rewrite the prefill"):
+                    graph = prefill_graph(self.lm, shape.prompt, shape.cache_len, batch=shape.batch)
+                    self.prefill = hoid.search.rewrite(graph, device=self.target,
+                                                       kernels=KernelSet.default().runnable_here())
+            except Exception as e:
+                self.prefill_error = e
+                raise
+            self.optimize["prefill_rewrite_s"] = time.perf_counter() - begin
+            self.optimize["prefill_kernels"] = sorted({n.attrs["kernel"] for n in self.prefill.nodes
+                                                       if n.op == "kernel"})
+        return self.prefill
 
     def close(self) -> None:
         self.folder.cleanup()
@@ -58,9 +91,11 @@ def _optimize(graph, device, folder: Path, name: str, cache, budget, agent=None)
     from hoid.kernels import AcceptedStore
 
     begin = time.perf_counter()
-    with AcceptedStore(folder / f"{name}_kernels.sqlite") as store:
+    with phase(f"optimize {name} (budget: {budget or 'none'})"), \
+            AcceptedStore(folder / f"{name}_kernels.sqlite") as store:
         opt = hoid.optimize(graph, agent=agent or DEFAULT_AGENTS, device=device, cache=cache, store=store,
-                            journal=folder / f"{name}_journal.sqlite", budget=budget)
+                            journal=folder / f"{name}_journal.sqlite", budget=budget,
+                            progress=lambda event: progress(f"optimize {name}: {_event(event)}"))
     seconds = time.perf_counter() - begin
     report = opt.report
     return opt, {"seconds": seconds, "stop_reason": str(report.stop_reason), "measured": report.measured,
@@ -69,35 +104,38 @@ def _optimize(graph, device, folder: Path, name: str, cache, budget, agent=None)
                  "kept": sum(1 for a in report.attempts if a.get("kept"))}
 
 
+def _event(event: dict) -> str:
+    """One of hoid.optimize's progress events in a line: its kind, then its fields but the long ones."""
+    fields = ", ".join(f"{k}={v}" for k, v in event.items() if k != "kind" and len(str(v)) < 160)
+    return f"{event.get('kind')}: {fields}"
+
+
 def prepare(lm, shape: Shape, ctx: Context) -> Plan:
-    import hoid
     import hoid.measure
     from hoid.agent.loop import resolve_device
     from hoid.agent.proposer import DEFAULT_AGENTS
     from hoid.ir.text import dumps
-    from hoid.kernels import KernelSet
-    from hoid.models import decode_step_graph, prefill_graph
+    from hoid.models import decode_step_graph
 
     folder = tempfile.TemporaryDirectory(prefix="hoid_decode_")
     root = Path(folder.name)
     target = resolve_device(None if ctx.device.type == "cuda" else "cpu")
     begin = time.perf_counter()
-    step = decode_step_graph(lm, shape.cache_len, batch=shape.batch)
+    with phase("hoid: import the decode step"):
+        step = decode_step_graph(lm, shape.cache_len, batch=shape.batch)
     import_s = time.perf_counter() - begin
+    warm_opt, warm = None, None
     with hoid.measure.MeasureCache(root / "measure.sqlite") as cache:
         opt, cold = _optimize(step, target, root, "cold", cache, ctx.budget, ctx.agent)
-        warm_opt, warm = _optimize(step, target, root, "warm", cache, ctx.budget, ctx.agent)
-    begin = time.perf_counter()
-    prefill = hoid.search.rewrite(prefill_graph(lm, shape.prompt, shape.cache_len, batch=shape.batch),
-                                  device=target, kernels=KernelSet.default().runnable_here())
-    prefill_s = time.perf_counter() - begin
+        if ctx.warm:
+            warm_opt, warm = _optimize(step, target, root, "warm", cache, ctx.budget, ctx.agent)
     kernels = sorted({n.attrs["kernel"] for n in opt.graph.nodes if n.op == "kernel"})
     info = {"device": target.name, "agents": list(ctx.agent or DEFAULT_AGENTS), "import_s": import_s, "cold": cold,
-            "warm": warm,
-            "same_graph": dumps(opt.graph) == dumps(warm_opt.graph), "kernels": kernels,
-            "report": str(opt.report), "prefill_rewrite_s": prefill_s,
-            "prefill_kernels": sorted({n.attrs["kernel"] for n in prefill.nodes if n.op == "kernel"})}
-    return Plan(opt.graph, prefill, info, root / "cold_kernels.sqlite", folder, shape.key.replace("-", "_"))
+            "warm": warm, "warm_skipped": not ctx.warm,
+            "same_graph": None if warm_opt is None else dumps(opt.graph) == dumps(warm_opt.graph), "kernels": kernels,
+            "report": str(opt.report), "prefill_rewrite_s": None, "prefill_kernels": None}
+    return Plan(opt.graph, None, info, root / "cold_kernels.sqlite", folder, shape.key.replace("-", "_"), lm, shape,
+                target)
 
 
 def _profile(compiled) -> dict:
@@ -116,8 +154,10 @@ def hoid_compile(lm, shape: Shape, ctx: Context, plan: Plan) -> Decoder:
     from hoid.runtime.sampling import Greedy
 
     device = ctx.device
-    step = hoid.compile(plan.graph, device=device, sample=Greedy())
-    prefill = hoid.compile(plan.prefill, device=device, state=step.state)
+    with phase("hoid-compile: compile the step"):
+        step = hoid.compile(plan.graph, device=device, sample=Greedy())
+    with phase("hoid-compile: compile the prefill"):
+        prefill = hoid.compile(plan.prefill_graph(), device=device, state=step.state)
     state = step.state
     held = {}
 
@@ -184,12 +224,14 @@ def hoid_export(lm, shape: Shape, ctx: Context, plan: Plan) -> Decoder:
     device = ctx.device
     root = Path(plan.folder.name)
     begin = time.perf_counter()
-    step_model = _import_package(plan.graph, root, f"hoid_step_{plan.key}", device)
-    prefill_model = _import_package(plan.prefill, root, f"hoid_prefill_{plan.key}", device)
+    with phase("hoid-export: export and import the step's package"):
+        step_model = _import_package(plan.graph, root, f"hoid_step_{plan.key}", device)
+    with phase("hoid-export: export and import the prefill's package"):
+        prefill_model = _import_package(plan.prefill_graph(), root, f"hoid_prefill_{plan.key}", device)
     export_s = time.perf_counter() - begin
     state = empty_cache(plan.graph, device)
     step, prefill = _Stateful(step_model, state, 1), _Stateful(prefill_model, state, shape.prompt)
-    info = {"export_s": export_s, "copied_back_states": len(step.copy_back)}
+    info = {"export_s": export_s, "copied_back_states": len(step.copy_back), "optimize": plan.optimize}
     if device.type == "cuda":
         run = torch.compile(step, mode="reduce-overhead", fullgraph=True, dynamic=False)
         info["compiled"] = "torch.compile reduce-overhead (step); prefill eager"
@@ -228,7 +270,8 @@ def hoid_backend(lm, shape: Shape, ctx: Context, plan: Plan) -> Decoder:
 
     return Decoder(prefill=lambda ids, pos: fn(ids, pos)[1], step=lambda tok, pos: fn(tok, pos)[1],
                    prefill_logits=lambda ids, pos: fn(ids, pos)[0], step_logits=lambda tok, pos: fn(tok, pos)[0],
-                   info={"store": "the cold optimize run's accepted kernels"}, close=close)
+                   info={"store": "the cold optimize run's accepted kernels", "optimize": plan.optimize},
+                   close=close)
 
 
 ROWS = {

@@ -19,9 +19,36 @@ import statistics
 import time
 import traceback
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
+
+_BEGAN = time.perf_counter()
+
+
+def elapsed() -> float:
+    """Seconds since the run began (this module's import)."""
+    return time.perf_counter() - _BEGAN
+
+
+def progress(text: str) -> None:
+    """One line on stdout, flushed, stamped with `elapsed()`: a GPU call cut off by its time limit still
+    shows in its log which phase the time went to."""
+    print(f"[{elapsed():7.1f} s] {text}", flush=True)
+
+
+@contextmanager
+def phase(what: str):
+    """`progress` lines at the start and the end of `what`, the end with its seconds."""
+    progress(f"{what} ...")
+    begin = time.perf_counter()
+    ok = False
+    try:
+        yield
+        ok = True
+    finally:
+        progress(f"{what}: {time.perf_counter() - begin:.1f} s" + ("" if ok else " (raised)"))
 
 
 @dataclass(frozen=True)
@@ -174,17 +201,22 @@ def run_row(key: str, name: str, group: str, build: Callable[[], Decoder], promp
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
         begin = time.perf_counter()
-        decoder = build()
+        with phase(f"{key}: build"):
+            decoder = build()
         row["build_s"] = time.perf_counter() - begin
-        figures, tokens = measure(decoder, prompt, new_tokens, warmup=warmup)
+        with phase(f"{key}: measure (the warm-up compiles and captures)"):
+            figures, tokens = measure(decoder, prompt, new_tokens, warmup=warmup)
+        progress(f"{key}: warm-up {figures['warmup_s']:.1f} s, decode {figures['decode_s']:.1f} s")
         row.update(figures)
         row["peak_bytes"] = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
         row.update(decoder.info)
         if decoder.describe is not None:
-            row.update(decoder.describe())
+            with phase(f"{key}: describe (hoid's profile)"):
+                row.update(decoder.describe())
         row["status"] = "ok"
         if after is not None:
-            after(decoder, row, tokens)
+            with phase(f"{key}: gate"):
+                after(decoder, row, tokens)
     except Skip as e:
         row.update(status="skipped", reason=str(e))
     except Exception as e:  # recorded, printed, and the run goes on to the next row

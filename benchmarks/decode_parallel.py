@@ -41,10 +41,10 @@ def child_argv(args, prompt: int, batch: int, rows: str) -> list[str]:
     argv = [args.model, "--prompt", str(prompt), "--batch", str(batch), "--rows", rows, "--new", str(args.new),
             "--warmup", str(args.warmup), "--seed", str(args.seed), "--out", str(args.out), "--no-write-reference"]
     argv += ["--reference", str(args.reference or args.out / "reference.json")]
-    for flag in ("eager_prefill", "cpu_inductor", "no_profile", "no_gate"):
+    for flag in ("eager_prefill", "cpu_inductor", "no_profile", "no_gate", "no_warm"):
         if getattr(args, flag):
             argv.append("--" + flag.replace("_", "-"))
-    for option in ("device", "optimize_budget", "note"):
+    for option in ("device", "optimize_budget", "agent", "gate_cache", "note"):
         if getattr(args, option) is not None:
             argv += ["--" + option.replace("_", "-"), str(getattr(args, option))]
     return argv

@@ -224,7 +224,8 @@ def markdown(cells: list[dict]) -> str:
             f"{_fmt(best.get('ttft_s', {}).get('value'), 1e3, 1)} / {_fmt(hoid and hoid.get('ttft_s'), 1e3, 1)}",
             f"{_fmt(best.get('peak_bytes', {}).get('value'), 2**-30, 1)} / "
             f"{_fmt(hoid and hoid.get('peak_bytes'), 2**-30, 1)}",
-            f"{_fmt(opt.get('cold', {}).get('seconds'))} / {_fmt(opt.get('warm', {}).get('seconds'))}",
+            f"{_fmt((opt.get('cold') or {}).get('seconds'))} / "
+            + ("not run" if opt.get("warm_skipped") else _fmt((opt.get("warm") or {}).get("seconds"))),
             gate, "met" if not misses(cell) else "; ".join(misses(cell))]) + " |")
     return "\n".join(lines)
 

@@ -12,8 +12,26 @@
 #   cute-b      [.cute2b]       the second half; CuTe DSL importable from here on (sitecustomize)
 #   tests       []              python -m pytest -m gpu (every GPU test; CuTe's too once installed)
 #   prices      []              benchmarks/decode_prices.py (after any kernel edit: the shipped prices)
-#   STEP ARGS   any other step name runs `python3 ARGS` with the environment set, e.g.
+#   run ARGS    `python3 ARGS` with the environment set, under `timeout` ($LIMIT s, default 560: SIGTERM, which
+#               decode.py records, before the device's 600 s), its whole log teed into $OUT/run-SCRIPT-HHMMSS.log
+#               so that a call cut off still brings its log back, e.g.
 #               bash benchmarks/h200_session.sh run benchmarks/optimize_h200.py --out $OUT --minutes 8
+#   decode SLICE  one slice of benchmarks/decode.py qwen3-1.7b --prompt 128 --batch 1 (through `run`), each one
+#               device call, estimated under 9 minutes (typical / worst; how: benchmarks/decode.py's doc, "Slices").
+#               Together they give every hoid row beside the fast stock rows. Run them in this order, each call
+#               right after the last: hoid-compile runs hf-eager (the gate's teacher) and leaves its tokens and
+#               eager baseline in /tmp/hoid_gate, which the next hoid slices read while the machine stays warm
+#               (cold: they run hf-eager again, ~1 min more). The hoid slices need egglog: on a cold machine carry
+#               [.whl] with the call (installed into /tmp/site when missing); without CuTe (no cute-a/cute-b) the
+#               library's CuTe kernels are skipped, saying why.
+#     hoid-compile  hoid.optimize cold and warm (budget $BUDGET each, default 1m) + hoid.compile   7.5 / 8.8 min
+#     hoid-export   cold optimize only (--no-warm) + the exported package, reduce-overhead        6 / 6.5 min
+#     hoid-backend  cold optimize only (--no-warm) + torch.compile(backend=hoid); no prefill      6 / 6.7 min
+#     fast-a    fast-reduce-overhead, fast-max-autotune, fast-cuda-graph                          4.5 / 5.2 min
+#     fast-b    fast-max-autotune-cd                                                              3 / 3.6 min
+#               All five: ~27 min typical, ~31 worst, against a session's 30 min of device time: the first four
+#               fit one session; fast-b (or any slice whose JSON says `stopped`) goes first in the next.
+#               Merge the files here: python benchmarks/decode_report.py FOLDER (rows merge by key).
 set -uo pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD:/tmp/site
 out=${OUT:-/tmp/out}
@@ -44,6 +62,29 @@ case ${1:-} in
   prices)
     timeout 330 python3 benchmarks/decode_prices.py --deadline 300 --out "$out/decode_prices.json" 2>&1 | tail -5 ;;
   run)
-    shift; python3 "$@" ;;
-  *) echo "usage: $0 split|prep|cute-a|cute-b|tests|prices|run SCRIPT ARGS" >&2; exit 2 ;;
+    shift
+    log="$out/run-$(basename "${1:-python}" .py)-$(date +%H%M%S).log"
+    echo "run: $* (limit ${LIMIT:-560} s), log $log"
+    timeout -k 20 "${LIMIT:-560}" python3 "$@" 2>&1 | tee "$log"
+    exit "${PIPESTATUS[0]}" ;;
+  decode)
+    slice=${2:-}
+    common=(benchmarks/decode.py qwen3-1.7b --prompt 128 --batch 1 --out "$out" --no-write-reference)
+    hoid=(--optimize-budget "${BUDGET:-1m}" --agent "${AGENT:-library,codegen,dir:examples/kernels}"
+          --gate-cache /tmp/hoid_gate)
+    case $slice in
+      fast-a) rows=(--rows fast-reduce-overhead,fast-max-autotune,fast-cuda-graph) ;;
+      fast-b) rows=(--rows fast-max-autotune-cd) ;;
+      hoid-compile) rows=(--rows hoid-compile "${hoid[@]}") ;;
+      hoid-export) rows=(--rows hoid-export --no-warm "${hoid[@]}") ;;
+      hoid-backend) rows=(--rows hoid-backend --no-warm "${hoid[@]}") ;;
+      *) echo "decode: SLICE is one of fast-a fast-b hoid-compile hoid-export hoid-backend" >&2; exit 2 ;;
+    esac
+    if [[ $slice == hoid-* ]] && ! python3 -c "import egglog" 2>/dev/null; then
+      ls .whl/*.whl >/dev/null 2>&1 || { echo "decode $slice: egglog is missing: carry .whl with this call (or prep)" >&2; exit 1; }
+      python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+        || { echo "decode $slice: the wheels did not install" >&2; exit 1; }
+    fi
+    exec bash "$0" run "${common[@]}" "${rows[@]}" ;;
+  *) echo "usage: $0 split|prep|cute-a|cute-b|tests|prices|run SCRIPT ARGS|decode SLICE" >&2; exit 2 ;;
 esac

@@ -3,8 +3,10 @@
 A budget bounds a whole optimization run (wall-clock minutes, attempts, LLM tokens, LLM turns); any
 limit left None is unbounded. It is not the search's saturation `Limits` (iterations, e-nodes, seconds
 of one saturation), which bound one step inside the run. The loop asks `Spend.exhausted(budget)` before
-every attempt, so a run stops between attempts, never in the middle of one, and says which limit
-stopped it (like egg's Runner and its StopReason).
+every attempt (and the minutes before the region profile and the rules-only measurement too), so a run
+stops between attempts, never in the middle of one, and says which limit stopped it (like egg's Runner
+and its StopReason). What a spent clock cannot stop: the saturation and the baseline measurement (a run
+returns nothing without them) and the attempt in flight.
 """
 
 from __future__ import annotations

@@ -23,12 +23,12 @@ from .proposer import Context, Proposal, RegionInfo
 
 
 class CodegenProposer:
-    """sweep: at most this many param sets per kernel ("auto" first, then a few block sizes around it)."""
+    """sweep: at most this many param sets per kernel ("auto" first, then its neighbours: `params.sweep`)."""
 
     name = "codegen"
     independent = True  # its proposals never depend on earlier outcomes: a pool may read them ahead
 
-    def __init__(self, *, sweep: int = 4):
+    def __init__(self, *, sweep: int = 5):
         self.sweep = sweep
 
     def propose(self, context: Context) -> Iterable[Proposal]:
@@ -65,16 +65,8 @@ class CodegenProposer:
                                 f"{', '.join(n for n in fused.names[:3])}{'...' if len(fused.names) > 3 else ''}")
 
     def _sweep(self, generated) -> tuple[dict, ...]:
-        """"auto" first, then (for a looped row kernel) the tile its passes walk the row with doubled, the block
-        of rows halved and doubled, and the warps doubled."""
-        from ..kernels.codegen.params import auto_params
+        """"auto" and its neighbours (`hoid.kernels.codegen.params.sweep`): the executor times each on the GPU
+        and keeps the fastest, so a region whose "auto" is off by a block size or the warps still wins."""
+        from ..kernels.codegen.params import sweep
 
-        auto = auto_params(generated.layout)
-        combos = [{p.name: "auto" for p in generated.spec.params}]
-        longer = ({"block_n": auto["block_n"] * 2},) if generated.layout.looped else ()
-        for change in (*longer, {"block_m": max(1, auto["block_m"] // 2)}, {"block_m": auto["block_m"] * 2},
-                       {"num_warps": min(16, auto["num_warps"] * 2)}):
-            combo = {**combos[0], **change}
-            if combo not in combos and len(combos) < self.sweep:
-                combos.append(combo)
-        return tuple(combos)
+        return sweep(generated.layout, self.sweep)

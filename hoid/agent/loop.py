@@ -115,6 +115,7 @@ class Runner:
     proposal's failure (that is a rejection, journaled)."""
 
     def __init__(self, graph, *, agent, budget, device, journal, rules, k, cache, store, executor, trials, progress):
+        self.spend = Spend()  # the budget's clock starts with the call: opening the executor counts
         self.graph, self.budget, self.device, self.rules, self.k = graph, budget, device, rules, k
         self.proposers = proposers_for(agent)
         self.journal = journal if isinstance(journal, Journal) else Journal(journal)
@@ -127,7 +128,6 @@ class Runner:
                                                             journal=self.journal, run=self.run_id,
                                                             progress=self.progress)
         self._pending: dict = {}  # proposal key -> its evaluation, submitted ahead (a pool's workers)
-        self.spend = Spend()
         self.allowed: set = set()
         self.accepted = KernelSet.empty()
         self.history: list[Outcome] = []
@@ -162,6 +162,9 @@ class Runner:
         self._load_persisted()
         stop = "every proposer ran dry"
         try:
+            # the phases before the first attempt check the clock too: on a large graph each whole-graph
+            # measurement (and a measured region profile) costs a compile, and a spent budget runs no more
+            self._stop_if_out_of_time()
             # the library's patterns, and those of proposers that bring their own (`region_specs()`)
             specs = list(library_kernels().values()) + [s for p in self.proposers
                                                         for s in getattr(p, "region_specs", list)()]
@@ -171,19 +174,19 @@ class Runner:
                               _emit=self._emit)
             self._emit(kind="regions", count=len(regions))
             if self.rules:
+                self._stop_if_out_of_time()
                 self._try_rules_only()
             for proposer in self.proposers:
                 for proposal in self._proposals(proposer, context):
                     reason = self.spend.exhausted(self.budget)
                     if reason is not None:
-                        stop = reason
-                        raise _Stop
+                        raise _Stop(reason)
                     self._attempt(proposer.name, proposal, context)
                     context.accepted = self.accepted
             # a proposer that stops itself on the budget (an LLM conversation) ends dry: say which limit
             stop = self.spend.exhausted(self.budget) or stop
-        except _Stop:
-            pass
+        except _Stop as e:
+            stop = str(e)
         except NoWorkers as e:  # every worker lost: what is accepted stays, the rest is resumable
             stop = f"no workers left: {e}"
         except KeyboardInterrupt:  # Ctrl-C: stop cleanly with the best so far; the run stays resumable
@@ -191,6 +194,12 @@ class Runner:
         resumable = stop == "interrupted" or stop.startswith("no workers left")
         self.journal.finish_run(self.run_id, stop, self.best.seconds, self.best.evidence, resumable=resumable)
         return self._result(stop)
+
+    def _stop_if_out_of_time(self) -> None:
+        """Raises `_Stop` once the budget's minutes are spent (attempts are counted before each attempt)."""
+        reason = self.spend.exhausted(Budget(minutes=self.budget.minutes))
+        if reason is not None:
+            raise _Stop(reason)
 
     def _try_rules_only(self) -> None:
         """The rule sets alone (no kernel): a finalist like any other, kept if it gains."""

@@ -59,17 +59,17 @@ def save(graph: Graph, path: str | os.PathLike, *, kernel_sources: dict[str, str
 
         metadata = {"format": "pt", "hoid": str(FORMAT_VERSION)}
         tensors = _separate_storage(graph.weights)
-        _replace_atomically(target, lambda tmp: save_file(tensors, str(tmp), metadata=metadata))
+        replace_atomically(target, lambda tmp: save_file(tensors, str(tmp), metadata=metadata))
         weights_file = target.name
     for name, source in (kernel_sources or {}).items():
         folder = path.parent / KERNELS_DIR
         folder.mkdir(exist_ok=True)
-        _replace_atomically(folder / name, lambda tmp, s=source: tmp.write_text(s, encoding="utf-8"))
+        replace_atomically(folder / name, lambda tmp, s=source: tmp.write_text(s, encoding="utf-8"))
     text = format_document(graph, weights_file=weights_file)
-    _replace_atomically(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    replace_atomically(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 
-def _replace_atomically(target: Path, write) -> None:
+def replace_atomically(target: Path, write) -> None:
     """Write through a temporary file beside `target`, then rename it over `target`: a crash midway leaves
     the previous file whole, never a truncated one."""
     tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")

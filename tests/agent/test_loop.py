@@ -46,6 +46,15 @@ def test_modelled_plan_is_labelled_and_never_a_speedup(tmp_path):
     torch.testing.assert_close(run(opt.graph, x)[0], run(mlp_block(), x)[0], rtol=1e-5, atol=1e-6)
 
 
+def test_a_spent_clock_stops_before_the_regions_and_the_rules_only_measurement(tmp_path):
+    events = []
+    opt = hoid.optimize(norm_graph(), agent=[Only("slow", SLOW_RMSNORM)], device="cpu", journal=tmp_path / "j.sqlite",
+                        budget=Budget(minutes=0), trials=4, progress=events.append)
+    assert opt.report.stop_reason == "budget spent: 0 minutes"
+    assert [e["kind"] for e in events] == ["baseline"]  # no region profile, no rules-only finalist, no attempt
+    assert opt.report.attempts == [] and opt.best_s == opt.baseline_s
+
+
 def test_offline_runs_are_deterministic(tmp_path):
     rows = []
     for i in range(2):

@@ -18,6 +18,8 @@ def build_generated(source: KernelSource, facts: dict, auto: dict, arch: str) ->
         raise ValueError(f"unknown arch {arch!r}; generated kernels build for {', '.join(ARCHS)}")
     signature = {a: pointer_type(d) for a, d in zip(facts["args"], facts["dtypes"], strict=True)}
     constexprs = {"BLOCK_M": auto["block_m"], "BLOCK_N": auto["block_n"]}
+    if "even" in facts:  # a tile kernel: its bounds are constexprs too (see `emit._tile_kernel`)
+        constexprs.update(EVEN_M=facts["rows"] % auto["block_m"] == 0, EVEN_N=facts["cols"] % auto["block_n"] == 0)
     try:
         return compile_file_for(_materialize(source), facts["kernel"], arch, signature, constexprs,
                                 auto["num_warps"])

@@ -86,7 +86,12 @@ def lower(body: Graph, layout: Layout) -> Program:
         v = gi.value
         for k, coords in enumerate(layout.requests.get(v.name, ())):
             offs = text(offset(coords, tuple(v.type.layout()) if v.type.rank else (), shape))
-            load = f"tl.load({ptr[v.name]} + (zero + {offs}), mask=mask, other=0)"
+            # an input read at the same place by every row (a bias, a norm's weight, positions shared over
+            # the batch) is re-read by every program: kept in the L2 ahead of the streamed activations, as
+            # Inductor marks such loads (`eviction_policy='evict_last'` where the index has no x term)
+            reused = layout.rows > 1 and not (text.dims_of(coords) & set(text.lead))
+            keep = ", eviction_policy=\"evict_last\"" if reused else ""
+            load = f"tl.load({ptr[v.name]} + (zero + {offs}), mask=mask, other=0{keep})"
             if COMPUTE[v.type.dtype] != v.type.dtype:
                 load += f".to({TL[COMPUTE[v.type.dtype]]})"
             names[(v.name, coords)] = name_for(v, k)
@@ -156,10 +161,14 @@ def emit(body: Graph, layout: Layout, *, title: str) -> tuple[str, dict]:
         lines, helpers = looped_kernel(program, layout)
     else:
         lines, helpers = _tile_kernel(program, layout), []
-    signature = ", ".join(program.args + ["BLOCK_M: tl.constexpr", "BLOCK_N: tl.constexpr"])
+    even = [] if layout.looped else ["EVEN_M: tl.constexpr", "EVEN_N: tl.constexpr"]
+    signature = ", ".join(program.args + ["BLOCK_M: tl.constexpr", "BLOCK_N: tl.constexpr", *even])
     source = "\n".join([_header(title, body, layout), "", *helpers, "@triton.jit", f"def {kernel}({signature}):",
                         *lines, "", "", _launch(program.args, kernel, layout)]) + "\n"
-    return source, {"kernel": kernel, "args": program.args, "dtypes": program.dtypes}
+    facts = {"kernel": kernel, "args": program.args, "dtypes": program.dtypes}
+    if even:
+        facts.update(even=True, rows=layout.rows, cols=layout.cols)
+    return source, facts
 
 
 def print_stmt(stmt: Stmt, indent: str) -> list[str]:
@@ -172,7 +181,14 @@ def _tile_kernel(program: Program, layout: Layout) -> list[str]:
     lines = ["    pid_m = tl.program_id(0)", "    pid_n = tl.program_id(1)",
              f"    rows = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)){cast64}[:, None]",
              f"    cols = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)){cast64}[None, :]",
-             f"    mask = (rows < {layout.rows}) & (cols < {layout.cols})",
+             # where the blocks divide the shape (the launch says so in EVEN_M / EVEN_N, constexprs) the bound
+             # is a constant true, which Triton folds away: loads and stores unmasked and the row ops' wheres
+             # gone, as Inductor drops xmask/rmask when the numel is a multiple of the block
+             "    if EVEN_M:", "        in_rows = tl.full([BLOCK_M, 1], 1, tl.int1)", "    else:",
+             f"        in_rows = rows < {layout.rows}",
+             "    if EVEN_N:", "        in_cols = tl.full([1, BLOCK_N], 1, tl.int1)", "    else:",
+             f"        in_cols = cols < {layout.cols}",
+             "    mask = in_rows & in_cols",
              "    zero = rows * 0 + cols * 0  # a full tile of offsets 0: every load and store covers the tile"]
     for stmt in program.stmts + program.stores:
         lines += print_stmt(stmt, "    ")
@@ -247,5 +263,7 @@ def _launch(args: list[str], kernel: str, layout: Layout) -> str:
     columns = "1" if layout.looped else f"triton.cdiv({layout.cols}, {block_n})"  # a looped program walks its rows
     lines.append(f"    grid = (triton.cdiv({layout.rows}, block_m), {columns})")
     call = ", ".join(a.removeprefix("p_") for a in args)
-    lines.append(f"    {kernel}[grid]({call}, BLOCK_M=block_m, BLOCK_N={block_n}, num_warps=num_warps)")
+    even = "" if layout.looped else (f", EVEN_M={layout.rows} % block_m == 0, "
+                                     f"EVEN_N={layout.cols} % {block_n} == 0")
+    lines.append(f"    {kernel}[grid]({call}, BLOCK_M=block_m, BLOCK_N={block_n}{even}, num_warps=num_warps)")
     return "\n".join(lines)

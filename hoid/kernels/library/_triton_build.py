@@ -119,7 +119,7 @@ def _build(kernel: TritonKernel, arch, signature, constexprs, num_warps, num_sta
     target = next((line.split()[1] for line in ptx_lines if line.startswith(".target")), "?")
     ttgir = built.asm["ttgir"]
     async_loads = ttgir.count("ttg.async_copy_global_to_local") + ttgir.count("async_tma_copy_global_to_local")
-    loads = re.findall(r"\b(ld\.global[.\w]*|cp\.async\.cg\.shared\.global)\b", built.asm["ptx"])
+    loads = re.findall(r"\b(ld\.global[.\w:]*|cp\.async\.cg\.shared\.global)\b", built.asm["ptx"])
     wide = sum(1 for op in loads if op.startswith("cp.async.cg") or op.endswith((".v4.b32", ".v2.b64")))
     griddep = len(re.findall(r"\bgriddepcontrol\.(?:wait|launch_dependents)\b", built.asm["ptx"]))
     ahead = built.asm["ptx"].split("griddepcontrol.wait")[0] if griddep else ""

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import hoid
 from hoid.errors import GraphError
-from hoid.ir import GraphBuilder, all_ops, get_op
+from hoid.ir import GraphBuilder, TensorType, all_ops, get_op
 from hoid.ir.registry import infer_node
 from hoid.kernels.codegen import find_regions
 from hoid.verify import check
@@ -41,6 +41,12 @@ def fusible_graphs(draw, max_nodes: int = 6, last_dim: float = 0.5):
     for step in range(draw(st.integers(1, max_nodes))):
         op = get_op(rng.choice(FUSIBLE))
         types, attrs = op.sample(rng)
+        # the Triton interpreter rounds float32 to bfloat16 toward zero, not to nearest: a bf16 value made
+        # inside a kernel and fed to an ill-conditioned op (log1p near -1) then differs beyond any bound.
+        # f16 rounds faithfully there; bf16 kernels are checked on the GPU (tests/kernels/library/test_gpu.py)
+        types = [TensorType(t.shape, "f16") if t.dtype == "bf16" else t for t in types]
+        if attrs.get("dtype") == "bf16":
+            attrs["dtype"] = "f16"
         if "dim" in attrs and rng.random() < last_dim:
             attrs["dim"] = -1 if op.attr_map["dim"].kind == "int" else [-1]
         if "normalized_shape" in attrs:
