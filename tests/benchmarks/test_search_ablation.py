@@ -2,26 +2,20 @@
 the summary drawn from their kernels and speeds."""
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-pytest.importorskip("transformers")
+from .helpers import run_main
 
-ROOT = Path(__file__).resolve().parents[2]
+pytest.importorskip("transformers")
 
 
 @pytest.mark.slow
 def test_the_ablation_writes_every_variant_and_what_each_contributes(tmp_path):
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT),
-           "HOID_KERNELS": str(tmp_path / "kernels.sqlite"), "HOID_JOURNAL": str(tmp_path / "journal.sqlite")}
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "search_ablation.py"), "--tiny", "--device", "cpu",
-                           "--budget", "0 attempts", "--cache-len", "16", "--steps", "4", "--warmup", "1",
-                           "--out", str(tmp_path)], env=env, capture_output=True, text=True, timeout=1500)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    env = {"HOID_KERNELS": str(tmp_path / "kernels.sqlite"), "HOID_JOURNAL": str(tmp_path / "journal.sqlite")}
+    code, stdout = run_main("search_ablation", ["--tiny", "--device", "cpu", "--budget", "0 attempts", "--cache-len",
+                                                "16", "--steps", "4", "--warmup", "1", "--out", str(tmp_path)], env)
+    assert code == 0, stdout[-3000:]
     result = json.loads((tmp_path / "search_ablation-qwen3-1.7b-tiny.json").read_text())
     variants = result["variants"]
     assert list(variants) == ["none", "rules", "proposers", "both"]

@@ -2,28 +2,23 @@
 the rows are gated against the float32 reference by eager bf16's errors, and the JSON holds the figures."""
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+from .helpers import run_main
+
 pytest.importorskip("transformers")
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "benchmarks" / "workload_bge_m3.py"
 CUDA_ONLY = {"compile-reduce-overhead", "compile-max-autotune", "compile-max-autotune-cd"}
 
 
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("bge")
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT), "HOID_CACHE": str(tmp / "cache.sqlite")}
-    done = subprocess.run([sys.executable, str(SCRIPT), "--tiny", "--device", "cpu", "--repeat", "3",
-                           "--out", str(tmp / "out")], env=env, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return json.loads((tmp / "out" / "workload-bge-m3-tiny.json").read_text()), done.stdout
+    argv = ["--tiny", "--device", "cpu", "--repeat", "3", "--out", str(tmp / "out")]
+    code, stdout = run_main("workload_bge_m3", argv, {"HOID_CACHE": str(tmp / "cache.sqlite")})
+    assert code == 0, stdout[-3000:]
+    return json.loads((tmp / "out" / "workload-bge-m3-tiny.json").read_text()), stdout
 
 
 @pytest.mark.slow

@@ -2,28 +2,22 @@
 CUDA say so, hoid's rows are gated against eager bf16, and the JSON holds what the README table needs."""
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+from .helpers import run_main
+
 pytest.importorskip("transformers")
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "benchmarks" / "workload_whisper.py"
 
 
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("whisper")
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT), "HOID_CACHE": str(tmp / "cache.sqlite")}
-    done = subprocess.run([sys.executable, str(SCRIPT), "--tiny", "--device", "cpu", "--new", "4", "--repeats", "2",
-                           "--warmup", "1", "--out", str(tmp / "out")], env=env, capture_output=True, text=True,
-                          timeout=900)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return json.loads((tmp / "out" / "workload-whisper-large-v3-tiny.json").read_text()), done.stdout
+    argv = ["--tiny", "--device", "cpu", "--new", "4", "--repeats", "2", "--warmup", "1", "--out", str(tmp / "out")]
+    code, stdout = run_main("workload_whisper", argv, {"HOID_CACHE": str(tmp / "cache.sqlite")})
+    assert code == 0, stdout[-3000:]
+    return json.loads((tmp / "out" / "workload-whisper-large-v3-tiny.json").read_text()), stdout
 
 
 @pytest.mark.slow
