@@ -187,8 +187,6 @@ def region_fn(body):
     return fn
 
 
-
-
 TIMER = dict(rotate=True, graph=True, repeat=20)  # ours (auto and tuned) and Inductor's: one protocol
 
 
@@ -383,8 +381,6 @@ def geomean(xs) -> float | None:
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
 
 
-
-
 PARTS = ("regions", "forms", "whole")
 
 
@@ -445,8 +441,8 @@ def main(argv=None) -> int:
         ap.error(f"unknown {', '.join(unknown)}: models are {', '.join(zoo)}; parts are {', '.join(PARTS)}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    chosen = "all" if args.models == "all" else "+".join(names)
-    path = out / f"codegen{'_smoke' if smoke else ''}-{'+'.join(parts)}-{chosen}.json"
+    chosen = "all" if args.models == "all" else "_".join(names)  # plain characters: the device refuses '+'
+    path = out / f"codegen{'_smoke' if smoke else ''}-{'_'.join(parts)}-{chosen}.json"
     report = Report(path, {
         "benchmark": "codegen", "smoke": smoke, "parts_run": parts, "models_run": names,
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),

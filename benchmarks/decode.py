@@ -36,7 +36,6 @@ import argparse
 import datetime
 import json
 import platform
-import re
 import signal
 import subprocess
 import sys
@@ -53,7 +52,7 @@ import decode_hoid  # noqa: E402
 import decode_report  # noqa: E402
 import decode_stock  # noqa: E402
 from decode_gate import Gate  # noqa: E402
-from decode_loop import Shape, elapsed, open_device, phase, progress, run_row, tokens_per_second  # noqa: E402
+from decode_loop import Shape, elapsed, open_device, phase, progress, result_name, run_row, save_json, tokens_per_second  # noqa: E402
 
 from hoid.ir.io import replace_atomically  # noqa: E402  (the one write-then-rename)
 
@@ -237,7 +236,7 @@ def run_shape(lm, shape: Shape, keys: list[str], args, device, cell: dict, save)
 
 
 def _gate_name(args, shape: Shape) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]", "_", f"gate-{args.model}-{shape.key}-s{args.seed}.pt")
+    return result_name("gate", args.model, shape.key, f"s{args.seed}", suffix=".pt")
 
 
 def _fingerprint(lm) -> float:
@@ -273,8 +272,8 @@ def _line(row: dict) -> str:
 
 
 def output_name(args) -> str:
-    """The run's file name: the model and what differs from a whole run, in the characters a GPU call brings
-    back ([A-Za-z0-9._-]): lists joined by '_' (row keys hold '-'), anything else replaced by '_'."""
+    """The run's file name (`result_name`): the model and what differs from a whole run, lists joined by '_'
+    (row keys hold '-')."""
     parts = [args.model]
     if args.prompt != [128, 1024]:
         parts.append("p" + "_".join(map(str, args.prompt)))
@@ -286,7 +285,7 @@ def output_name(args) -> str:
         parts.append("_".join(p.strip() for p in args.rows.split(",")))
     if getattr(args, "no_warm", False):
         parts.append("nowarm")
-    return re.sub(r"[^A-Za-z0-9._-]", "_", "decode-" + "-".join(parts)) + ".json"
+    return result_name("decode", *parts)
 
 
 class Stopped(SystemExit):
@@ -330,8 +329,7 @@ def main(argv=None) -> int:
     path = args.out / output_name(args)
 
     def save():
-        text = json.dumps(result, indent=1, default=str) + "\n"
-        replace_atomically(path, lambda tmp: tmp.write_text(text))
+        save_json(path, result)
 
     previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:

@@ -15,6 +15,8 @@ callback (the correctness gate). `run_row` wraps a row's build and measurement: 
 from __future__ import annotations
 
 import gc
+import json
+import re
 import statistics
 import time
 import traceback
@@ -49,6 +51,21 @@ def phase(what: str):
         ok = True
     finally:
         progress(f"{what}: {time.perf_counter() - begin:.1f} s" + ("" if ok else " (raised)"))
+
+
+def result_name(*parts: str, suffix: str = ".json") -> str:
+    """A results file name: `parts` joined by '-', in the characters a GPU call brings back ([A-Za-z0-9._-]:
+    the device refused a '+'), anything else made '_'."""
+    return re.sub(r"[^A-Za-z0-9._-]", "_", "-".join(parts)) + suffix
+
+
+def save_json(path, data) -> None:
+    """`data` as JSON at `path`, written through a temporary file renamed over it (`replace_atomically`): a
+    run killed mid-write keeps the file it had."""
+    from hoid.ir.io import replace_atomically
+
+    text = json.dumps(data, indent=1, default=str) + "\n"
+    replace_atomically(path, lambda tmp: tmp.write_text(text))
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import copy
 import datetime
-import json
 import platform
 import sys
 import time
@@ -42,7 +41,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(1, str(HERE.parent))
 
 from decode import versions  # noqa: E402
-from decode_loop import Skip, allocated, release, sync  # noqa: E402
+from decode_loop import Skip, allocated, release, result_name, save_json, sync  # noqa: E402
 
 from hoid.testing.gate import StepErrors, judge  # noqa: E402
 
@@ -226,11 +225,11 @@ def main(argv=None) -> int:
               "gate_rule": "relative L2 per sequence vs float32, median and p99 <= 1.5x eager bf16's",
               "rows": [], "best_stock": None, "gate_baseline": None, "complete": False}
     args.out.mkdir(parents=True, exist_ok=True)
-    suffix = "" if args.rows == "all" else "-" + "+".join(args.keys)  # a slice of the rows: a file of its own
-    path = args.out / f"workload-{args.model}{suffix}.json"
+    rows = [] if args.rows == "all" else ["_".join(args.keys)]  # a slice of the rows: a file of its own
+    path = args.out / result_name("workload", args.model, *rows)
 
     def save():
-        path.write_text(json.dumps(result, indent=1, default=str) + "\n")
+        save_json(path, result)
 
     print(f"{args.model} on {device_name}: batch {args.batch} x {args.tokens} tokens "
           f"({result['shape']['real_tokens']} real)", flush=True)

@@ -31,7 +31,6 @@ import argparse
 import copy
 import dataclasses
 import datetime
-import json
 import sys
 import tempfile
 import time
@@ -48,7 +47,7 @@ import decode_hoid  # noqa: E402
 import decode_report  # noqa: E402
 import decode_stock  # noqa: E402
 from decode import _line, copy_bandwidth, versions  # noqa: E402
-from decode_loop import Decoder, Shape, greedy, open_device, release, run_row  # noqa: E402
+from decode_loop import Decoder, Shape, greedy, open_device, release, result_name, run_row, save_json  # noqa: E402
 
 MODEL = "qwen3-30b-a3b"
 
@@ -339,12 +338,12 @@ def main(argv=None) -> int:
               "bandwidth_how": how, "active_weight_bytes": weights, "kv_bytes_per_position": kv,
               "model_build_s": build_s, "complete": False, "cells": []}
     args.out.mkdir(parents=True, exist_ok=True)
-    suffix = "" if (args.prompt, args.rows) == ([128, 1024], "default") else \
-        "-p" + "+".join(map(str, args.prompt)) + "-" + args.rows.replace(",", "+")
-    path = args.out / f"workload-qwen3-moe-{args.model}{suffix}.json"
+    slice_ = [] if (args.prompt, args.rows) == ([128, 1024], "default") else \
+        ["p" + "_".join(map(str, args.prompt)), args.rows.replace(",", "_")]
+    path = args.out / result_name("workload-qwen3-moe", args.model, *slice_)
 
     def save():
-        path.write_text(json.dumps(result, indent=1, default=str) + "\n")
+        save_json(path, result)
 
     with torch.no_grad():
         if args.experts and device.type == "cuda":

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import copy
 import datetime
-import json
 import platform
 import statistics
 import sys
@@ -40,7 +39,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(1, str(HERE.parent))
 
 from decode_gate import Gate  # noqa: E402
-from decode_loop import Decoder, Skip, greedy, last_logits, release, run_row, sync  # noqa: E402
+from decode_loop import Decoder, Skip, greedy, last_logits, release, result_name, run_row, save_json, sync  # noqa: E402
 
 from hoid.testing.gate import ERROR_FACTOR  # noqa: E402
 
@@ -308,7 +307,7 @@ def main(argv=None) -> int:
               "parts": {}, "complete": False}
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / output_name(name, args)
-    save = lambda: path.write_text(json.dumps(result, indent=1, default=str) + "\n")  # noqa: E731
+    save = lambda: save_json(path, result)  # noqa: E731
     parts = {"encoder": encoder_part, "decode": decode_part}
     with torch.no_grad():
         for part in args.parts:
@@ -330,10 +329,10 @@ def output_name(model: str, args) -> str:
     """workload-MODEL[-PARTS][-ROWS].json: slices of one run (one part, some rows) do not overwrite each other."""
     parts = [f"workload-{model}"]
     if args.parts != ["encoder", "decode"]:
-        parts.append("+".join(args.parts))
+        parts.append("_".join(args.parts))
     if args.rows != "all":
-        parts.append(args.rows.replace(",", "+"))
-    return "-".join(parts) + ".json"
+        parts.append(args.rows.replace(",", "_"))
+    return result_name(*parts)
 
 
 def table(result: dict) -> str:

@@ -103,13 +103,16 @@ class AnalyticCost:
         return self._known[(kernel, version)]
 
     def __call__(self, call: OpCall) -> float:
-        efficiency = self.efficiency(call)
+        return op_time(call.op, call.inputs, call.outputs, call.attrs, self.device,
+                       efficiency=self._efficiency_of(call), in_graph=self.in_graph)
+
+    def _efficiency_of(self, call: OpCall) -> float:
+        """`bound`'s efficiency for a call whose floor is at least its seconds, else `efficiency(call)`."""
         if self._bound is not None:
             above, bound = self._bound
             if max(op_floor(call.op, call.inputs, call.outputs, call.attrs, self.device)) >= above:
-                efficiency = bound.get(call.name, 1.0)
-        return op_time(call.op, call.inputs, call.outputs, call.attrs, self.device,
-                       efficiency=efficiency, in_graph=self.in_graph)
+                return bound.get(call.name, 1.0)
+        return self.efficiency(call)
 
 
 class MeasuredCost:

@@ -31,7 +31,6 @@ they are not yet measured for this kernel (benchmarks/workload_qwen3_moe.py time
 
 from __future__ import annotations
 
-import functools
 import random
 
 import torch
@@ -53,7 +52,10 @@ from ._triton_compile import (
     triton_kernel,
 )
 from .patterns import SWIGLU_MERGED
-from .triton_gemv import AUTO_STAGES, AUTO_TILES, _epilogue, _product
+
+# the GEMV's epilogue and product, and its arrival counters (one zeroed buffer per device and size, each
+# tile's last program resetting its own; shared, since hoid launches on one stream and never overlaps two)
+from .triton_gemv import AUTO_STAGES, AUTO_TILES, _counters, _epilogue, _product
 
 MAX_TOKENS = 16  # decode: a batch of 1 to 16 tokens, one tensor-core tile of rows
 MAX_PAIRS = 256  # tokens x top-k: the ids one program scans for its expert's pairs
@@ -176,14 +178,6 @@ PARAMS = tuple(Param(name, choices, "auto") for name, choices in (
     ("block_n_up", ("auto", 8, 16, 32, 64)), ("block_k_up", ("auto", 128, 256, 512)), ("warps_up", ("auto", 2, 4, 8)),
     ("block_n_down", ("auto", 8, 16, 32, 64)), ("block_k_down", ("auto", 128, 256, 512)),
     ("warps_down", ("auto", 2, 4, 8)), ("num_stages", ("auto", 1, 2, 3))))
-
-
-@functools.cache
-def _counters(device: torch.device, size: int) -> torch.Tensor:
-    """Arrival counters of the down launch's H tiles, zero between launches (each tile's last program resets
-    its own). One buffer per device: launches on several streams at once must not overlap (hoid's runtime
-    launches kernels on one stream)."""
-    return torch.zeros(size, dtype=torch.int32, device=device)
 
 
 def _workspace_types(x: TensorType, ids: TensorType, down: TensorType) -> tuple[TensorType, TensorType]:
