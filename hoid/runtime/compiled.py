@@ -170,7 +170,7 @@ class CompiledGraph:
 
 def compile(graph: Graph, *, device: str | torch.device | None = None, cuda_graph: bool | None = None,
             sample=None, kernels=None, state: Sequence[torch.Tensor] | None = None,
-            pdl: bool | None = None, pdl_early: bool = True) -> CompiledGraph:
+            pdl: bool | None = None, pdl_early: bool = False) -> CompiledGraph:
     """Compile `graph` for `device` (default: the GPU when there is one, else the CPU).
 
     cuda_graph: capture a CUDA graph on the first call (default: on a GPU); what cannot be captured runs

@@ -37,7 +37,7 @@ class Lowered:
 
 
 def lower(graph: Graph, *, arch: str | None = None, kernels=None, pdl: bool = False,
-          pdl_early: bool = True) -> Lowered:
+          pdl_early: bool = False) -> Lowered:
     """pdl: bind the kernels whose spec supports it to launch with programmatic dependent launch (the
     caller checked the arch has it); pdl_early: and those whose `pdl_early` inputs are bind-time values to
     read them before their wait."""

@@ -40,8 +40,10 @@ def _cuda_kernels(run, args) -> list[str]:
 def test_the_chain_launches_its_declared_kernels_in_order(chain):
     graph, inputs = chain
     compiled = compile(graph)
-    if compiled.pdl:  # sm_90+: the two GEMVs read their weights before their wait
-        assert sum(b.pdl_early for b in compiled.lowered.kernels.values()) == 2
+    if compiled.pdl:  # sm_90+: every PDL kernel waits first unless asked (`pdl_early=True`: the two GEMVs)
+        assert not any(b.pdl_early for b in compiled.lowered.kernels.values())
+        early = compile(graph, pdl_early=True)
+        assert sum(b.pdl_early for b in early.lowered.kernels.values()) == 2
     compiled(*inputs)  # eager: Triton compiled, the split-K counters allocated (a fill kernel, once)
     compiled(*inputs)  # captured
     with recording() as records:

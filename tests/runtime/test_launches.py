@@ -147,7 +147,8 @@ def test_a_pdl_gemv_reads_its_weight_before_its_wait_only_where_it_is_a_weight()
     from hoid.runtime.lower import lower
 
     graph, _ = kernel_chain()
-    lowered = lower(graph, arch="sm_90", pdl=True)
+    assert not any(b.pdl_early for b in lower(graph, arch="sm_90", pdl=True).kernels.values())  # opt-in
+    lowered = lower(graph, arch="sm_90", pdl=True, pdl_early=True)
     gemvs = [b for b in lowered.kernels.values() if b.spec.id.startswith("triton.linear")]
     assert len(gemvs) == 2 and all(b.pdl_early and b.keywords["pdl_early"] for b in gemvs)
     assert not any(b.pdl_early for b in lowered.kernels.values() if not b.spec.id.startswith("triton.linear"))
@@ -159,5 +160,5 @@ def test_a_pdl_gemv_reads_its_weight_before_its_wait_only_where_it_is_a_weight()
     types = [x.type, made.type]
     impl = KernelImpl(spec.id, spec.version, resolve_params(spec, types, {}, {}), spec.pattern.graph(types, {}), {})
     out = b.op("kernel", x, made, **impl.node_attrs())
-    (bound,) = lower(b.build(out), arch="sm_90", pdl=True).kernels.values()
+    (bound,) = lower(b.build(out), arch="sm_90", pdl=True, pdl_early=True).kernels.values()
     assert bound.pdl and not bound.pdl_early and "pdl_early" not in bound.keywords
