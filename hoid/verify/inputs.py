@@ -142,13 +142,14 @@ def sweep_spec(trial: int, inputs: Sequence[Input], dims: dict[str, Dim], rng) -
 
 
 def float_values(shape: tuple[int, ...], dtype: str, dist: str, gen: torch.Generator) -> torch.Tensor:
-    """Values of one distribution, in float64 on the CPU (rounded to `dtype` by the caller)."""
+    """Values of one distribution, in float64 on `gen`'s device (rounded to `dtype` by the caller)."""
     large, small = _LARGE.get(dtype, _DEFAULT_LARGE), _SMALL.get(dtype, _DEFAULT_SMALL)
-    x = torch.randn(shape, generator=gen, dtype=torch.float64)
+    on = gen.device
+    x = torch.randn(shape, generator=gen, dtype=torch.float64, device=on)
     if dist == "normal":
         return x
     if dist == "uniform":
-        return torch.rand(shape, generator=gen, dtype=torch.float64) * 2 - 1
+        return torch.rand(shape, generator=gen, dtype=torch.float64, device=on) * 2 - 1
     if dist == "large":
         return x * large
     if dist == "small":
@@ -160,9 +161,9 @@ def float_values(shape: tuple[int, ...], dtype: str, dist: str, gen: torch.Gener
     if dist in ("outliers", "zeros"):
         # About 1% outliers and a third zeros (fewer zeros would rarely matter); at least one of each.
         share = 0.01 if dist == "outliers" else 0.33
-        picked = torch.rand(shape, generator=gen, dtype=torch.float64) < share
+        picked = torch.rand(shape, generator=gen, dtype=torch.float64, device=on) < share
         if x.numel() and not bool(picked.any()):
-            picked.view(-1)[torch.randint(x.numel(), (1,), generator=gen)] = True
+            picked.view(-1)[torch.randint(x.numel(), (1,), generator=gen, device=on)] = True
         return torch.where(picked, x * large / 10, x) if dist == "outliers" else torch.where(picked, 0.0, x)
     raise VerifyError(f"unknown distribution {dist!r}; expected one of {', '.join(DISTRIBUTIONS)}")
 
@@ -187,9 +188,10 @@ def input_values(
     sizes: dict[str, int],
     gen: torch.Generator,
 ) -> torch.Tensor:
-    """The values of one input for one trial (on the CPU, in its dtype)."""
+    """The values of one input for one trial (on `gen`'s device, in its dtype)."""
+    on = gen.device
     if inp.derive is not None:
-        value = torch.as_tensor(inp.derive(earlier, sizes)).cpu()
+        value = torch.as_tensor(inp.derive(earlier, sizes)).to(on)
         if tuple(value.shape) != t.shape or value.dtype != t.torch_dtype:
             raise VerifyError(
                 f"input {inp.name}: derive returned {list(value.shape)} {value.dtype}, declared {t}"
@@ -201,24 +203,27 @@ def input_values(
         if low is not None or high is not None:
             x = torch.clamp(
                 x,
-                min=torch.as_tensor(low, dtype=torch.float64) if low is not None else None,
-                max=torch.as_tensor(high, dtype=torch.float64) if high is not None else None,
+                min=torch.as_tensor(low, dtype=torch.float64, device=on) if low is not None else None,
+                max=torch.as_tensor(high, dtype=torch.float64, device=on) if high is not None else None,
             )
         return x.to(t.torch_dtype)
     default_low, default_high = _int_range(t.dtype)
     low = default_low if low is None else low
     high = default_high if high is None else high
-    span = torch.as_tensor(high, dtype=torch.float64) - torch.as_tensor(low, dtype=torch.float64)
-    if bool((span <= 0).any()):
+    lo, hi = (torch.as_tensor(b, dtype=torch.float64, device=on) for b in (low, high))
+    if bool((hi - lo <= 0).any()):
         raise VerifyError(f"input {inp.name}: empty value range [{low}, {high}) for an integer input")
-    u = torch.rand(t.shape, generator=gen, dtype=torch.float64)
+    u = torch.rand(t.shape, generator=gen, dtype=torch.float64, device=on)
     # The clamp keeps u = 1 - 2^-53 from rounding up to `high` itself.
-    return torch.floor(low + u * span).clamp(max=torch.as_tensor(high, dtype=torch.float64) - 1).to(t.torch_dtype)
+    return torch.floor(lo + u * (hi - lo)).clamp(max=hi - 1).to(t.torch_dtype)
 
 
-def draw(inputs: Sequence[Input], spec: TrialSpec) -> list[torch.Tensor]:
-    """Fresh values for every input of a trial, on the CPU; the caller writes them into its buffers."""
-    gen = torch.Generator().manual_seed(spec.seed)
+def draw(inputs: Sequence[Input], spec: TrialSpec, device=None) -> list[torch.Tensor]:
+    """Fresh values for every input of a trial, on `device` (default the CPU); the caller writes them into
+    its buffers. Drawn where the check runs: a GPU draws a decode model's 150k x 2k weight in milliseconds,
+    a CPU core in 10-30 s, every trial (the lm_head check of a 1-minute `hoid.optimize` on the H200 took
+    6 minutes so). A seed replays the same values on the same kind of device; CPU and CUDA draws differ."""
+    gen = torch.Generator(device=device if device is not None else "cpu").manual_seed(spec.seed)
     sizes = spec.size_map
     values: list[torch.Tensor] = []
     for inp, dist in zip(inputs, spec.dists, strict=True):

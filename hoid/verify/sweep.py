@@ -112,7 +112,8 @@ def _reject(trial_runner: TrialRunner, failure: Failure, spec: TrialSpec, seed: 
                 failure = shrunk
     else:
         notes.append(f"a {failure.kind} failure is not shrunk: the counterexample is the failing trial itself")
-    example = Counterexample(spec.size_map, describe(inputs, spec, draw(inputs, spec)), worst or None, seed)
+    values = draw(inputs, spec, trial_runner.plan.device)  # those of the failing trial: drawn where it ran
+    example = Counterexample(spec.size_map, describe(inputs, spec, values), worst or None, seed)
     figures = {k: v for k, v in failure.figures.items() if k != "worst"}
     return Verdict(False, f"{failure.message} [replay with seed={seed}]", kind=failure.kind, counterexample=example,
                    figures=figures, trials=trials, seed=seed, notes=tuple(notes))

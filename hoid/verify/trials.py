@@ -121,7 +121,7 @@ class TrialRunner:
         # as declared (ranges, derived inputs), normal values, another seed.
         probe_spec = TrialSpec(spec.sizes, tuple("-" if d == "-" else "normal" for d in spec.dists),
                                spec.seed ^ 0x5EED)
-        probe = draw(self.plan.inputs, probe_spec)
+        probe = draw(self.plan.inputs, probe_spec, self.plan.device)
         outs = self._call_reference([p.to(self.plan.device) for p in probe])
         expected = [TensorType(tuple(o.shape), o.dtype) for o in outs]
         scrub_(outs)
@@ -166,7 +166,7 @@ class TrialRunner:
                 for t in self._expected[key]]
 
     def run(self, spec: TrialSpec) -> Outcome:
-        values = draw(self.plan.inputs, spec)
+        values = draw(self.plan.inputs, spec, self.plan.device)
         key, failure = self._signature([inp.type(spec.size_map) for inp in self.plan.inputs], spec)
         if failure is not None:
             return Outcome(failure, key, values)
@@ -206,7 +206,7 @@ class TrialRunner:
         for i, (buf, value) in enumerate(zip(inputs, values, strict=True)):
             if i in updated:
                 continue
-            changed = bits(buf.detach().cpu()) != bits(value)
+            changed = bits(buf.detach()) != bits(value.to(buf.device))
             if bool(changed.any()):
                 name = self.plan.inputs[i].name
                 return Failure(

@@ -73,3 +73,17 @@ def test_strides_are_kept_and_checked():
         Input((Dim("n", 1, 4), 6), "f32", strides=(1, 4))
     with pytest.raises(VerifyError, match="stride 0"):
         Input((4, 6), "f32", strides=(0, 1))
+
+
+# --- on a GPU -----------------------------------------------------------------------------------------
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_check_on_the_gpu_draws_there_and_a_seed_replays_its_values():
+    declared = [Input((Dim("m", 1, 8), 300), "bf16", name="x"), Input((300,), "i64", low=0, high=7, name="i"),
+                Input((4,), "f32", derive=lambda earlier, sizes: torch.arange(4.0), name="d")]
+    spec = TrialSpec((("m", 5),), ("outliers", "-", "-"), 1234)
+    first, again = draw(declared, spec, "cuda"), draw(declared, spec, "cuda")
+    assert [v.device.type for v in first] == ["cuda"] * 3
+    assert all(torch.equal(a, b) for a, b in zip(first, again, strict=True))
+    assert first[0].shape == (5, 300) and bool(((first[1] >= 0) & (first[1] < 7)).all())

@@ -104,3 +104,36 @@ def test_the_early_build_loads_the_weight_before_its_wait_and_the_plain_one_does
         build = triton_gemv._compile("none", 1, 4, triton_gemv.AUTO_TILES["m1_tall"], 1, pdl=True, early=early)
         built = build(arch)
         assert built.griddep == 2 and (built.loads_before_wait > 0) == early, (early, built)
+
+
+# --- on a GPU -----------------------------------------------------------------------------------------
+
+# Qwen3-1.7B's decode GEMVs (bf16, M = 1): QKV, o + residual, gate/up + SiLU, down + residual, lm_head
+DECODE_GEMVS = [("triton.linear", [(1, 2048), (4096, 2048)]),
+                ("triton.linear_add", [(1, 2048), (2048, 2048), (1, 2048)]),
+                ("triton.linear_swiglu_merged", [(1, 2048), (12288, 2048)]),
+                ("triton.linear_add", [(1, 6144), (2048, 6144), (1, 2048)]),
+                ("triton.linear", [(1, 2048), (151936, 2048)])]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available() or interpreting(), reason="needs a CUDA GPU, Triton compiling")
+@pytest.mark.parametrize("kernel_id, shapes", DECODE_GEMVS)
+def test_on_the_gpu_pdl_and_the_early_weight_tile_give_the_plain_bits(kernel_id, shapes):
+    # what benchmarks/pdl_h200.py saw change the greedy tokens (Triton's GEMVs, weights early): one launch
+    # at a decode shape, each way, bit for bit; a difference here is the kernel's, not the chain's
+    from hoid.ir import TensorType
+
+    spec = get(kernel_id)
+    types = [TensorType(s, "bf16") for s in shapes]
+    params = resolve_params(spec, types, {}, {}, Target.H200)
+    g = torch.Generator(device="cuda").manual_seed(0)
+    inputs = [torch.randn(t.shape, generator=g, device="cuda").to(t.torch_dtype) for t in types]
+    plain = [t.clone() for t in bind_spec(spec, types, {}, params)(*inputs)]
+    waiting = bind_spec(spec, types, {}, params, pdl=True)
+    for name, call in (("PDL, wait first", waiting), ("PDL, weights early", waiting.early())):
+        for _ in range(3):  # the split-K counters reset by each launch's last program
+            got = call(*inputs)
+            torch.cuda.synchronize()
+            for a, b in zip(plain, got, strict=True):
+                assert torch.equal(a, b), f"{name} at {params}: {(a.float() - b.float()).abs().max().item()}"
