@@ -117,11 +117,14 @@ def main() -> None:
     graph = hoid.search.rewrite(decode_step_graph(lm, args.cache_len), device="h200", kernels=kernels)
     rewrite_s = time.perf_counter() - begin
     # no PDL; PDL waiting first (it overlaps launches only); PDL with the GEMVs' weights read before the wait
-    how = {"no PDL": dict(pdl=False), "PDL, wait first": dict(pdl=True, pdl_early=False),
-           "PDL, weights early": dict(pdl=True)}
+    how = {"no PDL": dict(pdl=False), "PDL, wait first": dict(pdl=True),  # hoid.compile's default on sm_90+
+           "PDL, weights early": dict(pdl=True, pdl_early=True)}
     variants = {name: compile(graph, sample=Greedy(), **kw) for name, kw in how.items()}
     tokens = {name: greedy_tokens(c, args.check_tokens) for name, c in variants.items()}
-    same = all(t == tokens["no PDL"] for t in tokens.values())
+    # waiting first must change nothing; the early GEMV build may differ by an ulp (a k-tile of one under
+    # split-K: tests/kernels/library/test_triton_pdl.py), which greedy decoding can turn into another token
+    same = tokens["PDL, wait first"] == tokens["no PDL"]
+    early_same = tokens["PDL, weights early"] == tokens["no PDL"]
     rates = {name: [] for name in variants}
     for _ in range(args.rounds):
         for name, c in variants.items():
@@ -133,20 +136,22 @@ def main() -> None:
                "kernels_used": sorted({b.spec.id for b in c.lowered.kernels.values()}),
                "early_kernels": sum(b.pdl_early for b in c.lowered.kernels.values()), **describe(c)}
         rows.append(row)
-    base, wait_first, with_pdl = rows
+    base, with_pdl, early = rows
     speedup = with_pdl["tokens_per_s"] / base["tokens_per_s"]
     print(f"{args.model} decode, cache {args.cache_len}, {args.steps} tokens x {args.rounds} rounds "
-          f"(rewrite {rewrite_s:.0f} s); same {args.check_tokens} greedy tokens: {same}")
+          f"(rewrite {rewrite_s:.0f} s); same {args.check_tokens} greedy tokens: waiting first {same}, "
+          f"weights early {early_same}")
     print(f"{'variant':<18} {'tok/s':>8} {'step us':>8} {'kern. us':>8} {'PDL kern.':>9} {'overlap':>9} breaks")
     for r in rows:
         print(f"{r['variant']:<18} {r['tokens_per_s']:>8.1f} {r['step_us_replay']:>8.1f} {r['kernels_us']:>8.1f} "
               f"{r['pdl_kernels']:>9} {r['pdl_overlapped_boundaries']:>4}/{r['launch_boundaries']:<4} "
               f"{', '.join(r['chain_breaks'][:6])}")
-    print(f"PDL / no PDL: {speedup:.3f}x (waiting first: {wait_first['tokens_per_s'] / base['tokens_per_s']:.3f}x)")
+    print(f"PDL / no PDL: {speedup:.3f}x (weights early: {early['tokens_per_s'] / base['tokens_per_s']:.3f}x)")
     print(with_pdl["summary"])
     result = {"benchmark": "pdl_h200", "model": args.model, "dtype": "bf16", "cache_len": args.cache_len,
-              "steps": args.steps, "rounds": args.rounds, "same_tokens": same, "tokens": tokens["PDL, weights early"],
-              "speedup": speedup, "speedup_wait_first": wait_first["tokens_per_s"] / base["tokens_per_s"],
+              "steps": args.steps, "rounds": args.rounds, "same_tokens": same, "early_same_tokens": early_same,
+              "tokens": tokens, "speedup": speedup,
+              "speedup_weights_early": early["tokens_per_s"] / base["tokens_per_s"],
               "backends": args.backends, "rewrite_s": rewrite_s, "device": torch.cuda.get_device_name(),
               "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
               "torch": torch.__version__, "triton": triton.__version__, "python": platform.python_version(),
@@ -156,7 +161,7 @@ def main() -> None:
     path.write_text(json.dumps(result, indent=1, default=str))
     print(f"wrote {path}")
     if not same:
-        raise SystemExit(f"PDL changed the greedy tokens: {tokens}")
+        raise SystemExit(f"PDL (waiting first) changed the greedy tokens: {tokens}")
 
 
 if __name__ == "__main__":

@@ -181,7 +181,9 @@ def compile(graph: Graph, *, device: str | torch.device | None = None, cuda_grap
     decode step share one cache); default: new zero tensors. pdl: launch the kernels whose spec supports it
     with programmatic dependent launch (default: where a CUDA graph is used on a GPU of sm_90 or later).
     pdl_early: with PDL, let the kernels that declare it read their weights before their wait (a GEMV's
-    first weight tile; only ever bind-time values); False waits first (an ablation)."""
+    first weight tile; only ever bind-time values). Off by default: on the H200 it made the Qwen3-1.7B step
+    slower (0.93x of no PDL, against 1.026x waiting first; benchmarks/results/pdl_h200.json), and Triton's
+    early GEMV build can differ from the plain one by an ulp."""
     graph = expect_graph(graph, "hoid.compile")
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"

@@ -5,6 +5,11 @@ parents) and re-runs every op's inference, so the result is checked by the same 
 graph; a type that disagrees with the e-class's facts means an unsound rule, and is reported as one.
 Values keep the names of the original values they are equal to, where there is one, so a diff of the
 two documents shows what changed.
+
+The e-graph knows shapes and dtypes, not layouts: a kernel is matched on contiguous types, and the way
+back may hand it a strided view instead (the slice of a merged matmul that its e-class also holds). Where
+its spec rejects that layout and accepts the contiguous one, the decoder puts a `contiguous` copy in front
+of it (the one node it adds that no e-class chose); a spec that rejects both is left for `bind` to name.
 """
 
 from __future__ import annotations
@@ -71,7 +76,9 @@ class _Decoder:
         operands = [self.values[c] for c in node.children]
         operands = [v for v in operands if v is not None]  # absent optionals are trailing
         if node.op == KERNEL:
-            op, attrs = "kernel", self.encoding.kernels[node.attrs["key"]].node_attrs()
+            impl = self.encoding.kernels[node.attrs["key"]]
+            op, attrs = "kernel", impl.node_attrs()
+            operands = self.laid_out_for(impl, operands)
         else:
             op, attrs = node.op, dict(node.attrs)
         types, attrs = infer_node(op, [v.type for v in operands], attrs)
@@ -91,6 +98,28 @@ class _Decoder:
                                  "rewrite rule is unsound (it joined values of different types)")
         self.nodes.append(Node(op, tuple(operands), attrs, outputs))
         return outputs if multi else outputs[0]
+
+
+    def laid_out_for(self, impl, operands: list[Value]) -> list[Value]:
+        """`operands` as the kernel takes them: strided ones copied contiguous where its spec asks so."""
+        from ..kernels.registry import get
+
+        types = [v.type for v in operands]
+        try:
+            spec = get(impl.kernel)
+        except Exception:  # noqa: BLE001  a kernel unknown here: `bind` names it where it is run
+            return operands
+        if all(t.is_contiguous for t in types) or spec.rejects(types, impl.attrs) is None or \
+                spec.rejects([t.contiguous() for t in types], impl.attrs) is not None:
+            return operands
+        laid = []
+        for v in operands:
+            if not v.type.is_contiguous:
+                copy = Value(self.fresh(None), v.type.contiguous())
+                self.nodes.append(Node("contiguous", (v,), {}, (copy,)))
+                v = copy
+            laid.append(v)
+        return laid
 
 
 def decode(snapshot: Snapshot, encoding: Encoding, choice: dict[str, str]) -> Graph:

@@ -87,3 +87,23 @@ def test_a_users_bf16_rmsnorm_without_the_upcast_becomes_the_rmsnorm_kernel():
     b_out = b.mul(w, b.mul(x, b.rsqrt(b.add(b.mean(b.pow(x, 2), dim=[-1], keepdim=True), 1e-6))))
     out = hoid.search.rewrite(b.build(b_out), device="h200")
     assert [n.attrs.get("kernel") for n in out.nodes] == ["triton.rmsnorm"]
+
+
+def test_a_kernel_gets_the_layout_its_spec_takes_on_the_way_back():
+    # the prompt's merged gate/up matmul is sliced into strided halves, which the e-graph (no layouts)
+    # held equal to the contiguous ones that triton.silu_mul was matched on: the decoder copies them
+    # contiguous first (on the H200, hoid.compile of this rewrite refused the kernel: "gate, up: contiguous")
+    from hoid.kernels import KernelSet, get
+    from hoid.models.configs import build_model
+    from hoid.models.llm import prefill_graph
+    from hoid.runtime import compile
+
+    graph = rewrite(prefill_graph(build_model("qwen3-1.7b-tiny"), 32, 40), device="h200",
+                    kernels=KernelSet.default().runnable_here())
+    kernels = [n for n in graph.nodes if n.op == "kernel"]
+    assert all(get(n.attrs["kernel"]).rejects([v.type for v in n.inputs], n.attrs) is None for n in kernels)
+    made = {n.outputs[0].name: n for n in graph.nodes}
+    silu = [n for n in kernels if n.attrs["kernel"] == "triton.silu_mul"]
+    assert silu and all(made[v.name].op == "contiguous" and not made[v.name].inputs[0].type.is_contiguous
+                        for n in silu for v in n.inputs)
+    compile(graph, device="cpu")  # binds every kernel node
