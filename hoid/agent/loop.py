@@ -168,7 +168,8 @@ class Runner:
             # the library's patterns, and those of proposers that bring their own (`region_specs()`)
             specs = list(library_kernels().values()) + [s for p in self.proposers
                                                         for s in getattr(p, "region_specs", list)()]
-            regions = discover(self.space, specs, self.device, measured=getattr(self.executor, "profiles_here", False))
+            regions = discover(self.space, specs, self.device, measured=getattr(self.executor, "profiles_here", False),
+                               cache=getattr(self.executor, "cache", None))
             context = Context(self.graph, regions, self.device, self.accepted, self.history, self._spend_llm,
                               self._skip, budget=self.budget, spent=self.spend, _record=self._record_failure,
                               _emit=self._emit)

@@ -63,6 +63,30 @@ def test_repeated_layers_are_timed_once_per_signature(monkeypatch):
     assert rows["%wide"].seconds != rows["%proj0"].seconds and "as %" not in rows["%wide"].method
 
 
+def test_a_cache_makes_a_second_profile_time_and_run_nothing(monkeypatch, tmp_path):
+    from hoid.measure import profile as profile_module
+    from hoid.measure.cache import MeasureCache
+
+    timed, runs = [], []
+    real_time, real_run = profile_module.time_on, profile_module.run
+    monkeypatch.setattr(profile_module, "time_on", lambda device, fn, args, **o: timed.append(args) or real_time(
+        device, fn, args, min_runs=3, min_seconds=0.005))
+    monkeypatch.setattr(profile_module, "run", lambda *a, **k: runs.append(1) or real_run(*a, **k))
+    device = calibrate_cpu()
+    with MeasureCache(tmp_path / "cache.sqlite") as cache:
+        first = profile_graph(mlp(), mode="measured", device=device, cache=cache)
+        assert len(timed) == 3 and len(runs) == 1
+        again = profile_graph(mlp(), mode="measured", device=device, cache=cache)
+        assert len(timed) == 3 and len(runs) == 1  # every signature held: nothing timed, nothing run
+        assert {r.node: r.seconds for r in again.rows} == {r.node: r.seconds for r in first.rows}
+        assert all(r.method == "cache" for r in again.rows)
+        b = GraphBuilder("mlp_exp")  # the same three nodes and one new: only it is timed; the graph runs again
+        x, w, norm = b.input("x", (64, 512), "f32"), b.weight("w", (512, 2048), "f32"), b.weight("norm", (2048,), "f32")
+        profile_graph(b.build(b.exp(b.rmsnorm(b.silu(b.matmul(x, w)), norm))), mode="measured", device=device,
+                      cache=cache)
+        assert len(timed) == 4 and len(runs) == 2
+
+
 def test_auto_is_analytic_without_a_gpu_and_bad_modes_are_refused():
     if not torch.cuda.is_available():
         assert profile_graph(mlp(), device=H200).mode == "analytic"
