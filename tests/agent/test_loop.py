@@ -65,6 +65,28 @@ def test_offline_runs_are_deterministic(tmp_path):
     assert rows[0] == rows[1] and len([r for r in rows[0] if r["verdict"] != "skipped"]) == 3
 
 
+def test_the_library_is_decided_together_in_one_measurement_and_keeps_what_one_by_one_keeps(tmp_path, monkeypatch):
+    from hoid.agent.executor import LocalExecutor
+
+    measured = []
+    real = LocalExecutor.measure_graph
+    monkeypatch.setattr(LocalExecutor, "measure_graph", lambda self, g, **kw: measured.append(g) or real(self, g, **kw))
+    runs = {}
+    for together in (False, True):
+        monkeypatch.setattr(TorchLibrary, "together", together)
+        events, measured[:] = [], []
+        opt = hoid.optimize(mlp_block(), agent=[TorchLibrary()], device="h200", journal=tmp_path / f"{together}.sqlite",
+                            trials=4, progress=events.append)
+        kept = sorted(a["kernel"] for a in opt.report.attempts if a["kept"])
+        runs[together] = (opt.best_s, kept, len(measured), [e for e in events if e["kind"] == "together"])
+    (alone_s, alone_kept, alone_measured, none), (best_s, kept, together_measured, [event]) = runs[False], runs[True]
+    assert none == [] and event["passed"] >= 2 and event["kept"] and kept
+    assert best_s == pytest.approx(alone_s) and kept == alone_kept  # the same kernels, the same graph's price
+    assert together_measured < alone_measured  # what the batch saves: whole-graph measurements
+    attempts = [a for a in opt.report.attempts if a["kept"]]
+    assert all("decided together" in a["why"] and a["graph_s"] == attempts[0]["graph_s"] for a in attempts)
+
+
 def test_a_changed_kernel_version_is_checked_again(tmp_path):
     import dataclasses
 
