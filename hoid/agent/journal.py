@@ -225,3 +225,9 @@ class Journal:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def source_text(spec) -> str:
+    """What the journal keeps of a candidate's code: its source, or the library module it lives in."""
+    source = getattr(spec.launch, "source", None)
+    return source.text if source is not None else f"library: {getattr(spec.launch, '__module__', '?')}"

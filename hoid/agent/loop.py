@@ -12,7 +12,9 @@ With an executor that evaluates several candidates at once (`parallel` > 1: a po
 reads an independent proposer's proposals ahead (`Proposer.independent`) and submits their checks and
 kernel measurements together; it still decides them one by one in the proposer's order, so a run keeps
 the same kernels whichever executor it has. A candidate whose worker was lost twice is recorded as
-failed; a run that has lost every worker stops, resumable.
+failed; a run that has lost every worker stops, resumable. A proposer that says `together` (the library's)
+has its proposals decided in one extraction and one whole-graph measurement first (`together.py`).
+Extraction's cost model and the finalists' timing: `finalists.py`.
 """
 
 from __future__ import annotations
@@ -33,12 +35,13 @@ from ..measure.noise import compare
 from ..measure.timing import Timing
 from .budget import Budget, Spend
 from .executor import Evaluation, Evidence, NoWorkers, WorkerLost, done, evaluate, start_executor
-from .journal import Journal, graph_hash
+from .finalists import Allowed, measure_finalists
+from .journal import Journal, graph_hash, source_text
 from .proposer import DEFAULT_AGENTS, Context, Outcome, Proposal, proposers_for
 from .regions import discover
 from .report import Report
+from .together import decide_together
 
-OUT_OF_REACH = 1e3  # seconds: what a kernel that is neither kept nor on trial costs in an extraction
 MODELLED_MIN_GAIN = 1e-3  # a modelled price has no noise; below this a "gain" is the kernels' tie-break
 
 
@@ -61,19 +64,6 @@ class Optimized:
     @property
     def modelled_gain(self) -> float | None:
         return None if self.report.measured else self.report.gain
-
-
-class _Allowed:
-    """The cost model extraction sees: `inner`, with every kernel e-node not in `allowed` out of reach."""
-
-    def __init__(self, inner, allowed: set):
-        self.inner, self.allowed = inner, allowed
-
-    def __call__(self, call):
-        if call.op == "kernel":
-            if (call.attrs["kernel"], call.inputs, attr_key(call.attrs["attrs"])) not in self.allowed:
-                return OUT_OF_REACH
-        return self.inner(call)
 
 
 def resolve_device(device) -> Device:
@@ -181,7 +171,7 @@ class Runner:
                 proposals, decided = self._proposals(proposer, context), set()
                 if getattr(proposer, "together", False):
                     proposals = list(proposals)
-                    decided = self._together(proposer.name, proposals, context)
+                    decided = decide_together(self, proposer.name, proposals, context)
                 for proposal in proposals:
                     if proposal.key(proposer.name) in decided:
                         continue
@@ -210,7 +200,7 @@ class Runner:
 
     def _try_rules_only(self) -> None:
         """The rule sets alone (no kernel): a finalist like any other, kept if it gains."""
-        finalists = self.space.extract(_Allowed(self.cost, set(self.allowed)), k=0).finalists
+        finalists = self.space.extract(Allowed(self.cost, set(self.allowed)), k=0).finalists
         try:
             evidence = self.executor.measure_graph(finalists[0].graph, modelled=finalists[0].cost)
         except WorkerLost as e:
@@ -277,13 +267,18 @@ class Runner:
             self.spend.attempts -= 1
             return
         attempt = self.journal.begin_attempt(self.run_id, key, proposer, region, spec, proposal.sweep,
-                                             _source_text(spec), note=proposal.note)
+                                             source_text(spec), note=proposal.note)
         self._verdict = None
         verdict_word, kept, why, fields = self._decide(spec, region, proposal, attempt, key)
+        self._record(attempt, proposer, region, spec, verdict_word, kept, why, fields,
+                     kind=getattr(self._verdict, "kind", None))
+
+    def _record(self, attempt, proposer, region, spec, verdict_word, kept, why, fields, *, kind) -> None:
+        """A decided attempt: finished in the journal, in the history the proposers read, and reported."""
         self.journal.update_attempt(attempt, verdict=verdict_word, kept=kept, why=why, finished=1, **fields)
-        self.history.append(Outcome(proposer, region.key, spec.id, verdict_word, kept, why,
-                                    kind=getattr(self._verdict, "kind", None), kernel_s=fields.get("kernel_s"),
-                                    graph_s=fields.get("graph_s"), evidence=fields.get("kernel_evidence")))
+        self.history.append(Outcome(proposer, region.key, spec.id, verdict_word, kept, why, kind=kind,
+                                    kernel_s=fields.get("kernel_s"), graph_s=fields.get("graph_s"),
+                                    evidence=fields.get("kernel_evidence")))
         self._emit(kind="attempt", proposer=proposer, kernel=spec.id, region=region.key, verdict=verdict_word,
                    kept=kept, why=why, best=self.best.seconds, evidence=self.best.evidence)
 
@@ -308,13 +303,13 @@ class Runner:
         trial = KernelSet.empty().accept(spec, region.types, region.attrs, params, evidence=kernel.evidence)
         self._apply_library(self.space, trial)
         signature = (spec.id, tuple(region.types), attr_key(region.attrs))
-        finalists = self.space.extract(_Allowed(self.cost, self.allowed | {signature}), k=self.k).finalists
+        finalists = self.space.extract(Allowed(self.cost, self.allowed | {signature}), k=self.k).finalists
         best_f, best_e = None, None
         # a finalist without the candidate says nothing about it
         finalists = [f for f in {graph_hash(f.graph): f for f in finalists}.values()
                      if any(n.op == "kernel" and n.attrs["kernel"] == spec.id for n in f.graph.nodes)]
         try:
-            timed = _measure_graphs(self.executor, [(f.graph, f.cost) for f in finalists])
+            timed = measure_finalists(self.executor, [(f.graph, f.cost) for f in finalists])
         except WorkerLost as e:
             return "failed", False, f"finalists not measured: {e}", fields
         for f, e in zip(finalists, timed, strict=True):
@@ -330,89 +325,6 @@ class Runner:
         self._admit(spec, region, params, measured)
         self._keep(best_f.graph, best_e, attempt)
         return "passed", True, why + ("" if measured else " (modelled: provisional, not stored)") + retried, fields
-
-    def _together(self, proposer: str, proposals: list[Proposal], context: Context) -> set[str]:
-        """A `together` proposer's proposals (the library's) decided at once: each checked and measured as
-        alone, then one extraction over all that passed and one whole-graph measurement of its finalists.
-        On a gain, those the best finalist uses are kept together, and those it does not use are passed over:
-        the batch's optimum is feasible with any one of them beside the kept ones, so alone it could only tie
-        (all journaled; their keys returned). Without a gain (or with fewer than two passing) they are
-        decided one by one as any proposal is, their checks and measurements reused. Why: one by one, each
-        of a decode step's dozen library regions costs a whole-graph measurement (5-7 s for Qwen3-1.7B on
-        the H200), and a 1-minute budget kept one of them."""
-        room = None if self.budget.attempts is None else self.budget.attempts - self.spend.attempts
-        fresh = []
-        for proposal in proposals:
-            key, region = proposal.key(proposer), context.region(proposal.region)
-            if (proposal.kernel.id, tuple(region.types), attr_key(region.attrs)) in self.allowed or \
-                    self.journal.finished_attempt(self.run_id, key) is not None:
-                continue  # its own turn replays or skips it
-            if room is not None and len(fresh) >= room or \
-                    self.spend.exhausted(Budget(minutes=self.budget.minutes)) is not None:
-                break  # out of attempts or time: what was evaluated is still decided, together
-            if key not in self._pending:
-                self._pending[key] = self._submit(proposal.kernel, region, proposal.sweep)
-            fresh.append((proposal, key, region))
-        passed = []
-        for proposal, key, region in fresh:
-            try:
-                result = self._pending[key].result()
-            except WorkerLost:
-                continue  # decided alone, where it is recorded as failed
-            if result.verdict is not None and result.verdict.ok and result.kernel is not None:
-                passed.append((proposal, key, region, result))
-        if len(passed) < 2:
-            return set()
-        trial = KernelSet.empty()
-        for proposal, _, region, result in passed:
-            trial = trial.accept(proposal.kernel, region.types, region.attrs, result.params,
-                                 evidence=result.kernel.evidence)
-        self._apply_library(self.space, trial)
-        signatures = {(p.kernel.id, tuple(r.types), attr_key(r.attrs)) for p, _, r, _ in passed}
-        finalists = self.space.extract(_Allowed(self.cost, self.allowed | signatures), k=self.k).finalists
-        finalists = list({graph_hash(f.graph): f for f in finalists}.values())
-        try:
-            timed = _measure_graphs(self.executor, [(f.graph, f.cost) for f in finalists])
-        except WorkerLost:
-            return set()
-        best_f, best_e = min(zip(finalists, timed, strict=True), key=lambda fe: fe[1].seconds)
-        gain, why = self._gain(best_e)
-        used = [c for c in passed if _uses(best_f.graph, c[0].kernel.id, c[2])]
-        self._emit(kind="together", proposer=proposer, passed=len(passed), used=len(used), kept=gain, why=why)
-        if not gain or not used:
-            return set()
-        attempt = None
-        for proposal, key, region, result in passed:
-            self.spend.attempts += 1
-            spec, kernel = proposal.kernel, result.kernel
-            keep = any(c[1] == key for c in used)
-            measured = kernel.evidence == "measured" and best_e.evidence == "measured"
-            if keep:
-                said = f"kept, decided together with the {len(passed)} of {proposer}'s that passed: {why}" + (
-                    "" if measured else " (modelled: provisional, not stored)")
-            else:  # the batch's optimum is feasible with this one and the kept alone: it could only tie
-                said = (f"decided together: the extraction over all {len(passed)} of {proposer}'s that passed "
-                        "chose others")
-            if result.retried:
-                said += f"; evaluated again after its worker was lost ({result.retried})"
-            attempt_id = self.journal.begin_attempt(self.run_id, key, proposer, region, spec, proposal.sweep,
-                                                    _source_text(spec), note=proposal.note)
-            self.journal.update_attempt(attempt_id, verdict="passed", kept=keep, why=said, finished=1,
-                                        verdict_reason=result.verdict.reason, params=result.params,
-                                        kernel_s=kernel.seconds, kernel_evidence=kernel.evidence,
-                                        kernel_method=kernel.method, graph_s=best_e.seconds if keep else None,
-                                        graph_evidence=best_e.evidence if keep else None)
-            if keep:
-                self._admit(spec, region, result.params, measured)
-                attempt = attempt_id
-            self._pending.pop(key, None)
-            self.history.append(Outcome(proposer, region.key, spec.id, "passed", keep, said,
-                                        kind=getattr(result.verdict, "kind", None), kernel_s=kernel.seconds,
-                                        graph_s=best_e.seconds if keep else None, evidence=kernel.evidence))
-            self._emit(kind="attempt", proposer=proposer, kernel=spec.id, region=region.key, verdict="passed",
-                       kept=keep, why=said, best=best_e.seconds, evidence=best_e.evidence)
-        self._keep(best_f.graph, best_e, attempt)
-        return {key for _, key, _, _ in passed}
 
     # --- decisions -------------------------------------------------------------------------------
     def _gain(self, candidate: Evidence) -> tuple[bool, str]:
@@ -474,7 +386,7 @@ class Runner:
             self._apply_library(self.space, KernelSet.empty().accept(a.spec, a.types, a.attrs, a.params))
             self.reused.append(f"{a.spec.id} at {', '.join(map(str, a.types))}")
         if found.current:
-            finalists = self.space.extract(_Allowed(self.cost, set(self.allowed)), k=0).finalists
+            finalists = self.space.extract(Allowed(self.cost, set(self.allowed)), k=0).finalists
             try:
                 evidence = self.executor.measure_graph(finalists[0].graph, modelled=finalists[0].cost)
             except WorkerLost as e:
@@ -528,27 +440,6 @@ class Runner:
                         self.resumed, self.journal.attempts(self.run_id), sorted(set(kept)), self.reused,
                         [f"{k}: {why}" for k, why in self.stale.items()])
         return Optimized(self.best_graph, report, self.baseline.seconds, self.best.seconds, self.accepted)
-
-
-def _source_text(spec) -> str:
-    """What the journal keeps of a candidate's code: its source, or the library module it lives in."""
-    source = getattr(spec.launch, "source", None)
-    return source.text if source is not None else f"library: {getattr(spec.launch, '__module__', '?')}"
-
-
-def _uses(graph: Graph, kernel_id: str, region) -> bool:
-    """Does `graph` run `kernel_id` at `region`'s signature (shapes and dtypes: the e-graph's, no layouts)?"""
-    key = attr_key(region.attrs)
-    return any(n.op == "kernel" and n.attrs["kernel"] == kernel_id and len(n.inputs) == len(region.types)
-               and all(v.type.same_data_type(t) for v, t in zip(n.inputs, region.types, strict=True))
-               and attr_key(n.attrs["attrs"]) == key for n in graph.nodes)
-
-
-def _measure_graphs(executor, graphs) -> list[Evidence]:
-    """The finalists' whole-graph times: together where the executor can (a pool), else one by one."""
-    if hasattr(executor, "measure_graphs"):
-        return executor.measure_graphs(graphs)
-    return [executor.measure_graph(g, modelled=modelled) for g, modelled in graphs]
 
 
 class _Stop(Exception):

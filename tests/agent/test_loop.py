@@ -30,7 +30,9 @@ def test_a_correct_but_slower_kernel_is_not_kept(tmp_path):
     assert attempt["verdict"] == "passed" and attempt["kernel_evidence"] == "measured"  # the CPU timer's
     assert not attempt["kept"]
     assert not any(n.op == "kernel" for n in opt.graph.nodes)
-    assert opt.report.measured and opt.speedup is not None and opt.speedup <= 1.0 + 1e-9
+    # the speedup is the rule sets' alone (their fused rmsnorm op may time faster than the graph as imported)
+    assert opt.report.measured and opt.speedup is not None
+    assert attempt["graph_s"] is None or attempt["graph_s"] >= opt.best_s
 
 
 def test_modelled_plan_is_labelled_and_never_a_speedup(tmp_path):

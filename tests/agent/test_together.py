@@ -1,0 +1,83 @@
+"""A `together` proposer's batch: one extraction and one whole-graph measurement, kept or passed over
+with the reason, and one by one where the batch gains nothing (CPU, modelled H200 prices)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import hoid
+from hoid.agent.executor import LocalExecutor
+from hoid.kernels import KernelSpec
+from hoid.kernels.pattern import op_pattern
+from hoid.measure.devices import get_device
+
+from .helpers import SLOW_RMSNORM, Only, norm_graph
+
+
+def _rmsnorm(x, w, out, *, eps):
+    out.copy_(w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)))
+
+
+FAST_RMSNORM = KernelSpec(id="test.rmsnorm", pattern=op_pattern("rmsnorm", 2), backend="torch", launch=_rmsnorm,
+                          deterministic=True)
+
+
+class Batch(Only):
+    together = True
+
+
+class Priced(LocalExecutor):
+    """Modelled H200 prices, with some kernels priced by hand (seconds)."""
+
+    def __init__(self, prices: dict[str, float], **kw):
+        super().__init__(get_device("h200"), **kw)
+        self.prices = prices
+
+    def cost_model(self):
+        inner = super().cost_model()
+
+        def cost(call):
+            return self.prices.get(call.attrs["kernel"]) or inner(call) if call.op == "kernel" else inner(call)
+        return cost
+
+
+def _run(tmp_path, name, proposer, prices, **kw):
+    executor = Priced(prices)
+    events = []
+    opt = hoid.optimize(norm_graph(), agent=[proposer], device="h200", journal=tmp_path / f"{name}.sqlite",
+                        store=False, trials=4, executor=executor, progress=events.append, **kw)
+    attempts = {a["kernel"]: a for a in opt.report.attempts}
+    return opt, attempts, [e for e in events if e["kind"] == "together"]
+
+
+def test_the_unused_kernel_of_a_batch_is_passed_over_with_why_and_the_batch_keeps_what_one_by_one_keeps(tmp_path):
+    # the fast one under the rmsnorm op's modelled price (the rules alone fuse the norm into it), the slow one far over
+    prices = {FAST_RMSNORM.id: 1e-8, SLOW_RMSNORM.id: 1e-3}
+    alone, alone_attempts, _ = _run(tmp_path, "alone", Only("p", FAST_RMSNORM, SLOW_RMSNORM), prices)
+    opt, attempts, [event] = _run(tmp_path, "batch", Batch("p", FAST_RMSNORM, SLOW_RMSNORM), prices)
+    assert event["passed"] == 2 and event["used"] == 1 and event["kept"]
+    fast, slow = attempts[FAST_RMSNORM.id], attempts[SLOW_RMSNORM.id]
+    assert fast["kept"] and "decided together" in fast["why"] and fast["graph_s"] == pytest.approx(opt.best_s)
+    assert slow["verdict"] == "passed" and not slow["kept"] and "chose others" in slow["why"]
+    assert slow["graph_s"] is None  # it was not measured on its own: nothing to claim for it
+    assert alone_attempts[FAST_RMSNORM.id]["kept"] and not alone_attempts[SLOW_RMSNORM.id]["kept"]
+    assert opt.best_s == pytest.approx(alone.best_s) and opt.report.kept == alone.report.kept
+    assert len(opt.report.attempts) == 2 and opt.report.stop_reason == alone.report.stop_reason
+
+
+def test_a_batch_that_gains_nothing_is_decided_one_by_one(tmp_path):
+    prices = {FAST_RMSNORM.id: 1.0, SLOW_RMSNORM.id: 2.0}  # both slower than the graph as it is
+    opt, attempts, [event] = _run(tmp_path, "nogain", Batch("p", FAST_RMSNORM, SLOW_RMSNORM), prices)
+    assert event["passed"] == 2 and not event["kept"]
+    assert not opt.report.kept and not any(n.op == "kernel" for n in opt.graph.nodes)
+    for attempt in attempts.values():  # decided on their own turn, each with its own reason
+        assert attempt["verdict"] == "passed" and not attempt["kept"] and "decided together" not in attempt["why"]
+
+
+def test_a_batch_stops_at_the_attempts_budget_and_the_rest_is_left(tmp_path):
+    opt, attempts, events = _run(tmp_path, "budget", Batch("p", FAST_RMSNORM, SLOW_RMSNORM),
+                                    {FAST_RMSNORM.id: 1e-8, SLOW_RMSNORM.id: 1e-3}, budget=hoid.Budget(attempts=1))
+    assert events == []  # one evaluated within the budget: no batch of two to decide
+    assert list(attempts) == [FAST_RMSNORM.id] and attempts[FAST_RMSNORM.id]["kept"]
+    assert opt.report.stop_reason == "budget spent: 1 attempts"
