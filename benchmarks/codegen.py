@@ -58,89 +58,13 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")  # the smoke run: kernels under Triton's interpreter
 
-
-def models(layers: int, smoke: bool) -> dict:
-    """name -> (model factory, input factory); bf16 random weights on the GPU."""
-    import transformers as T
-
-    def vit():
-        cfg = T.ViTConfig(num_hidden_layers=layers) if not smoke else T.ViTConfig(
-            hidden_size=64, num_hidden_layers=1, num_attention_heads=4, intermediate_size=128, image_size=32,
-            patch_size=8)
-        return T.ViTModel(cfg, add_pooling_layer=False), lambda: (torch.randn(8 if not smoke else 1, 3,
-                                                                              cfg.image_size, cfg.image_size),)
-
-    def whisper():
-        from transformers.models.whisper.modeling_whisper import WhisperEncoder
-
-        kw = dict(d_model=1280, encoder_layers=layers, encoder_attention_heads=20, encoder_ffn_dim=5120,
-                  num_mel_bins=128, max_source_positions=1500)
-        if smoke:
-            kw = dict(d_model=64, encoder_layers=1, encoder_attention_heads=4, encoder_ffn_dim=128, num_mel_bins=16,
-                      max_source_positions=16)
-        cfg = T.WhisperConfig(**kw, vocab_size=100, pad_token_id=0, bos_token_id=1, eos_token_id=2,
-                              decoder_start_token_id=1)
-        frames = 2 * cfg.max_source_positions  # 30 s of audio: 3000 mel frames
-        return WhisperEncoder(cfg), lambda: (torch.randn(1, cfg.num_mel_bins, frames),)
-
-    def bge_m3():
-        kw = dict(vocab_size=250002, hidden_size=1024, num_hidden_layers=layers, num_attention_heads=16,
-                  intermediate_size=4096, max_position_embeddings=8194, type_vocab_size=1, pad_token_id=1)
-        if smoke:
-            kw = dict(vocab_size=128, hidden_size=64, num_hidden_layers=1, num_attention_heads=4,
-                      intermediate_size=128, max_position_embeddings=64, type_vocab_size=1, pad_token_id=1)
-        cfg = T.XLMRobertaConfig(**kw)
-        batch, tokens = (8, 512) if not smoke else (1, 8)
-        return (T.XLMRobertaModel(cfg, add_pooling_layer=False),
-                lambda: (torch.randint(2, cfg.vocab_size, (batch, tokens)),))
-
-    return {"vit-base-16": vit, "whisper-large-v3-encoder": whisper, "bge-m3": bge_m3}
-
-
-def forms(smoke: bool) -> dict:
-    """name -> the region's graph (bf16 on the GPU; tiny, with tiles of 64 so that rows loop, for --smoke)."""
-    from hoid.ir import GraphBuilder
-
-    dt = "f32" if smoke else "bf16"
-    rows, long, wide = (3, 200, 256) if smoke else (256, 32768, 65536)
-
-    def region(name, build):
-        b = GraphBuilder(name)
-        outs = build(b)
-        return b.build(*(outs if isinstance(outs, tuple) else (outs,)))
-
-    def whisper_input(b):
-        c, t = (8, 6) if smoke else (1280, 1500)
-        y = b.add(b.permute(b.gelu(b.input("conv", (1, c, t), dt)), dims=[0, 2, 1]), b.input("pos", (t, c), dt))
-        return y, b.layer_norm(y, b.input("w", (c,), dt), b.input("b", (c,), dt), normalized_shape=[c])
-
-    def split_heads(b):
-        bs, n, h, d = (1, 4, 2, 4) if smoke else (8, 512, 16, 64)
-        x = b.reshape(b.input("qkv", (bs, n, h * d), dt), shape=(bs, n, h, d))
-        return b.mul(b.add(x, b.input("bias", (d,), dt)), 0.125)
-
-    def masked_softmax(b):
-        bs, h, n = (1, 2, 6) if smoke else (8, 16, 512)
-        mask = b.expand(b.input("mask", (bs, 1, 1, n), dt), shape=(bs, h, n, n))
-        return b.softmax(b.add(b.input("scores", (bs, h, n, n), dt), mask), dim=-1)
-
-    return {
-        "looped-softmax": region("softmax", lambda b: b.softmax(b.input("x", (rows, long), dt), dim=-1)),
-        "looped-layer-norm": region("ln", lambda b: b.layer_norm(
-            b.input("x", (rows // 2, wide), dt), b.input("w", (wide,), dt), b.input("b", (wide,), dt),
-            normalized_shape=[wide])),
-        "looped-rmsnorm": region("rms", lambda b: b.op("rmsnorm", b.input("x", (rows, long), dt),
-                                                       b.input("w", (long,), dt), eps=1e-6)),
-        "looped-var-of-x-minus-max": region("stats", lambda b: b.op("var", b.sub(
-            x := b.input("x", (rows // 2, wide), dt), b.amax(x, dim=[-1], keepdim=True)), dim=[-1])),  # 3 passes
-        "view-whisper-input": region("whisper_in", whisper_input),
-        "view-split-heads": region("heads", split_heads),
-        "view-masked-softmax": region("mask", masked_softmax),
-    }
+from codegen_cases import forms, models  # noqa: E402
+from codegen_inductor import compiled_by_inductor, no_recompile, region_fn  # noqa: E402
 
 
 def bench_forms(device, smoke: bool, report) -> list[dict]:
@@ -167,26 +91,6 @@ def on_device(args, dtype, device):
     return tuple(a.to(device=device, dtype=dtype) if a.is_floating_point() else a.to(device) for a in args)
 
 
-def region_fn(body):
-    """The region's torch ops (each op's registered reference), as one Python function for torch.compile."""
-    from hoid.ir.registry import get_op
-
-    nodes = [(get_op(n.op).reference, [v.name for v in n.inputs], dict(n.attrs), [v.name for v in n.outputs])
-             for n in body.nodes]
-    names = [gi.value.name for gi in body.inputs]
-    outs = [v.name for v in body.outputs]
-
-    def fn(*tensors):
-        env = dict(zip(names, tensors, strict=True))
-        for ref, ins, attrs, produced in nodes:
-            made = ref(*(env[i] for i in ins), **attrs)
-            made = made if isinstance(made, tuple) else (made,)
-            env.update(zip(produced, made, strict=True))
-        return tuple(env[o] for o in outs)
-
-    return fn
-
-
 TIMER = dict(rotate=True, graph=True, repeat=20)  # ours (auto and tuned) and Inductor's: one protocol
 
 
@@ -199,37 +103,6 @@ def timed(fn, args, smoke: bool) -> float:
     from hoid.measure.cuda import time_cuda
 
     return time_cuda(fn, args, **TIMER).median
-
-
-def compiled_by_inductor(fn, example, mode: str, **options):
-    """`torch.compile(fn)` after `torch._dynamo.reset()`, called once on `example`, with dynamo's counters
-    showing that it compiled a graph: every region's function shares one code object, and without the reset
-    dynamo recompiled it per region until its recompile limit, then ran the rest eager (the 2026-12-01 run's
-    invalid Whisper and BGE-M3 figures). Returns (the compiled fn, its output, what dynamo counted)."""
-    from torch._dynamo.utils import counters
-
-    torch._dynamo.reset()
-    counters.clear()
-    compiled = torch.compile(fn, mode=mode, dynamic=False, **options)
-    with torch.no_grad():
-        out = compiled(*example)
-    graphs, breaks = counters["stats"]["unique_graphs"], sum(counters["graph_break"].values())
-    if graphs < 1:
-        raise RuntimeError(f"torch.compile compiled no graph of {getattr(fn, '__name__', type(fn).__name__)} "
-                           f"(dynamo's counters: {dict(counters['stats'])}): its times would be eager PyTorch's, "
-                           "not Inductor's")
-    return compiled, out, {"graphs": graphs, "graph_breaks": breaks}
-
-
-def no_recompile(compiled):
-    """`compiled` with recompiles made errors: a timed call that recompiled would time another kernel, or
-    eager PyTorch past the recompile limit."""
-
-    def fn(*args):
-        with torch._dynamo.config.patch(error_on_recompile=True), torch.no_grad():
-            return compiled(*args)
-
-    return fn
 
 
 def tune_region(generated, smoke: bool):

@@ -13,7 +13,7 @@ import torch
 
 pytest.importorskip("transformers")
 
-import codegen  # noqa: E402  (benchmarks/ is on the path: conftest)
+import codegen_inductor  # noqa: E402  (benchmarks/ is on the path: conftest)
 
 from hoid.ir import GraphBuilder  # noqa: E402
 
@@ -30,23 +30,23 @@ def _bodies(n: int):
 def test_every_region_is_compiled_past_dynamos_recompile_limit():
     limit = torch._dynamo.config.recompile_limit
     for body in _bodies(limit + 2):
-        fn = codegen.region_fn(body)
+        fn = codegen_inductor.region_fn(body)
         x = torch.randn(*body.inputs[0].value.type.shape)
-        compiled, out, counted = codegen.compiled_by_inductor(fn, (x,), None, backend="eager", fullgraph=True)
+        compiled, out, counted = codegen_inductor.compiled_by_inductor(fn, (x,), None, backend="eager", fullgraph=True)
         assert counted["graphs"] == 1, counted
         torch.testing.assert_close(out[0], torch.exp(x * 0.5))
-        torch.testing.assert_close(codegen.no_recompile(compiled)(x)[0], torch.exp(x * 0.5))
+        torch.testing.assert_close(codegen_inductor.no_recompile(compiled)(x)[0], torch.exp(x * 0.5))
 
 
 def test_a_function_dynamo_compiles_no_graph_of_is_an_error_not_a_figure():
     with pytest.raises(RuntimeError, match="compiled no graph"):
-        codegen.compiled_by_inductor(lambda x: x, (torch.randn(3),), None, backend="eager")
+        codegen_inductor.compiled_by_inductor(lambda x: x, (torch.randn(3),), None, backend="eager")
 
 
 def test_a_timed_call_that_would_recompile_fails():
-    compiled, _, _ = codegen.compiled_by_inductor(lambda x: x * 2, (torch.randn(3),), None, backend="eager")
+    compiled, _, _ = codegen_inductor.compiled_by_inductor(lambda x: x * 2, (torch.randn(3),), None, backend="eager")
     with pytest.raises(Exception, match="[Rr]ecompil"):
-        codegen.no_recompile(compiled)(torch.randn(5))
+        codegen_inductor.no_recompile(compiled)(torch.randn(5))
 
 
 @pytest.mark.slow
