@@ -27,6 +27,7 @@ class CodegenProposer:
 
     name = "codegen"
     independent = True  # its proposals never depend on earlier outcomes: a pool may read them ahead
+    together = True  # decided at once first (one whole-graph measurement for all that pass): see together.py
 
     def __init__(self, *, sweep: int = 5):
         self.sweep = sweep

@@ -156,6 +156,7 @@ class DirectoryProposer:
     """See the module doc. `path`: a folder of kernel folders, or one."""
 
     independent = True  # its proposals never depend on earlier outcomes: a pool may read them ahead
+    together = True  # decided at once first (one whole-graph measurement for all that pass): see together.py
 
     def __init__(self, path: str | Path):
         self.path = str(path)

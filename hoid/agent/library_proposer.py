@@ -30,7 +30,7 @@ class LibraryProposer:
 
     name = "library"
     independent = True  # its proposals never depend on earlier outcomes: a pool may read them ahead
-    together = True  # decided at once first (one whole-graph measurement for all that pass): see loop._together
+    together = True  # decided at once first (one whole-graph measurement for all that pass): see together.py
 
     def __init__(self, *, sweep: int = 8):
         self.sweep = sweep

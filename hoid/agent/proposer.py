@@ -21,6 +21,8 @@ deterministic (same context, same proposals in the same order): that is what mak
 A proposer whose proposals never depend on the outcomes of earlier ones (it reads neither `history` nor
 `accepted`) says so with `independent = True`: then a pool of workers (`hoid.agent.WorkerPool`) may read
 its proposals ahead and check and measure several at once; the loop still decides them in its order.
+An independent proposer may also say `together = True`: its proposals are then decided as a batch first,
+one extraction and one whole-graph measurement for all that pass (`hoid/agent/together.py`).
 
 The loop's regions are those of the library's patterns. A proposer whose kernels implement other
 patterns (a region cut from the graph, as `DirectoryProposer`'s do) lists their specs in an optional

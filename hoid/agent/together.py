@@ -1,4 +1,5 @@
-"""Deciding a batch of proposals at once (a proposer with `together = True`: the library's).
+"""Deciding a batch of proposals at once (a proposer with `together = True`: the library's, a kernel
+directory's, codegen's).
 
 One by one, each proposal costs an extraction and a whole-graph measurement of its finalists: for a
 decode step's dozen library regions that is a dozen whole-graph compiles and timings (5-7 s each for
@@ -8,9 +9,9 @@ Qwen3-1.7B on the H200), and a 1-minute `hoid.optimize` kept one library kernel.
     -> one whole-graph measurement of its finalists -> on a gain, keep those the best finalist uses
 
 Why passing over the others is sound: the batch's best finalist is feasible with any one unused kernel
-added beside the kept ones, so extracted alone it could only tie. Without a gain (or with fewer than
-two passing) nothing is decided here: the loop decides them one by one as any proposal, their checks
-and kernel measurements reused, so a batch never keeps less than one-by-one would.
+added beside the kept ones, so under the extraction's prices it could only tie alone. Without a gain (or
+with fewer than two passing) nothing is decided here: the loop decides them one by one as any proposal,
+their checks and kernel measurements reused: a batch that gains nothing costs one extra measurement.
 """
 
 from __future__ import annotations

@@ -128,7 +128,10 @@ def _vars(count: int) -> list[str]:
 def encode(graph: Graph) -> Encoding:
     """The templates and rows that put `graph` into an e-graph declared with `language.declarations()`."""
     enc = Encoding(graph)
-    weight_ids = {v.name: i for i, v in enumerate(graph.weight_inputs)}
+    # 2-d weights first, in graph order: the layout merges join only consecutive ids, and a bias or a norm
+    # weight between two projections would keep Q, K and V apart
+    weights = sorted(graph.weight_inputs, key=lambda v: len(v.type.shape) != 2)
+    weight_ids = {v.name: i for i, v in enumerate(weights)}
     for gi in graph.inputs:
         name = gi.value.name
         if name in weight_ids:  # the weight id is the row's second int

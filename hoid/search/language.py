@@ -15,9 +15,9 @@ whose outputs are `(Out k i)`; the key names its implementation and body in the 
 
 Facts rules guard on: `(shape t)` (a `Vec i64`) and `(dtype t)` (a String), functions without a merge
 so that an unsound rule that puts tensors of different types in one class fails loudly instead of
-poisoning it; `(weight-id t)` numbers weight inputs in graph order (layout merges use it to stay
-canonical); `(is-float d)` and `(lossless narrow wide)` are dtype facts. `(N i)` is an
-unextractable handle per encoded value, so Python can name e-classes.
+poisoning it; `(weight-id t)` numbers weight inputs, 2-d ones first in graph order (layout merges use
+it to stay canonical and join consecutive projections only); `(is-float d)` and `(lossless narrow wide)`
+are dtype facts. `(N i)` is an unextractable handle per encoded value, so Python can name e-classes.
 
 This module is pure text: it never imports egglog (see `_egglog.py`).
 """
