@@ -8,7 +8,7 @@ A naive "two matmuls share an input" rule explodes (every subset, in every order
 notes/egglog-at-scale.md). This one is canonical and contiguous: the right part is a single weight input
 whose `weight-id` (2-d weights numbered in graph order) is the next one after the left part's, and the
 merged weight takes the id of its last part; so Q/K/V yields {q,k}, {k,v} and {q,k,v} once each, never a
-permutation, and n projections of one input make O(n) merges, not every subset. Why contiguous: an
+permutation, and n consecutive projections of one input make its n(n-1)/2 runs, not every subset. Why contiguous: an
 SDXL UNet's cross-attention K/V projections all read the same text states (140 of them at full size);
 with any subset allowed, even the tiny UNet's search ran to its time limit (114k e-nodes in 97 s) where
 without the layout rules it saturates in 2 s. The subsets skipped ({q,v}; K of one block with V of
