@@ -82,6 +82,8 @@ def test_hoid_reports_its_optimization_and_profile(smoke):
     opt = hoid["optimize"]
     assert opt["cold"]["seconds"] > 0 and opt["warm"]["seconds"] > 0
     assert opt["cold"]["stop_reason"] == "budget spent: 0 attempts"
+    # the rows run the faster run's graph: the warm one only where it beat the cold one
+    assert opt["rows_run"] == ("warm" if opt["warm"]["best_s"] < opt["cold"]["best_s"] else "cold")
     assert opt["agents"] == ["library"]  # --agent reaches hoid.optimize
     assert hoid["profile"]["rows"] and hoid["profile"]["step_s"] > 0
     assert hoid["captured"] is False and hoid["cuda_graph_reason"] == "the device is not a GPU"
