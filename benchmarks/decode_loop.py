@@ -8,8 +8,9 @@ can be gated also gives logits: `prefill_logits` / `step_logits` -> [B, V] (the 
 `measure` runs a warm-up generation (compiles, CUDA-graph captures), then times the prefill (time to
 first token, the median of a few) and a greedy decode of the remaining new tokens, each token fed back
 as the next input. `teacher_forced` feeds given tokens instead and hands each step's logits to a
-callback (the correctness gate). `run_row` wraps a row's build and measurement: peak memory, a
-`Skip` (a row this device cannot run, with the reason), or an error, recorded instead of raised.
+callback (the correctness gate). `run_row` wraps a row's build and measurement in `record_row`, the one row
+wrapper of every benchmark (decode and forward workloads alike): peak memory, a `Skip` (a row this device
+cannot run, with the reason), or an error, recorded instead of raised.
 """
 
 from __future__ import annotations
@@ -203,29 +204,57 @@ def allocated(device: torch.device) -> int | None:
     return torch.cuda.memory_allocated(device) if device.type == "cuda" else None
 
 
-def run_row(key: str, name: str, group: str, build: Callable[[], Decoder], prompt: torch.Tensor, new_tokens: int,
-            *, warmup: int = 8, after: Callable[[Decoder, dict, torch.Tensor], None] | None = None) -> dict:
-    """One row: build the decoder, measure it, then `after(decoder, row, tokens)` (the gate) while it is
-    alive. A `Skip` is recorded as skipped with its reason; any other exception as an error (printed), so
-    one broken row does not cost a whole GPU run."""
-    device = prompt.device
+def record_row(key: str, name: str, group: str, device: torch.device, work: Callable[[dict, list], None]) -> dict:
+    """The one wrapper of a benchmark row, decode or forward: frees what the last row left, resets the peak
+    memory, runs `work(row, closers)` (it fills `row`, and appends to `closers` what must run when the row
+    ends, whether it raised or not), and records a `Skip` as skipped with its reason and any other exception
+    as an error (printed), so one broken row does not cost a whole GPU run. `row["status"]` is "ok" unless
+    `work` set it or raised."""
     row = {"key": key, "name": name, "group": group}
-    decoder = None
+    closers: list[Callable[[], None]] = []
     began = time.perf_counter()
     try:
         release(device)
         row["start_bytes"] = allocated(device)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
+        work(row, closers)
+        row.setdefault("status", "ok")
+    except Skip as e:
+        row.update(status="skipped", reason=str(e))
+    except Exception as e:  # recorded, printed, and the run goes on to the next row
+        traceback.print_exc()
+        row.update(status="error", reason=f"{type(e).__name__}: {e}")
+    finally:
+        for close in closers:
+            close()
+        closers.clear()
+        release(device)
+        row["row_s"] = time.perf_counter() - began  # the row's whole wall time: what a GPU slice costs
+    return row
+
+
+def peak_bytes(device: torch.device) -> int | None:
+    return torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
+
+
+def run_row(key: str, name: str, group: str, build: Callable[[], Decoder], prompt: torch.Tensor, new_tokens: int,
+            *, warmup: int = 8, after: Callable[[Decoder, dict, torch.Tensor], None] | None = None) -> dict:
+    """One decode row (`record_row`): build the decoder, measure it, then `after(decoder, row, tokens)` (the
+    gate) while it is alive."""
+
+    def work(row: dict, closers: list) -> None:
         begin = time.perf_counter()
         with phase(f"{key}: build"):
             decoder = build()
+        if decoder.close is not None:
+            closers.append(decoder.close)
         row["build_s"] = time.perf_counter() - begin
         with phase(f"{key}: measure (the warm-up compiles and captures)"):
             figures, tokens = measure(decoder, prompt, new_tokens, warmup=warmup)
         progress(f"{key}: warm-up {figures['warmup_s']:.1f} s, decode {figures['decode_s']:.1f} s")
         row.update(figures)
-        row["peak_bytes"] = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
+        row["peak_bytes"] = peak_bytes(prompt.device)
         row.update(decoder.info)
         if decoder.describe is not None:
             with phase(f"{key}: describe (hoid's profile)"):
@@ -234,15 +263,5 @@ def run_row(key: str, name: str, group: str, build: Callable[[], Decoder], promp
         if after is not None:
             with phase(f"{key}: gate"):
                 after(decoder, row, tokens)
-    except Skip as e:
-        row.update(status="skipped", reason=str(e))
-    except Exception as e:  # recorded, printed, and the run goes on to the next row
-        traceback.print_exc()
-        row.update(status="error", reason=f"{type(e).__name__}: {e}")
-    finally:
-        if decoder is not None and decoder.close is not None:
-            decoder.close()
-        del decoder
-        release(device)
-        row["row_s"] = time.perf_counter() - began  # the row's whole wall time: what a GPU slice costs
-    return row
+
+    return record_row(key, name, group, prompt.device, work)

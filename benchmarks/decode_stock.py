@@ -66,38 +66,54 @@ def hf_static(lm, shape: Shape, ctx: Context) -> Decoder:
                    step_logits=lambda ids, pos: last_logits(module(ids, pos)))
 
 
-def _compiled(module, mode: str, ctx: Context, *, fullgraph: bool, cd: bool = False) -> Decoder:
-    """`greedy(module(ids, pos))` under torch.compile `mode`: one compiled function for prefill and step."""
-    info = {"mode": mode, "coordinate_descent_tuning": cd, "fullgraph": fullgraph,
-            "compiled_prefill": ctx.compile_prefill}
+# The torch.compile rows every benchmark runs: key -> (name, mode, coordinate-descent tuning)
+COMPILE_ROWS = {
+    "compile-default": ("torch.compile default", "default", False),
+    "compile-reduce-overhead": ("torch.compile reduce-overhead", "reduce-overhead", False),
+    "compile-max-autotune": ("torch.compile max-autotune", "max-autotune", False),
+    "compile-max-autotune-cd": ("torch.compile max-autotune + coordinate descent", "max-autotune", True),
+}
+
+
+def compile_stock(fn, mode: str, device: torch.device, *, fullgraph: bool, cd: bool = False,
+                  cpu_inductor: bool = False):
+    """(compiled fn, info, close) of `fn` under torch.compile `mode`, `dynamic=False`: what every stock compiled
+    row of every benchmark runs. On the CPU, reduce-overhead and max-autotune raise `Skip` (they need CUDA) and
+    default runs through dynamo's eager backend unless `cpu_inductor`. `cd` turns coordinate-descent tuning on
+    until `close()`: inductor reads it when the first call compiles, which is inside the row's warm-up."""
+    info = {"mode": mode, "coordinate_descent_tuning": cd, "fullgraph": fullgraph}
     backend = "inductor"
-    if ctx.device.type != "cuda":
+    if device.type != "cuda":
         if mode == "reduce-overhead":
             raise Skip("needs CUDA: reduce-overhead is torch.compile with CUDA graphs")
         if mode.startswith("max-autotune"):
             raise Skip("needs CUDA: max-autotune tunes GPU kernels (Triton templates, cuBLAS configurations)")
-        if not ctx.cpu_inductor:
+        if not cpu_inductor:
             backend = "eager"
-            info["compiler"] = "dynamo, eager backend (CPU smoke: inductor's C++ build is not run; --cpu-inductor)"
+            info["compiler"] = "dynamo, eager backend (CPU smoke: inductor's C++ build is not run)"
+    options = {"mode": mode} if backend == "inductor" else {}
+    compiled = torch.compile(fn, backend=backend, fullgraph=fullgraph, dynamic=False, **options)
+    import torch._inductor.config as inductor
+
+    restore = inductor.coordinate_descent_tuning
+    inductor.coordinate_descent_tuning = cd
+
+    def close():
+        inductor.coordinate_descent_tuning = restore
+
+    return compiled, info, close
+
+
+def _compiled(module, mode: str, ctx: Context, *, fullgraph: bool, cd: bool = False) -> Decoder:
+    """`greedy(module(ids, pos))` under torch.compile `mode`: one compiled function for prefill and step."""
 
     def step(ids, pos):
         return greedy(module(ids, pos))
 
-    options = {"mode": mode} if backend == "inductor" else {}
-    fn = torch.compile(step, backend=backend, fullgraph=fullgraph, dynamic=False, **options)
-    restore = None
-    if cd:
-        import torch._inductor.config as inductor
-
-        # read when the first call compiles (inside the loop's warm-up): set for the row, restored after it
-        restore, inductor.coordinate_descent_tuning = inductor.coordinate_descent_tuning, True
-
-    def close():
-        if restore is not None:
-            import torch._inductor.config as inductor
-
-            inductor.coordinate_descent_tuning = restore
-
+    fn, info, close = compile_stock(step, mode, ctx.device, fullgraph=fullgraph, cd=cd, cpu_inductor=ctx.cpu_inductor)
+    info["compiled_prefill"] = ctx.compile_prefill
+    if "compiler" in info:
+        info["compiler"] += " (--cpu-inductor)"
     prefill = fn if ctx.compile_prefill else step
     return Decoder(prefill=prefill, step=fn, info=info, close=close)
 

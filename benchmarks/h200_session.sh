@@ -4,10 +4,19 @@
 # and the next call must follow at once; a cold machine needs `prep` again.
 #
 # Here, once:   ../shared/tools/gpu-wheels && ../shared/tools/gpu-wheels --cute && bash benchmarks/h200_session.sh split
+#               (and, for SDXL: bash benchmarks/h200_session.sh diffusers-wheels)
 #   split       cuts .cute2/cu13.tar.xz (63.5 MB) into .cute2a/ and .cute2b/: one call carries 64 MiB with the
 #               working tree, and the tree (3.4 MB) beside the whole tarball left 150 KB to spare
+#   diffusers-wheels  .whl-diffusers/: diffusers 0.42.1 (SDXL, benchmarks/workload_sdxl.py) and the requirements
+#               the H200 lacks beside torch 2.11 and transformers: importlib_metadata, zipp, lazy-importer (pure
+#               Python) and Pillow (CPython 3.12); huggingface-hub, safetensors, regex, requests and filelock come
+#               with transformers there and are not replaced (diffusers wants huggingface-hub >= 1.32 and
+#               safetensors >= 0.8: prep-diffusers says so when the machine's are older). The folder is added
+#               to git's info/exclude, so it travels only when a call carries it.
 # There, one call each, with the carry named:
 #   prep        [.whl, .cute1]  egglog + openai into /tmp/site, CuTe DSL part 1 into /tmp/cute
+#   prep-diffusers [.whl-diffusers]  diffusers into /tmp/site, and a check that SDXL's modules import; then, e.g.
+#               bash benchmarks/h200_session.sh run benchmarks/workloads.py sdxl-unet --rows eager,hoid --out $OUT
 #   cute-a      [.cute2a]       the first half of CuTe's libraries, kept in /tmp
 #   cute-b      [.cute2b]       the second half; CuTe DSL importable from here on (sitecustomize)
 #   tests       []              python -m pytest -m gpu (every GPU test; CuTe's too once installed)
@@ -42,6 +51,22 @@ case ${1:-} in
     split -n 2 -d .cute2/cu13.tar.xz /tmp/cu13.part. && mv /tmp/cu13.part.00 .cute2a/ && mv /tmp/cu13.part.01 .cute2b/
     for d in .cute2a .cute2b; do grep -qx "/$d/" .git/info/exclude || echo "/$d/" >> .git/info/exclude; done
     du -sh .cute2a .cute2b ;;
+  diffusers-wheels)
+    exclude=$(git rev-parse --git-path info/exclude)  # a linked worktree's .git is a file: ask git where it is
+    grep -qx "/.whl-diffusers/" "$exclude" 2>/dev/null || echo "/.whl-diffusers/" >> "$exclude"
+    rm -rf .whl-diffusers && mkdir -p .whl-diffusers
+    python3 -m pip download -q --no-deps -d .whl-diffusers diffusers==0.42.1 importlib_metadata zipp lazy-importer \
+      2>&1 | grep -v '^WARNING: Location'
+    python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+      --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+      -d .whl-diffusers Pillow 2>&1 | grep -v '^WARNING: Location'
+    du -sh .whl-diffusers && ls .whl-diffusers ;;
+  prep-diffusers)
+    ls .whl-diffusers/*.whl >/dev/null 2>&1 || { echo "prep-diffusers: carry .whl-diffusers with this call" >&2; exit 1; }
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+      .whl-diffusers/*.whl || { echo "prep-diffusers: the wheels did not install" >&2; exit 1; }
+    python3 -c "from diffusers import AutoencoderKL, UNet2DConditionModel; import diffusers; print('prep-diffusers:', diffusers.__version__)" \
+      || { python3 -m pip check 2>&1 | grep -i diffusers >&2; echo "prep-diffusers: diffusers does not import (above: what it lacks)" >&2; exit 1; } ;;
   prep)
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
       || { echo "prep: the wheels did not install" >&2; exit 1; }
@@ -86,5 +111,6 @@ case ${1:-} in
         || { echo "decode $slice: the wheels did not install" >&2; exit 1; }
     fi
     exec bash "$0" run "${common[@]}" "${rows[@]}" ;;
-  *) echo "usage: $0 split|prep|cute-a|cute-b|tests|prices|run SCRIPT ARGS|decode SLICE" >&2; exit 2 ;;
+  *) echo "usage: $0 split|diffusers-wheels|prep|prep-diffusers|cute-a|cute-b|tests|prices|run SCRIPT ARGS|decode SLICE" >&2
+     exit 2 ;;
 esac

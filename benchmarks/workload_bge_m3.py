@@ -30,8 +30,6 @@ import datetime
 import platform
 import sys
 import time
-import traceback
-from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -41,13 +39,11 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(1, str(HERE.parent))
 
 from decode import versions  # noqa: E402
-from decode_loop import Skip, allocated, release, result_name, save_json, sync  # noqa: E402
+from decode_loop import release, result_name, save_json, sync  # noqa: E402
+from decode_stock import COMPILE_ROWS, compile_stock  # noqa: E402
+from forward_loop import add_row, forward_row, profile_of, summarize  # noqa: E402
 
-from hoid.testing.gate import StepErrors, judge  # noqa: E402
-
-COMPILED = {"compile-default": ("default", False), "compile-reduce-overhead": ("reduce-overhead", False),
-            "compile-max-autotune": ("max-autotune", False), "compile-max-autotune-cd": ("max-autotune", True)}
-ROWS = ("eager", *COMPILED, "hoid")
+ROWS = ("eager", *COMPILE_ROWS, "hoid")
 STOCK = ROWS[:-1]
 
 
@@ -74,44 +70,15 @@ def parse(argv=None) -> argparse.Namespace:
     return args
 
 
-def time_call(fn: Callable, inputs, device: torch.device, repeat: int) -> dict:
-    """Median, min and p90 seconds of `fn(*inputs)` after warm-up (compiles, captures). The GPU timer runs
-    without rotation or CUDA-graph replay: a 32 x 512 forward reads its weights once per call from HBM
-    (1.1 GB, 20x the L2), and each row runs as its users run it (its own CUDA graphs or none)."""
-    from hoid.measure.cpu import time_cpu
-    from hoid.measure.cuda import time_cuda
-
-    if device.type == "cuda":
-        timing = time_cuda(fn, inputs, rotate=False, graph=False, warmup=3, repeat=repeat)
-    else:
-        timing = time_cpu(fn, inputs, warmup=2, min_runs=min(repeat, 5))
-    return {"latency_s": timing.median, "latency_min_s": timing.min, "latency_p90_s": timing.quantile(0.9),
-            "timer": timing.method, "runs": timing.runs}
-
-
 def stock_row(key: str, encoder, device: torch.device):
-    """(function, info) of a stock row over the bf16 encoder."""
+    """(function, info[, close]) of a stock row over the bf16 encoder."""
     from hoid.models import DenseEmbedding
 
     module = DenseEmbedding(encoder).eval()
     if key == "eager":
         return module, {}
-    mode, cd = COMPILED[key]
-    info = {"mode": mode, "coordinate_descent_tuning": cd, "fullgraph": True}
-    backend = "inductor"
-    if device.type != "cuda":
-        if mode == "reduce-overhead":
-            raise Skip("needs CUDA: reduce-overhead is torch.compile with CUDA graphs")
-        if mode == "max-autotune":
-            raise Skip("needs CUDA: max-autotune tunes GPU kernels (Triton templates, cuBLAS configurations)")
-        backend = "eager"
-        info["compiler"] = "dynamo, eager backend (CPU smoke: inductor's C++ build is not run)"
-    if cd:
-        import torch._inductor.config as inductor
-
-        inductor.coordinate_descent_tuning = True  # read at the first call's compile; `run_row` restores it
-    options = {"mode": mode} if backend == "inductor" else {}
-    return torch.compile(module, backend=backend, fullgraph=True, dynamic=False, **options), info
+    _, mode, cd = COMPILE_ROWS[key]
+    return compile_stock(module, mode, device, fullgraph=True, cd=cd)
 
 
 def hoid_row(encoder, args, device: torch.device, inputs):
@@ -134,60 +101,8 @@ def hoid_row(encoder, args, device: torch.device, inputs):
             "nodes": len(graph.nodes), "nodes_rewritten": len(result.graph.nodes), "kernels": kernels,
             "search": str(result.report), "cuda_graph": compiled.use_cuda_graph,
             "cuda_graph_reason": compiled.cuda_graph_reason, "fallbacks": compiled.fallbacks}
-    info["profile"] = _profile(compiled, inputs) if device.type == "cuda" and not args.no_profile else None
+    info["profile"] = profile_of(compiled, inputs) if device.type == "cuda" and not args.no_profile else None
     return (lambda *a: compiled(*a)[0]), info
-
-
-def _profile(compiled, inputs) -> dict:
-    from hoid.runtime.profile import profile
-
-    prof = profile(compiled, list(inputs))
-    print(prof.table(limit=25))
-    return {"step_s": prof.step, "kernels_s": prof.kernels,
-            "rows": [dict(node=r.node, op=r.op, kernel=r.kernel, seconds=r.seconds, share=r.share, floor=r.floor)
-                     for r in prof.rows[:40]]}
-
-
-def errors_of(embedding: torch.Tensor, reference: torch.Tensor):
-    errors = StepErrors()
-    errors.add(embedding.float(), reference)
-    return errors.stats()
-
-
-def run_row(key: str, build: Callable, inputs, reference, args, device) -> tuple[dict, object]:
-    """One row: build, time, gate figures; a Skip or an error is recorded, not raised. Returns (row, stats)."""
-    import torch._inductor.config as inductor
-
-    row, stats = {"key": key, "group": "stock" if key in STOCK else "hoid"}, None
-    restore = inductor.coordinate_descent_tuning
-    try:
-        release(device)
-        row["start_bytes"] = allocated(device)
-        if device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(device)
-        begin = time.perf_counter()
-        fn, info = build()
-        embedding = fn(*inputs)  # warm: compiles, captures (also the output the gate judges)
-        sync(device)
-        row["build_s"] = time.perf_counter() - begin
-        row.update(info)
-        embedding = embedding.clone()  # a compiled graph's output buffer is rewritten by its next call
-        row.update(time_call(fn, inputs, device, args.repeat))
-        row["peak_bytes"] = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
-        row["sequences_per_s"] = args.batch / row["latency_s"]
-        row["tokens_per_s"] = args.batch * args.tokens / row["latency_s"]
-        stats = errors_of(embedding, reference)
-        row["errors"] = stats.to_json()
-        row["status"] = "ok"
-    except Skip as e:
-        row.update(status="skipped", reason=str(e))
-    except Exception as e:  # recorded and printed; the run goes on to the next row
-        traceback.print_exc()
-        row.update(status="error", reason=f"{type(e).__name__}: {e}")
-    finally:
-        inductor.coordinate_descent_tuning = restore
-        release(device)
-    return row, stats
 
 
 def _line(row: dict, best: float | None) -> str:
@@ -238,26 +153,17 @@ def main(argv=None) -> int:
         for key in args.keys:
             build = (lambda k=key: stock_row(k, encoder, device)) if key != "hoid" else (
                 lambda: hoid_row(encoder, args, device, inputs))
-            row, stats = run_row(key, build, inputs, reference, args, device)
-            if key == "eager" and stats is not None:
-                baseline = stats
-                result["gate_baseline"] = stats.to_json()
-            if stats is not None and key != "eager":
-                if baseline is None:
-                    row["gate"], row["failed"] = {"passed": False, "error": "no eager bf16 baseline"}, True
-                else:
-                    verdict = judge(stats, baseline, top1_slack=1.0)  # the argmax dimension is no token
-                    row["gate"], row["failed"] = verdict.to_json(), not verdict.passed
-            result["rows"].append(row)
+            name = "eager PyTorch" if key == "eager" else COMPILE_ROWS[key][0] if key in COMPILE_ROWS else \
+                "hoid.search (this device) + hoid.compile"
+            row, stats = forward_row(key, name, "stock" if key in STOCK else "hoid", build, inputs, device,
+                                     repeat=args.repeat, reference=reference)
+            if row["status"] == "ok":
+                row["sequences_per_s"] = args.batch / row["latency_s"]
+                row["tokens_per_s"] = args.batch * args.tokens / row["latency_s"]
+            baseline = add_row(result, row, stats, baseline)
             save()
-    ok = [r for r in result["rows"] if r["group"] == "stock" and r["status"] == "ok"]
-    if ok:
-        best = min(ok, key=lambda r: r["latency_s"])
-        result["best_stock"] = {"key": best["key"], "latency_s": best["latency_s"]}
+    result["best_stock"] = summarize(result["rows"])
     best_s = result["best_stock"]["latency_s"] if result["best_stock"] else None
-    for row in result["rows"]:
-        if row["status"] == "ok" and best_s:
-            row["speedup_vs_best_stock"] = best_s / row["latency_s"]
     result["complete"] = True
     save()
     for row in result["rows"]:

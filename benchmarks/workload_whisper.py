@@ -9,8 +9,8 @@ PyTorch; torch.compile reduce-overhead; max-autotune; max-autotune with coordina
 say so on the CPU.
 
 - encoder: input_features [1, 128, 3000] -> states [1, 1500, 1280]; latency is the median of `--repeats`
-  calls. Gate: the states' relative L2 against a float32 copy of the weights (the bf16 values, upcast) on
-  the same features, at most 1.5x eager bf16's.
+  calls (`forward_loop.time_call`). Gate: the states' relative L2 against a float32 copy of the weights (the
+  bf16 values, upcast) on the same features, at most 1.5x eager bf16's.
 - decode: batch 1, greedy from the start token for `--new` tokens over a static self-attention cache of
   `--cache-len` slots, reading cross-attention K/V computed once from the encoder's states (inputs of the
   step, as in `hoid.models.whisper`); timed and gated by `decode_loop` / `hoid.testing.gate`: logits
@@ -26,10 +26,8 @@ import argparse
 import copy
 import datetime
 import platform
-import statistics
 import sys
 import time
-import traceback
 from pathlib import Path
 
 import torch
@@ -39,15 +37,15 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(1, str(HERE.parent))
 
 from decode_gate import Gate  # noqa: E402
-from decode_loop import Decoder, Skip, greedy, last_logits, release, result_name, run_row, save_json, sync  # noqa: E402
+from decode_loop import Decoder, greedy, last_logits, peak_bytes, record_row, release, result_name, run_row, save_json  # noqa: E402,E501
+from decode_stock import COMPILE_ROWS, compile_stock  # noqa: E402
+from forward_loop import time_call  # noqa: E402
 
 from hoid.testing.gate import ERROR_FACTOR  # noqa: E402
 
 STOCK = {  # key -> (name, torch.compile mode or None for eager, coordinate-descent tuning)
     "eager": ("eager PyTorch", None, False),
-    "compile-reduce-overhead": ("torch.compile reduce-overhead", "reduce-overhead", False),
-    "compile-max-autotune": ("torch.compile max-autotune", "max-autotune", False),
-    "compile-max-autotune-cd": ("torch.compile max-autotune + coordinate descent", "max-autotune", True),
+    **{k: COMPILE_ROWS[k] for k in ("compile-reduce-overhead", "compile-max-autotune", "compile-max-autotune-cd")},
 }
 HOID = {"hoid": "hoid.search.rewrite (h200) + hoid.compile"}
 
@@ -62,7 +60,7 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--cache-len", type=int, default=None, help="decode: self-attention cache slots "
                     "(default: the decoder's max_target_positions, 448)")
     ap.add_argument("--repeats", type=int, default=20, help="encoder: timed calls (the median is reported)")
-    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=3, help="decode: warm-up steps before the timed ones")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=HERE / "results" / "workloads")
     args = ap.parse_args(argv)
@@ -76,23 +74,13 @@ def parse(argv=None) -> argparse.Namespace:
 
 # --- stock rows ------------------------------------------------------------------------------------
 def stock_fn(fn, key: str, device: torch.device):
-    """`fn` as the stock row `key` runs it: as it is, or under torch.compile (CUDA only: reduce-overhead
-    is CUDA graphs, max-autotune tunes GPU kernels). Returns (callable, close)."""
+    """`fn` as the stock row `key` runs it (`decode_stock.compile_stock`, graph breaks allowed). Returns
+    (callable, close)."""
     _, mode, cd = STOCK[key]
     if mode is None:
         return fn, None
-    if device.type != "cuda":
-        raise Skip(f"needs CUDA: {mode} " + ("is torch.compile with CUDA graphs" if mode == "reduce-overhead"
-                                             else "tunes GPU kernels"))
-    import torch._inductor.config as inductor
-
-    restore = inductor.coordinate_descent_tuning
-    inductor.coordinate_descent_tuning = cd  # read when the first call compiles; restored by close
-
-    def close():
-        inductor.coordinate_descent_tuning = restore
-
-    return torch.compile(fn, mode=mode, dynamic=False), close
+    compiled, _, close = compile_stock(fn, mode, device, fullgraph=False, cd=cd)
+    return compiled, close
 
 
 def hoid_compiled(graph, device: torch.device):
@@ -110,19 +98,6 @@ def hoid_compiled(graph, device: torch.device):
 
 
 # --- encoder ---------------------------------------------------------------------------------------
-def latency(fn, args, device, *, warmup: int, repeats: int) -> list[float]:
-    for _ in range(warmup):
-        fn(*args)
-    samples = []
-    for _ in range(repeats):
-        sync(device)
-        begin = time.perf_counter()
-        fn(*args)
-        sync(device)
-        samples.append(time.perf_counter() - begin)
-    return samples
-
-
 def relative_l2(got: torch.Tensor, want: torch.Tensor) -> float:
     return ((got.double() - want.double()).norm() / want.double().norm()).item()
 
@@ -136,44 +111,32 @@ def encoder_part(model, args, device) -> list[dict]:
     module = whisper.EncoderForward(model).eval()
     reference = whisper.EncoderForward(copy.deepcopy(model).float()).eval()(features.float())
     release(device)
-    rows, eager_error = [], None
+    rows, held = [], {"eager": None}
     for key in [k for k in [*STOCK, *HOID] if k in args.keys or k == "eager"]:
         name = STOCK[key][0] if key in STOCK else HOID[key]
-        row = {"key": key, "name": name, "group": "stock" if key in STOCK else "hoid"}
-        close = None
-        began = time.perf_counter()
-        try:
-            release(device)
-            if device.type == "cuda":
-                torch.cuda.reset_peak_memory_stats(device)
+
+        def work(row: dict, closers: list, key=key) -> None:
             begin = time.perf_counter()
             if key in STOCK:
                 fn, close = stock_fn(module, key, device)
+                closers.extend([close] if close else [])
             else:
                 compiled, info = hoid_compiled(whisper.encoder_graph(model), device)
                 row.update(info)
                 fn = lambda x, c=compiled: c(x)[0]  # noqa: E731
             row["build_s"] = time.perf_counter() - begin
-            samples = latency(fn, (features,), device, warmup=args.warmup, repeats=args.repeats)
-            row["latency_s"], row["latency_samples"] = statistics.median(samples), samples
-            row["peak_bytes"] = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
+            row.update(time_call(fn, (features,), device, args.repeats))
+            row["peak_bytes"] = peak_bytes(device)
             error = relative_l2(fn(features).float(), reference)
             if key == "eager":
-                eager_error = error
-            bound = None if eager_error is None else ERROR_FACTOR * eager_error
-            row["gate"] = {"relative_l2": error, "eager_relative_l2": eager_error, "bound": bound,
+                held["eager"] = error
+            eager = held["eager"]
+            bound = None if eager is None else ERROR_FACTOR * eager
+            row["gate"] = {"relative_l2": error, "eager_relative_l2": eager, "bound": bound,
                            "passed": bound is not None and error <= bound}
             row["failed"] = not row["gate"]["passed"]
-            row["status"] = "ok"
-        except Skip as e:
-            row.update(status="skipped", reason=str(e))
-        except Exception as e:  # recorded, and the run goes on
-            traceback.print_exc()
-            row.update(status="error", reason=f"{type(e).__name__}: {e}")
-        finally:
-            if close is not None:
-                close()
-            row["row_s"] = time.perf_counter() - began
+
+        row = record_row(key, name, "stock" if key in STOCK else "hoid", device, work)
         rows.append(row)
         print(_line(row, "latency_s"), flush=True)
     return rows

@@ -8,15 +8,16 @@
 variants, and `moe` the mixture-of-experts Qwen3-30B-A3B (its experts imported in their gathered form);
 `llm` builds the graphs; `llama_block` is a plain-PyTorch block with no transformers dependency. Models that
 are not decoder LLMs register their names with `configs` from their own modules: `whisper` (Whisper-large-v3:
-encoder, cross K/V and decode-step graphs) and `encoders` (BGE-M3, an embedding encoder, and its graph).
-Nothing here downloads anything. Importing this package does not import transformers.
+encoder, cross K/V and decode-step graphs), `encoders` (BGE-M3, an embedding encoder, and its graph) and
+`diffusion` (SDXL: the UNet denoising step and the VAE decoder, built with diffusers).
+Nothing here downloads anything. Importing this package imports neither transformers nor diffusers.
 """
 
-from . import whisper  # registers its zoo entries with configs
+from . import diffusion, whisper  # register their zoo entries with configs
 from .configs import NAMES, build_model, config
 from .encoders import DenseEmbedding, embedding_graph, example_batch
 from .llama_block import LlamaBlock
 from .llm import CausalLMStep, decode_step_graph, empty_cache, generate, prefill_graph
 
 __all__ = ["NAMES", "CausalLMStep", "DenseEmbedding", "LlamaBlock", "build_model", "config", "decode_step_graph",
-           "embedding_graph", "empty_cache", "example_batch", "generate", "prefill_graph", "whisper"]
+           "diffusion", "embedding_graph", "empty_cache", "example_batch", "generate", "prefill_graph", "whisper"]

@@ -1,0 +1,118 @@
+"""The one forward-workload row (one call per sample: an embedding batch, a UNet step, a VAE decode, an
+encoder pass), timed and gated the same way by every workload script.
+
+A row's builder returns `(fn, info)` or `(fn, info, close)`: `fn(*inputs)` gives the output tensor. `forward_row`
+runs it inside `decode_loop.record_row` (the one row wrapper: peak memory, skips and errors recorded): the first
+call warms (compiles, captures) and is the output the gate judges, then `time_call` times it. The gate
+(`hoid.testing.gate`): per sample (the output's first dim), the relative L2 against a float32 reference, and
+`judge_row` passes a row when its median and p99 are at most 1.5x eager bfloat16's (`add_row` keeps eager's
+as the baseline and judges the rest). `summarize` names the best
+stock row and each row's speedup over it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import torch
+from decode_loop import peak_bytes, phase, record_row, sync
+
+from hoid.testing.gate import StepErrors, judge
+
+
+def time_call(fn: Callable, inputs, device: torch.device, repeat: int) -> dict:
+    """Median, min and p90 seconds of `fn(*inputs)` after warm-up (compiles, captures). The GPU timer runs
+    without weight rotation or CUDA-graph replay: each row runs as its users run it (its own CUDA graphs or
+    none), and every full-size workload reads far more than the L2 per call."""
+    from hoid.measure.cpu import time_cpu
+    from hoid.measure.cuda import time_cuda
+
+    if device.type == "cuda":
+        timing = time_cuda(fn, inputs, rotate=False, graph=False, warmup=3, repeat=repeat)
+    else:
+        timing = time_cpu(fn, inputs, warmup=2, min_runs=min(repeat, 5))
+    return {"latency_s": timing.median, "latency_min_s": timing.min, "latency_p90_s": timing.quantile(0.9),
+            "timer": timing.method, "runs": timing.runs}
+
+
+def profile_of(compiled, inputs) -> dict:
+    """hoid's in-context profile of a compiled graph (`hoid.runtime.profile`), printed and as JSON rows."""
+    from hoid.runtime.profile import profile
+
+    prof = profile(compiled, list(inputs))
+    print(prof.table(limit=25))
+    return {"step_s": prof.step, "kernels_s": prof.kernels,
+            "rows": [dict(node=r.node, op=r.op, kernel=r.kernel, seconds=r.seconds, share=r.share, floor=r.floor)
+                     for r in prof.rows[:40]]}
+
+
+def per_sample_errors(output: torch.Tensor, reference: torch.Tensor):
+    """`Stats` of the relative L2 of each sample (row of the first dim) of `output` against `reference`."""
+    errors = StepErrors()
+    errors.add(output.float().flatten(1), reference.float().flatten(1))
+    return errors.stats()
+
+
+def forward_row(key: str, name: str, group: str, build: Callable, inputs, device: torch.device, *, repeat: int,
+                reference: torch.Tensor | None = None) -> tuple[dict, object]:
+    """One row: build, warm, time, and the per-sample errors against `reference` (when given). Returns (row,
+    the error `Stats` or None)."""
+    held = {}
+
+    def work(row: dict, closers: list) -> None:
+        begin = time.perf_counter()
+        with phase(f"{key}: build and warm"):
+            fn, info, *close = build()
+            closers.extend(close)
+            output = fn(*inputs)  # warm: compiles, captures (and the output the gate judges)
+            sync(device)
+        row["build_s"] = time.perf_counter() - begin
+        row.update(info)
+        output = output.clone()  # a compiled graph's output buffer is rewritten by its next call
+        with phase(f"{key}: time"):
+            row.update(time_call(fn, inputs, device, repeat))
+        row["peak_bytes"] = peak_bytes(device)
+        if reference is not None:
+            held["stats"] = per_sample_errors(output, reference)
+            row["errors"] = held["stats"].to_json()
+
+    row = record_row(key, name, group, device, work)
+    return row, held.get("stats")
+
+
+def judge_row(row: dict, stats, baseline) -> None:
+    """The gate's verdict on `row` (not eager's own): `gate` and `failed`. There is no argmax token to agree
+    on in an embedding, a noise prediction or an image, so top-1 agreement is left out."""
+    if stats is None:
+        return
+    if baseline is None:
+        row["gate"], row["failed"] = {"passed": False, "error": "no eager bf16 baseline"}, True
+        return
+    verdict = judge(stats, baseline, top1_slack=1.0)
+    row["gate"], row["failed"] = verdict.to_json(), not verdict.passed
+
+
+def add_row(result: dict, row: dict, stats, baseline):
+    """Append `row` to `result["rows"]`, gated: eager's errors become the baseline (returned, and recorded as
+    `result["gate_baseline"]`), any other row is judged against `baseline`. Returns the baseline from now on."""
+    if row["key"] == "eager" and stats is not None:
+        baseline = stats
+        result["gate_baseline"] = stats.to_json()
+    elif row["key"] != "eager":
+        judge_row(row, stats, baseline)
+    result["rows"].append(row)
+    return baseline
+
+
+def summarize(rows: list[dict]) -> dict | None:
+    """The best stock row ({key, latency_s}, None when none ran) and, on each row that ran, its
+    `speedup_vs_best_stock`."""
+    ok = [r for r in rows if r["group"] == "stock" and r["status"] == "ok"]
+    if not ok:
+        return None
+    best = min(ok, key=lambda r: r["latency_s"])
+    for row in rows:
+        if row["status"] == "ok":
+            row["speedup_vs_best_stock"] = best["latency_s"] / row["latency_s"]
+    return {"key": best["key"], "latency_s": best["latency_s"]}
