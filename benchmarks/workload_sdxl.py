@@ -49,12 +49,6 @@ from forward_loop import add_row, forward_row, profile_of, summarize  # noqa: E4
 HOID = {"hoid": "hoid.search (this device) + hoid.compile", "hoid-export": "hoid.export package as plain PyTorch"}
 ROWS = ("eager", *COMPILE_ROWS, *HOID)
 PARTS = ("unet", "vae")
-# The layout rules (merge projections that share an input) are left out of hoid.search unless --layout: every
-# cross-attention K/V projection of the UNet reads the same text states (16 in the tiny UNet, 140 in SDXL's)
-# and every resnet's time projection the same embedding, and the merges of their subsets fill the e-graph:
-# on the tiny UNet (2 cores) saturation stopped at its time limit with 114k e-nodes and the search took 97 s,
-# against 2.2 s without them (saturated, 4k e-nodes), for a modelled 1796 instead of 1806 us.
-LAYOUT = "layout"
 
 
 def parse(argv=None) -> argparse.Namespace:
@@ -68,7 +62,6 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--rows", default="all", help="all, or row keys joined by commas: " + ", ".join(ROWS))
     ap.add_argument("--repeat", type=int, default=20, help="timed runs per row")
     ap.add_argument("--search-seconds", type=float, default=None, help="saturation limit of hoid.search")
-    ap.add_argument("--layout", action="store_true", help="hoid.search with the layout rules too (see LAYOUT)")
     ap.add_argument("--optimize-budget", default=None, help="run hoid.optimize with this budget (e.g. '10 min')")
     ap.add_argument("--no-profile", action="store_true", help="skip hoid's in-context profile")
     ap.add_argument("--seed", type=int, default=0)
@@ -132,7 +125,7 @@ def optimized(part: Part, args, device: torch.device):
     """(graph, info): imported and searched (or hoid.optimize'd) once, shared by the hoid rows."""
     if part.optimized is None:
         import hoid
-        from hoid.search import Limits, default_rulesets
+        from hoid.search import Limits
 
         target = "h200" if device.type == "cuda" else "cpu"
         begin = time.perf_counter()
@@ -146,9 +139,7 @@ def optimized(part: Part, args, device: torch.device):
             info["speedup"] = opt.speedup
         else:
             limits = Limits(seconds=args.search_seconds) if args.search_seconds else None
-            rulesets = [r for r in default_rulesets() if args.layout or r.name != LAYOUT]
-            info["rulesets"] = [r.name for r in rulesets]
-            result = hoid.search.search(graph, device=target, limits=limits, rulesets=rulesets)
+            result = hoid.search.search(graph, device=target, limits=limits)
             result_graph, info["search"] = result.graph, str(result.report)
         info["optimize_s"] = time.perf_counter() - imported
         info["nodes_rewritten"] = len(result_graph.nodes)

@@ -41,7 +41,8 @@ def test_both_parts_run_every_row_or_say_they_need_cuda(smoke):
             assert rows[key]["latency_s"] > 0 and rows[key]["speedup_vs_best_stock"] > 0
         assert result["best_stock"]["key"] == "eager"
         hoid_row = rows["hoid"]
-        assert hoid_row["nodes"] > 0 and hoid_row["fallbacks"] == {} and hoid_row["rulesets"] == ["algebra", "patterns"]
+        assert hoid_row["nodes"] > 0 and hoid_row["fallbacks"] == {}
+        assert "saturated after" in hoid_row["search"]  # every rule set, layout's merges too, within its limits
         assert rows["hoid-export"]["kernels"] == hoid_row["kernels"]  # the same graph, packaged
         assert hoid_row["ops"]["conv"] == convs  # imported as single nodes
     assert "gate ok" in stdout

@@ -201,18 +201,11 @@ def test_the_full_size_vae_decoder_has_the_published_shapes():
     assert graph.weight_bytes() == 2 * 49_490_199  # post_quant_conv and the decoder
 
 
-def _no_layout():
-    """The default rule sets but layout: every cross-attention K/V projection of the UNet reads the same text
-    states (16 here) and every resnet's time projection the same embedding, and merging their subsets fills
-    the e-graph (the search of the tiny UNet: 97 s to its saturation time limit with them, 2 s without)."""
-    return [r for r in hoid.search.default_rulesets() if r.name != "layout"]
-
-
 def test_the_search_keeps_the_convs_and_computes_the_same():
     """hoid.search of the guidance step for the H200: every linear layer with its bias in one addmm, the
     convolutions and group norms left as torch's calls (cuDNN on the GPU), and the same noise prediction."""
     _, graph = unet()
-    result = hoid.search.search(graph, device="h200", rulesets=_no_layout())
+    result = hoid.search.search(graph, device="h200")
     assert str(result.report.saturation.stop_reason) == "saturated"
     ops = result.graph.op_counts()
     kernels = [n.attrs["kernel"] for n in result.graph.nodes if n.op == "kernel"]
