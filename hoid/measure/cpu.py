@@ -3,11 +3,16 @@
 On the CPU there are no events: a run is timed with the wall clock (`perf_counter`). Runs shorter than
 the clock can resolve well are batched (`number` calls per sample, chosen like `timeit`'s autorange), and
 samples are taken until both `min_runs` and `min_seconds` are reached.
+
+HOID_CPU_TIMER changes the defaults of the warm-up, `min_runs` and `min_seconds`, e.g.
+`warmup=1,min_runs=3,min_seconds=0.01` (the test suite's: under Triton's interpreter one kernel call
+costs tenths of a second, and the default's 7 calls per param set were most of a CPU optimize there).
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import platform
 import time
 from collections.abc import Callable, Sequence
@@ -19,11 +24,29 @@ from .devices import CPU, Device
 from .timing import Timing
 
 _SAMPLE_SECONDS = 2e-4  # each sample lasts at least this long, so perf_counter's resolution is noise-free
+_DEFAULTS = {"warmup": 2, "min_runs": 5, "min_seconds": 0.05}
 
 
-def time_cpu(fn: Callable[..., object], args: Sequence = (), *, warmup: int = 2, min_runs: int = 5,
-             min_seconds: float = 0.05, max_runs: int = 1000) -> Timing:
-    """Seconds per call of `fn(*args)` on the CPU: the samples of `min_runs` or more batches."""
+def timer_defaults() -> dict:
+    """The CPU timer's defaults: `_DEFAULTS` with what HOID_CPU_TIMER ("name=value,...") sets."""
+    out = dict(_DEFAULTS)
+    for part in filter(None, (p.strip() for p in os.environ.get("HOID_CPU_TIMER", "").split(","))):
+        name, _, value = part.partition("=")
+        name = name.strip()
+        if name not in out or not value.strip():
+            raise ValueError(f"HOID_CPU_TIMER: {part!r} is not one of {', '.join(f'{k}=N' for k in out)}")
+        out[name] = type(out[name])(value)
+    return out
+
+
+def time_cpu(fn: Callable[..., object], args: Sequence = (), *, warmup: int | None = None,
+             min_runs: int | None = None, min_seconds: float | None = None, max_runs: int = 1000) -> Timing:
+    """Seconds per call of `fn(*args)` on the CPU: the samples of `min_runs` or more batches (defaults:
+    `timer_defaults()`)."""
+    defaults = timer_defaults()
+    warmup = defaults["warmup"] if warmup is None else warmup
+    min_runs = defaults["min_runs"] if min_runs is None else min_runs
+    min_seconds = defaults["min_seconds"] if min_seconds is None else min_seconds
     for _ in range(warmup):
         fn(*args)
     number = 1

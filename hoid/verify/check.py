@@ -78,9 +78,9 @@ def _kernel_candidate(spec: KernelSpec) -> Callable | KernelSource:
     return source if isinstance(source, KernelSource) else spec.launch
 
 
-def _run(runner, plan: Plan, trials: int, seed: int) -> Verdict:
+def _run(runner, plan: Plan, trials: int, seed: int, timing_runs: int) -> Verdict:
     try:
-        return run_check(TrialRunner(plan, runner), trials=trials, seed=seed)
+        return run_check(TrialRunner(plan, runner), trials=trials, seed=seed, timing_runs=timing_runs)
     finally:
         runner.close()
 
@@ -88,7 +88,8 @@ def _run(runner, plan: Plan, trials: int, seed: int) -> Verdict:
 def check(candidate, reference: Callable | Graph, inputs: Sequence, *, trials: int | None = None,
           seed: int | None = None, isolate: bool | None = None, timeout_s: float = 60, atol: float | None = None,
           rtol: float | None = None, destination_passing: bool = False, deterministic: bool = False,
-          outputs=None, tf32: bool = False, device=None, aliases: tuple[tuple[int, int], ...] = ()) -> Verdict:
+          outputs=None, tf32: bool = False, device=None, aliases: tuple[tuple[int, int], ...] = (),
+          timing_runs: int = TIMING_RUNS) -> Verdict:
     """Check `candidate` against `reference` on inputs drawn from the declarations in `inputs`.
 
     candidate: a callable over tensors returning a tensor or a tuple of them, or (with
@@ -106,6 +107,10 @@ def check(candidate, reference: Callable | Graph, inputs: Sequence, *, trials: i
       not be run to learn them (a list, or a callable of the input types); device: default cuda if present;
       aliases: in-place outputs of a destination-passing candidate, (output, input) pairs as in
       `KernelSpec.aliases` (a spec's own are used): each such output is written into its input's buffer.
+    timing_runs: calls in a row between the sweep and the re-checks (default 30), which catch a candidate
+      that turns wrong once a benchmark loop has called it; hoid's own checks never lower it. Only a
+      caller checking code it wrote itself (stateless, e.g. generated kernels under Triton's interpreter,
+      where each call costs) has a reason to.
     """
     if isinstance(reference, Graph):
         outputs = outputs if outputs is not None else [v.type.contiguous() for v in reference.outputs]
@@ -128,7 +133,7 @@ def check(candidate, reference: Callable | Graph, inputs: Sequence, *, trials: i
                      device=device)
     plan = Plan(declared, reference, device, destination_passing, deterministic, _output_types(outputs),
                 call_kwargs=call_kwargs, tf32=tf32, atol=atol, rtol=rtol, aliases=aliases)
-    verdict = _run(runner, plan, DEFAULT_TRIALS if trials is None else trials, seed)
+    verdict = _run(runner, plan, DEFAULT_TRIALS if trials is None else trials, seed, timing_runs)
     return dataclasses.replace(verdict, notes=tuple(notes) + verdict.notes)
 
 
@@ -166,11 +171,12 @@ def check_region(graph: Graph, region: Iterable[Node | str], candidate, **option
 
 def check_kernel(spec, *, examples: int = 3, trials: int | None = None, seed: int | None = None,
                  isolate: bool | None = None, timeout_s: float = 60, params: dict | None = None,
-                 device=None) -> Verdict:
+                 device=None, timing_runs: int = TIMING_RUNS) -> Verdict:
     """Check a kernel (a `hoid.kernels.KernelSpec`) over its declared shape space: `examples` draws of
     `spec.examples`, each checked against its pattern's graph (in float64 where it can run so) with
     `spec.launch` destination-passing, bitwise run-to-run where the spec says deterministic, with
-    `params` (default: the spec's defaults). One runner (one child when isolated) serves every example.
+    `params` (default: the spec's defaults); `timing_runs` as in `check`. One runner (one child when isolated)
+    serves every example.
     A spec built from kernel source (`KernelSource.to_spec`) is read by the static pass and runs isolated."""
     if spec.examples is None:
         raise VerifyError(f"kernel {spec.id}: it declares no examples(rng), so its shape space cannot be drawn")
@@ -199,7 +205,7 @@ def check_kernel(spec, *, examples: int = 3, trials: int | None = None, seed: in
             # every call costs, and call counting does not care which example it counts.
             last = i == examples - 1
             verdict = run_check(TrialRunner(plan, runner), trials=per_example, seed=seed + i,
-                                timing_runs=TIMING_RUNS if last else 0, rechecks=RECHECKS if last else 0)
+                                timing_runs=timing_runs if last else 0, rechecks=RECHECKS if last else 0)
             if not verdict.ok:
                 shown = ", ".join(str(t) for t in types)
                 return dataclasses.replace(verdict, reason=f"example {i + 1} ({shown}; {attrs}): {verdict.reason}",

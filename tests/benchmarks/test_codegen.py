@@ -3,10 +3,6 @@ timed eager PyTorch once dynamo hit its recompile limit), and the JSON, rewritte
 ours at "auto" and tuned beside Inductor's."""
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -17,7 +13,7 @@ import codegen_inductor  # noqa: E402  (benchmarks/ is on the path: conftest)
 
 from hoid.ir import GraphBuilder  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
+from .helpers import run_main  # noqa: E402
 
 
 def _bodies(n: int):
@@ -51,11 +47,9 @@ def test_a_timed_call_that_would_recompile_fails():
 
 @pytest.mark.slow
 def test_the_regions_part_writes_auto_tuned_and_inductor_per_region(tmp_path):
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "codegen.py"), "--smoke", "--parts", "regions",
-                           "--models", "vit-base-16", "--regions", "2", "--out", str(tmp_path)],
-                          env=env, capture_output=True, text=True, timeout=1500)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    code, stdout = run_main("codegen", ["--smoke", "--parts", "regions", "--models", "vit-base-16", "--regions", "2",
+                                        "--out", str(tmp_path)], {"TRITON_INTERPRET": "1"})
+    assert code == 0, stdout[-3000:]
     result = json.loads((tmp_path / "codegen_smoke-regions-vit-base-16.json").read_text())
     assert result["parts_run"] == ["regions"] and result["part_s"]["regions"] > 0 and not result["errors"]
     (model,) = result["parts"]["regions"]["rows"]
@@ -66,5 +60,5 @@ def test_the_regions_part_writes_auto_tuned_and_inductor_per_region(tmp_path):
         assert row["speedup"] == pytest.approx(row["inductor_s"] / min(row["hoid_auto_s"], row["hoid_tuned_s"]))
         assert row["params_auto"] != {} and len(row["tune"]["trials"]) >= 2
         assert row["rel_error_auto_vs_inductor"] < 1e-4 and row["rel_error_tuned_vs_inductor"] < 1e-4
-    assert "def fused_kernel(" in done.stdout  # the smoke prints each timed region's generated Triton
+    assert "def fused_kernel(" in stdout  # the smoke prints each timed region's generated Triton
     assert not list(tmp_path.glob("*.tmp"))  # written atomically: no temporary left

@@ -2,38 +2,33 @@
 not, hoid's rows are gated, the reference rule holds across two runs, and the parallel mode merges slices."""
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
+from .helpers import run_main
+
 pytest.importorskip("transformers")
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "benchmarks" / "decode.py"
 CUDA_ONLY = {"hf-compile-reduce-overhead", "hf-compile-max-autotune", "fast-reduce-overhead", "fast-max-autotune",
              "fast-max-autotune-cd", "fast-cuda-graph"}
 
 
-def _run(tmp, *argv, timeout=1500):
-    """decode.py on the tiny model, 8 new tokens (cache >= 16: hoid's region discovery draws positions below
-    16 whatever the cache, hoid.measure.inputs.random_tensor)."""
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT), "HOID_CACHE": str(tmp / "cache.sqlite"),
+def _run(tmp, *argv) -> tuple[int, str]:
+    """(exit code, stdout) of decode.py on the tiny model, 8 new tokens (cache >= 16: hoid's region discovery
+    draws positions below 16 whatever the cache, hoid.measure.inputs.random_tensor), run in this process."""
+    env = {"TRITON_INTERPRET": "1", "HOID_CACHE": str(tmp / "cache.sqlite"),
            "HOID_KERNELS": str(tmp / "kernels.sqlite"), "HOID_JOURNAL": str(tmp / "journal.sqlite")}
-    return subprocess.run([sys.executable, str(SCRIPT), "qwen3-1.7b", "--tiny", "--device", "cpu", "--new", "8",
-                           "--warmup", "1", "--out", str(tmp / "out"), *argv], env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return run_main("decode", ["qwen3-1.7b", "--tiny", "--device", "cpu", "--new", "8", "--warmup", "1", "--out",
+                               str(tmp / "out"), *argv], env)
 
 
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("decode")
-    done = _run(tmp, "--prompt", "8", "--batch", "2", "--optimize-budget", "0 attempts", "--agent", "library")
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    code, stdout = _run(tmp, "--prompt", "8", "--batch", "2", "--optimize-budget", "0 attempts", "--agent", "library")
+    assert code == 0, stdout[-3000:]
     path = tmp / "out" / "decode-qwen3-1.7b-tiny-p8-b2-n8.json"
-    return tmp, json.loads(path.read_text()), done.stdout
+    return tmp, json.loads(path.read_text()), stdout
 
 
 @pytest.mark.slow
@@ -99,8 +94,8 @@ def test_the_first_run_commits_the_reference_and_a_later_one_is_checked(smoke):
     prefix = f"{result['device']}|qwen3-1.7b-tiny|p8-n8-b2|"
     assert sorted(k[len(prefix):] for k in reference) == sorted(ok)
     first = reference[prefix + "hf-static"]["tokens_per_s"]
-    again = _run(tmp, "--prompt", "8", "--batch", "2", "--rows", "hf-static")
-    assert again.returncode == 0, again.stderr[-3000:]
+    code, stdout = _run(tmp, "--prompt", "8", "--batch", "2", "--rows", "hf-static")
+    assert code == 0, stdout[-3000:]
     second = json.loads((tmp / "out" / "decode-qwen3-1.7b-tiny-p8-b2-n8-hf-static.json").read_text())
     check = second["cells"][0]["reference_check"]
     assert check["status"] in ("within", "off")
@@ -113,12 +108,12 @@ def test_the_first_run_commits_the_reference_and_a_later_one_is_checked(smoke):
 
 @pytest.mark.slow
 def test_slices_over_gpus_merge_into_one_table(tmp_path):
-    done = _run(tmp_path, "--prompt", "8", "--batch", "1", "2", "--rows", "hf-static", "--gpus", "2")
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    code, stdout = _run(tmp_path, "--prompt", "8", "--batch", "1", "2", "--rows", "hf-static", "--gpus", "2")
+    assert code == 0, stdout[-3000:]
     names = sorted(p.name for p in (tmp_path / "out").glob("decode-*.json"))
     assert names == ["decode-qwen3-1.7b-tiny-p8-b1-n8-hf-static.json", "decode-qwen3-1.7b-tiny-p8-b2-n8-hf-static.json"]
     reference = json.loads((tmp_path / "out" / "reference.json").read_text())["cells"]
     assert sorted(k.split("|", 1)[1] for k in reference) == ["qwen3-1.7b-tiny|p8-n8-b1|hf-static",
                                                               "qwen3-1.7b-tiny|p8-n8-b2|hf-static"]
-    assert done.stdout.count("| qwen3-1.7b-tiny | 8 |") == 2
+    assert stdout.count("| qwen3-1.7b-tiny | 8 |") == 2
     assert len(list((tmp_path / "out" / "logs").glob("*.log"))) == 2

@@ -3,30 +3,24 @@ rows pass the gate, the layer-wise float32 reference equals the whole-model one,
 only the routed experts."""
 
 import json
-import os
-import subprocess
-import sys
 import warnings
-from pathlib import Path
 
 import pytest
 import torch
 
-pytest.importorskip("transformers")
+from .helpers import run_main
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "benchmarks" / "workload_qwen3_moe.py"
+pytest.importorskip("transformers")
 
 
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("moe")
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT), "HOID_CACHE": str(tmp / "cache.sqlite"),
+    env = {"TRITON_INTERPRET": "1", "HOID_CACHE": str(tmp / "cache.sqlite"),
            "HOID_KERNELS": str(tmp / "kernels.sqlite"), "HOID_JOURNAL": str(tmp / "journal.sqlite")}
-    done = subprocess.run([sys.executable, str(SCRIPT), "--tiny", "--device", "cpu", "--prompt", "8", "--new", "8",
-                           "--warmup", "1", "--rows", "all", "--out", str(tmp / "out")], env=env,
-                          capture_output=True, text=True, timeout=1500)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    code, stdout = run_main("workload_qwen3_moe", ["--tiny", "--device", "cpu", "--prompt", "8", "--new", "8",
+                                                   "--warmup", "1", "--rows", "all", "--out", str(tmp / "out")], env)
+    assert code == 0, stdout[-3000:]
     return json.loads((tmp / "out" / "workload-qwen3-moe-qwen3-30b-a3b-tiny-p8-all.json").read_text())
 
 

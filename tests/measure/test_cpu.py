@@ -2,7 +2,7 @@ import time
 
 import pytest
 
-from hoid.measure.cpu import calibrate_cpu, cpu_name, time_cpu
+from hoid.measure.cpu import calibrate_cpu, cpu_name, time_cpu, timer_defaults
 
 
 def test_time_cpu_measures_a_known_sleep():
@@ -32,3 +32,22 @@ def test_calibrate_cpu_measures_plausible_figures():
 @pytest.mark.parametrize("bad", [0, -1])
 def test_time_cpu_takes_at_least_one_sample(bad):
     assert time_cpu(lambda: None, min_runs=bad).runs >= 1
+
+
+def test_hoid_cpu_timer_sets_the_defaults_and_an_explicit_argument_wins(monkeypatch):
+    calls = []
+
+    def slow():  # long enough that every sample is one call
+        calls.append(1)
+        time.sleep(0.003)
+
+    monkeypatch.setenv("HOID_CPU_TIMER", "warmup=1, min_runs=3,min_seconds=0")
+    assert timer_defaults() == {"warmup": 1, "min_runs": 3, "min_seconds": 0.0}
+    assert time_cpu(slow).runs == 3 and len(calls) == 1 + 3
+    calls.clear()
+    assert time_cpu(slow, warmup=0, min_runs=4).runs == 4 and len(calls) == 4
+    monkeypatch.setenv("HOID_CPU_TIMER", "")
+    assert timer_defaults() == {"warmup": 2, "min_runs": 5, "min_seconds": 0.05}
+    monkeypatch.setenv("HOID_CPU_TIMER", "runs=3")
+    with pytest.raises(ValueError, match="HOID_CPU_TIMER: 'runs=3' is not one of warmup=N, min_runs=N"):
+        time_cpu(slow)

@@ -176,6 +176,23 @@ def test_every_signature_the_sweep_draws_runs_at_least_twice_with_new_contents()
     assert all(len(seen) >= 2 for seen in contents.values()), contents
 
 
+def test_timing_runs_are_the_calls_between_the_sweep_and_the_rechecks():
+    def calls_and_verdict(**kw):
+        calls = []
+
+        def counting_gelu(x):
+            calls.append(1)
+            return F.gelu(x)
+
+        verdict = check(counting_gelu, R.gelu, [((4, 8), "f32")], trials=3, seed=1, **kw)
+        return len(calls), verdict
+
+    default, none, two = calls_and_verdict(), calls_and_verdict(timing_runs=0), calls_and_verdict(timing_runs=2)
+    assert all(v.ok for _, v in (default, none, two))
+    assert default[0] - none[0] == 30 and two[0] - none[0] == 2  # 30: the default every hoid check runs
+    assert "2 timing runs and 3 re-checks" in two[1].reason
+
+
 def test_declaration_mistakes_raise_verify_error():
     with pytest.raises(VerifyError, match="expected a hoid.TensorType"):
         check(H.relu_where, R.relu, ["f32"])

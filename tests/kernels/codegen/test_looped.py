@@ -17,6 +17,9 @@ from .helpers import assert_verified, builder
 
 TILE = 64
 ROW = 200  # 3 whole tiles and 8 columns of a fourth
+# Two rows: a row offset bug shows in the second; under Triton's interpreter each row is a program run in
+# turn, and 3 to 5 rows made these tests a tenth of CI's time
+ROWS = 2
 
 
 def _looped(graph, passes: int):
@@ -32,7 +35,7 @@ def _looped(graph, passes: int):
 @pytest.mark.parametrize("dtype", ["f32", "f16"])
 def test_softmax_op_two_passes(dtype):
     b = builder()
-    x = b.input("x", (3, ROW), dtype)
+    x = b.input("x", (ROWS, ROW), dtype)
     assert_verified(_looped(b.build(b.softmax(x, dim=-1)), passes=2))
 
 
@@ -47,7 +50,7 @@ def test_log_softmax_with_a_prologue_and_epilogue(dtype):
 @pytest.mark.parametrize("dtype", ["f32", "f16"])
 def test_layer_norm_op_with_residual_and_both_outputs(dtype):
     b = builder()
-    x, r = b.input("x", (4, ROW), dtype), b.input("r", (4, ROW), dtype)
+    x, r = b.input("x", (ROWS, ROW), dtype), b.input("r", (ROWS, ROW), dtype)
     w, bias = b.input("w", (ROW,), dtype), b.input("bias", (ROW,), dtype)
     s = b.add(x, r)
     assert_verified(_looped(b.build(s, b.layer_norm(s, w, bias, normalized_shape=[ROW])), passes=2))
@@ -56,7 +59,7 @@ def test_layer_norm_op_with_residual_and_both_outputs(dtype):
 @pytest.mark.parametrize("dtype", ["f32", "f16"])
 def test_rmsnorm_op_one_pass(dtype):
     b = builder()
-    x, w = b.input("x", (5, ROW), dtype), b.input("w", (ROW,), dtype)
+    x, w = b.input("x", (ROWS, ROW), dtype), b.input("w", (ROW,), dtype)
     assert_verified(_looped(b.build(b.op("rmsnorm", x, w, eps=1e-6)), passes=1))
 
 
@@ -74,7 +77,7 @@ def test_sum_mean_var_amax_over_long_rows_with_per_row_outputs(dtype):
     """Four statistics of one row: sum, mean and amax share pass 1 (amax's NaN count too), var's second
     pass is pass 2; keepdim=False results are stored once per row."""
     b = builder()
-    x = b.input("x", (3, ROW), dtype)
+    x = b.input("x", (ROWS, ROW), dtype)
     outs = (b.sum(x, dim=[-1]), b.mean(x, dim=[-1], keepdim=True), b.op("var", x, dim=[-1], correction=1),
             b.amax(x, dim=[-1]))
     gen = _looped(b.build(*outs), passes=2)
@@ -92,7 +95,7 @@ def test_amin_and_a_statistic_of_a_statistic():
 
 def test_an_integer_sum_over_a_long_row_accumulates_in_its_dtype():
     b = builder()
-    x = b.input("x", (3, ROW), "i32")
+    x = b.input("x", (ROWS, ROW), "i32")
     gen = _looped(b.build(b.sum(b.mul(x, 3), dim=[-1])), passes=1)
     assert "tl.int64" in gen.source.text
     assert_verified(gen)

@@ -4,6 +4,7 @@ import torch
 from hoid.kernels.library import triton_add_rmsnorm
 from hoid.verify import check_kernel
 
+from ..trusted import TIMING_RUNS
 from .reference import assert_matches
 
 SPEC = triton_add_rmsnorm.SPEC
@@ -24,5 +25,5 @@ def test_sum_output_is_the_rounded_sum():
 
 
 def test_own_examples_pass():
-    verdict = check_kernel(SPEC, examples=1, trials=4, seed=2)
+    verdict = check_kernel(SPEC, examples=1, trials=4, seed=2, timing_runs=TIMING_RUNS)
     assert verdict.ok, verdict.reason

@@ -4,6 +4,7 @@ import torch
 from hoid.kernels.library import triton_embedding
 from hoid.verify import check_kernel
 
+from ..trusted import TIMING_RUNS
 from .reference import assert_matches
 
 SPEC = triton_embedding.SPEC
@@ -32,5 +33,5 @@ def test_declares_the_index_bound():
 
 
 def test_own_examples_pass():
-    verdict = check_kernel(SPEC, examples=1, trials=4, seed=5)
+    verdict = check_kernel(SPEC, examples=1, trials=4, seed=5, timing_runs=TIMING_RUNS)
     assert verdict.ok, verdict.reason

@@ -9,6 +9,7 @@ from hoid.ir import TensorType
 from hoid.kernels.library import triton_moe_experts as moe
 from hoid.verify import check_kernel
 
+from ..trusted import TIMING_RUNS
 from .reference import assert_matches, launch
 
 
@@ -88,7 +89,7 @@ def test_auto_tiles_fill_the_gpu_without_split_k():
 
 def test_own_examples_pass():
     # one example (f16 at one token: its overflow case); each check costs minutes under the interpreter
-    verdict = check_kernel(moe.SPEC, examples=1, trials=4, seed=1)
+    verdict = check_kernel(moe.SPEC, examples=1, trials=4, seed=1, timing_runs=TIMING_RUNS)
     assert verdict.ok, verdict.reason
 
 

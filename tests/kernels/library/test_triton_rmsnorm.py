@@ -4,6 +4,7 @@ import torch
 from hoid.kernels.library import triton_rmsnorm
 from hoid.verify import check_kernel
 
+from ..trusted import TIMING_RUNS
 from .reference import assert_matches
 
 SPEC = triton_rmsnorm.SPEC
@@ -25,7 +26,7 @@ def test_every_param_choice_is_correct(params):
 
 
 def test_own_examples_pass():
-    verdict = check_kernel(SPEC, examples=1, trials=4, seed=1)
+    verdict = check_kernel(SPEC, examples=1, trials=4, seed=1, timing_runs=TIMING_RUNS)
     assert verdict.ok, verdict.reason
 
 

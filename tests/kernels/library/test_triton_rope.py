@@ -6,6 +6,7 @@ import torch
 from hoid.kernels.library import triton_rope
 from hoid.verify import check_kernel
 
+from ..trusted import TIMING_RUNS
 from .reference import assert_matches
 
 
@@ -75,7 +76,8 @@ def test_the_cache_outputs_are_declared_in_place_and_checked_in_place(spec):
         in_place.append(tensors[len(ops) + 1] is tensors[k_cache] and tensors[len(ops) + 2] is tensors[v_cache])
         spec.launch(*tensors, **kwargs)
 
-    verdict = check_kernel(dataclasses.replace(spec, launch=launch), examples=1, trials=4, seed=9)
+    verdict = check_kernel(dataclasses.replace(spec, launch=launch), examples=1, trials=4, seed=9,
+                           timing_runs=TIMING_RUNS)
     assert verdict.ok, verdict.reason
     assert in_place and all(in_place)
 
@@ -83,5 +85,5 @@ def test_the_cache_outputs_are_declared_in_place_and_checked_in_place(spec):
 @pytest.mark.parametrize("spec", [triton_rope.ROPE_SPEC, triton_rope.QK_NORM_ROPE_CACHE_SPEC,
                                   triton_rope.ROPE_CACHE_SPEC], ids=lambda s: s.id)
 def test_own_examples_pass(spec):
-    verdict = check_kernel(spec, examples=1, trials=4, seed=8)
+    verdict = check_kernel(spec, examples=1, trials=4, seed=8, timing_runs=TIMING_RUNS)
     assert verdict.ok, verdict.reason

@@ -4,6 +4,7 @@ import torch
 from hoid.kernels.library import triton_silu_mul
 from hoid.verify import check_kernel
 
+from ..trusted import TIMING_RUNS
 from .reference import assert_matches
 
 
@@ -30,7 +31,7 @@ def test_swiglu_merged_reads_gate_first():
 
 @pytest.mark.parametrize("spec", [triton_silu_mul.SILU_MUL_SPEC, triton_silu_mul.SWIGLU_MERGED_SPEC])
 def test_own_examples_pass(spec):
-    verdict = check_kernel(spec, examples=1, trials=4, seed=3)
+    verdict = check_kernel(spec, examples=1, trials=4, seed=3, timing_runs=TIMING_RUNS)
     assert verdict.ok, verdict.reason
 
 
