@@ -114,11 +114,17 @@ def _binary_types(types, attrs) -> tuple[tuple[int, ...], str]:
     return types[0].shape, _scalar_dtype(types[0].dtype, scalar)
 
 
-def _binary_infer(result: str | None):
+def _binary_infer(result: str | None, *, bool_ok: bool = True):
     def infer(types, attrs):
+        if not bool_ok and any(t.dtype == "bool" for t in types):
+            # torch refuses it ("use the ~ or logical_not() operator instead"): a graph holding it could not run
+            raise InferError("a bool operand is not supported (torch refuses it); invert a mask with logical_not")
         shape, dtype = _binary_types(types, attrs)
         return TensorType(shape, result or dtype)
     return infer
+
+
+_BOOL_REFUSED = {"sub"}  # torch.sub raises for a bool tensor on either side (a Python bool scalar too)
 
 
 def _binary_reference(fn, scalar_as_tensor: bool):
@@ -191,7 +197,7 @@ for _name, _fn, _result, _int_ok, _flops, _doc, _triton in BINARY:
         name=_name,
         operands=("a", "b?"),
         attrs=(_SCALAR,),
-        infer=_binary_infer(_result),
+        infer=_binary_infer(_result, bool_ok=_name not in _BOOL_REFUSED),
         reference=_binary_reference(_fn, _name in _NO_PYTHON_SCALARS),
         flops=(lambda k: lambda ins, outs, attrs: k * outs[0].numel)(_flops),
         sample=_binary_sample(_int_ok),
