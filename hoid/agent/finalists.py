@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..ir import Graph
 from ..ir.graph import attr_key
+from ..kernels.kernel_set import signature
 from .executor import Evidence
 
 OUT_OF_REACH = 1e3  # seconds: what a kernel that is neither kept nor on trial costs in an extraction
@@ -17,14 +18,14 @@ OUT_OF_REACH = 1e3  # seconds: what a kernel that is neither kept nor on trial c
 
 class Allowed:
     """The cost model extraction sees: `inner`, with every kernel e-node not in `allowed` out of reach.
-    `allowed` holds signatures: (kernel id, input types, attr key)."""
+    `allowed` holds `signature`s."""
 
     def __init__(self, inner, allowed: set):
         self.inner, self.allowed = inner, allowed
 
     def __call__(self, call):
         if call.op == "kernel":
-            if (call.attrs["kernel"], call.inputs, attr_key(call.attrs["attrs"])) not in self.allowed:
+            if signature(call.attrs["kernel"], call.inputs, call.attrs["attrs"]) not in self.allowed:
                 return OUT_OF_REACH
         return self.inner(call)
 

@@ -24,9 +24,8 @@ from collections import deque
 from dataclasses import dataclass
 
 from ..ir import Graph, expect_graph
-from ..ir.graph import attr_key
 from ..ir.text import loads
-from ..kernels.kernel_set import Accepted, KernelSet
+from ..kernels.kernel_set import Accepted, KernelSet, signature
 from ..kernels.registry import library_kernels
 from ..kernels.store import AcceptedStore
 from ..measure.devices import Device, get_device
@@ -35,7 +34,7 @@ from ..measure.noise import compare
 from ..measure.timing import Timing
 from .budget import Budget, Spend
 from .executor import Evaluation, Evidence, NoWorkers, WorkerLost, done, evaluate, start_executor
-from .finalists import Allowed, measure_finalists
+from .finalists import Allowed, measure_finalists, uses
 from .journal import Journal, graph_hash, source_text
 from .proposer import DEFAULT_AGENTS, Context, Outcome, Proposal, proposers_for
 from .regions import discover
@@ -229,7 +228,7 @@ class Runner:
                 key = proposal.key(proposer.name)
                 region = next((r for r in context.regions if r.key == proposal.region), None)
                 if region is None or self.journal.finished_attempt(self.run_id, key) is not None or \
-                        (proposal.kernel.id, tuple(region.types), attr_key(region.attrs)) in self.allowed:
+                        signature(proposal.kernel.id, region.types, region.attrs) in self.allowed:
                     continue  # its turn says what is wrong with it, replays it or skips it: nothing to evaluate
                 self._pending[key] = self._submit(proposal.kernel, region, proposal.sweep)
             if not ahead:
@@ -251,7 +250,7 @@ class Runner:
         key = proposal.key(proposer)
         region = context.region(proposal.region)
         spec = proposal.kernel
-        signature = (spec.id, tuple(region.types), attr_key(region.attrs))
+        accepted_at = signature(spec.id, region.types, region.attrs)
         done = self.journal.finished_attempt(self.run_id, key)
         self.spend.attempts += 1
         if done is not None:  # finished before a crash: replay its outcome, measure nothing again
@@ -262,7 +261,7 @@ class Runner:
             self.history.append(Outcome(proposer, region.key, spec.id, done.verdict, done.kept, done.why))
             self._emit(kind="replayed", proposer=proposer, kernel=spec.id, region=region.key, kept=done.kept)
             return
-        if signature in self.allowed:
+        if accepted_at in self.allowed:
             self._emit(kind="skipped", kernel=spec.id, region=region.key, why="already accepted")
             self.spend.attempts -= 1
             return
@@ -302,12 +301,11 @@ class Runner:
                       kernel_method=kernel.method)
         trial = KernelSet.empty().accept(spec, region.types, region.attrs, params, evidence=kernel.evidence)
         self._apply_library(self.space, trial)
-        signature = (spec.id, tuple(region.types), attr_key(region.attrs))
-        finalists = self.space.extract(Allowed(self.cost, self.allowed | {signature}), k=self.k).finalists
+        accepted_at = signature(spec.id, region.types, region.attrs)
+        finalists = self.space.extract(Allowed(self.cost, self.allowed | {accepted_at}), k=self.k).finalists
         best_f, best_e = None, None
         # a finalist without the candidate says nothing about it
-        finalists = [f for f in {graph_hash(f.graph): f for f in finalists}.values()
-                     if any(n.op == "kernel" and n.attrs["kernel"] == spec.id for n in f.graph.nodes)]
+        finalists = [f for f in {graph_hash(f.graph): f for f in finalists}.values() if uses(f.graph, spec.id, region)]
         try:
             timed = measure_finalists(self.executor, [(f.graph, f.cost) for f in finalists])
         except WorkerLost as e:
@@ -347,10 +345,10 @@ class Runner:
     def _admit(self, spec, region, params: dict, measured: bool) -> None:
         """`spec` at this region's signature becomes part of every later extraction (and, on measured
         evidence, of the device's store)."""
-        signature = (spec.id, tuple(region.types), attr_key(region.attrs))
-        if signature in self.allowed:
+        accepted_at = signature(spec.id, region.types, region.attrs)
+        if accepted_at in self.allowed:
             return
-        self.allowed.add(signature)
+        self.allowed.add(accepted_at)
         evidence = "measured" if measured else "modelled"
         self.accepted = self.accepted.accept(spec, region.types, region.attrs, params, evidence=evidence)
         self._apply_library(self.space, KernelSet.empty().accept(spec, region.types, region.attrs, params))
@@ -380,8 +378,7 @@ class Runner:
             self.stale[kernel_id] = why
             self._emit(kind="stale", kernel=kernel_id, why=why)
         for a in found.current:
-            signature = a.signature()
-            self.allowed.add(signature)
+            self.allowed.add(a.signature())
             self.accepted = self.accepted.accept(a.spec, a.types, a.attrs, a.params, evidence="measured")
             self._apply_library(self.space, KernelSet.empty().accept(a.spec, a.types, a.attrs, a.params))
             self.reused.append(f"{a.spec.id} at {', '.join(map(str, a.types))}")

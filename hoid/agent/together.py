@@ -16,8 +16,7 @@ their checks and kernel measurements reused: a batch that gains nothing costs on
 
 from __future__ import annotations
 
-from ..ir.graph import attr_key
-from ..kernels.kernel_set import KernelSet
+from ..kernels.kernel_set import KernelSet, signature
 from .budget import Budget
 from .executor import WorkerLost
 from .finalists import Allowed, measure_finalists, uses
@@ -37,7 +36,7 @@ def decide_together(run, proposer: str, proposals: list[Proposal], context: Cont
         trial = trial.accept(proposal.kernel, region.types, region.attrs, result.params,
                              evidence=result.kernel.evidence)
     run._apply_library(run.space, trial)
-    signatures = {(p.kernel.id, tuple(r.types), attr_key(r.attrs)) for p, _, r, _ in passed}
+    signatures = {signature(p.kernel.id, r.types, r.attrs) for p, _, r, _ in passed}
     finalists = run.space.extract(Allowed(run.cost, run.allowed | signatures), k=run.k).finalists
     # a finalist that runs none of the batch says nothing about it
     finalists = [f for f in {graph_hash(f.graph): f for f in finalists}.values()
@@ -91,7 +90,7 @@ def _evaluate(run, proposer: str, proposals: list[Proposal], context: Context) -
     fresh = []
     for proposal in proposals:
         key, region = proposal.key(proposer), context.region(proposal.region)
-        if (proposal.kernel.id, tuple(region.types), attr_key(region.attrs)) in run.allowed or \
+        if signature(proposal.kernel.id, region.types, region.attrs) in run.allowed or \
                 run.journal.finished_attempt(run.run_id, key) is not None:
             continue  # its own turn replays or skips it
         if room is not None and len(fresh) >= room or \

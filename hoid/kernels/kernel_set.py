@@ -35,7 +35,13 @@ class Accepted:
     evidence: str = "measured"
 
     def signature(self) -> tuple:
-        return (self.spec.id, tuple(self.types), attr_key(self.attrs))
+        return signature(self.spec.id, self.types, self.attrs)
+
+
+def signature(kernel_id: str, types, attrs) -> tuple:
+    """What a kernel is accepted at: (its id, the input types, the attrs' key), as the loop's extraction
+    reads a kernel e-node."""
+    return kernel_id, tuple(types), attr_key(attrs)
 
 
 class KernelSet:
