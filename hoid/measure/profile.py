@@ -131,7 +131,8 @@ def _measure_nodes(graph: Graph, device: Device, inputs, weights, timer_options,
                    ) -> list[tuple[Node, float, str]]:
     """Run the graph once to capture every value, then time each node alone on its real inputs (each
     signature once; with `cache`, only those it does not hold, and nothing runs when it holds them all)."""
-    keys = {id(n): _cache_key(n, device) for n in graph.nodes} if cache is not None else {}
+    signatures = {id(n): _signature(n) for n in graph.nodes}
+    keys = {id(n): _cache_key(signatures[id(n)], n.op, device) for n in graph.nodes} if cache is not None else {}
     held = {}
     for node in graph.nodes:
         key = keys.get(id(node))
@@ -156,7 +157,7 @@ def _measure_nodes(graph: Graph, device: Device, inputs, weights, timer_options,
     out = []
     first: dict = {}  # signature -> (seconds, method, node timed)
     for node in graph.nodes:
-        key = _signature(node)
+        key = signatures[id(node)]
         if key is not None and key in first:
             seconds, method, timed = first[key]
             out.append((node, seconds, f"{method}; as {timed.name}"))
@@ -177,15 +178,13 @@ def _measure_nodes(graph: Graph, device: Device, inputs, weights, timer_options,
     return out
 
 
-def _cache_key(node: Node, device: Device) -> MeasureKey | None:
-    """A node's signature (`_signature`) as a measurement-cache key, under "profile:<op>" (a kernel node's
-    id, version and params are among its attrs); None where the signature has no exact key."""
-    signature = _signature(node)
+def _cache_key(signature, op: str, device: Device) -> MeasureKey | None:
+    """A node's `_signature` as a measurement-cache key, under "profile:<op>" (a kernel node's id, version
+    and params are among its attrs); None where the signature has no exact key."""
     if signature is None:
         return None
     attrs = hashlib.sha256(repr(signature[3]).encode()).hexdigest()[:24]
-    return MeasureKey.of(device.name, f"profile:{node.op}", "", {}, [*signature[1], *signature[2]],
-                         {"attrs": attrs})
+    return MeasureKey.of(device.name, f"profile:{op}", "", {}, [*signature[1], *signature[2]], {"attrs": attrs})
 
 
 def _signature(node: Node):
