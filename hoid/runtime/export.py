@@ -17,8 +17,10 @@ The package:
 
 Lowering (`lower`: kernel nodes bound for the arch, unavailable ones inlined as their bodies) and the
 bind-time folding (`compiled._bind_values`) are the runtime's own; the package gets its own straight-line
-torch code because it may not import hoid. CuTe DSL kernels are exported as their bodies: their launch
-needs hoid's CuTe compile cache.
+torch code because it may not import hoid. A CuTe DSL kernel is a `custom_op` (opaque to torch.compile and
+torch.export, which see its fake) over the package's copy of its launch and of `_cute_compile`: it builds
+at its first call per shape, as in hoid, and needs NVIDIA's CuTe DSL where it runs (`load` says so where it
+is missing; a package exported with `kernels=` a set without CuTe runs their bodies instead).
 """
 
 from __future__ import annotations
@@ -44,6 +46,10 @@ from .export_source import SourceSet
 from .lower import lower
 
 TRITON_HELPERS = "hoid.kernels.library._triton_compile"
+CUTE_HELPERS = "hoid.kernels.library._cute_compile"
+# A package needs CuTe DSL itself, not hoid's extra: its copy of the install hint names the library.
+_HOID_CUTE_INSTALL = "pip install 'hoid[cute]'  (CUTLASS CuTe DSL"
+_PACKAGE_CUTE_INSTALL = "pip install nvidia-cutlass-dsl  (CUTLASS CuTe DSL"
 # Inside the package, a Triton launch goes through wrap_triton: torch.compile and torch.export then see the
 # kernel (a triton_op's body is traced) instead of failing on a raw launch over fake tensors.
 _RAW_LAUNCH = "return impl[grid](*args, **kwargs)"
@@ -61,7 +67,8 @@ def export(graph: Graph, directory: str | os.PathLike, *, arch: str | None = Non
     """Write `graph` as a standalone package in `directory` (replaced if it holds a previous export).
 
     arch: the GPU arch the kernels are chosen for ("sm_90"; default: this machine's GPU, else sm_90, the
-    H200 the search prices for). kernels: where kernel ids are looked up (default: the registry)."""
+    H200 the search prices for). kernels: where kernel ids are looked up, a `KernelSet` or a mapping of id ->
+spec (default: the registry); a kernel node it lacks runs its body (with a warning)."""
     graph = expect_graph(graph, "hoid.export").validate()
     directory = Path(directory)
     if not directory.name.isidentifier():
@@ -71,8 +78,7 @@ def export(graph: Graph, directory: str | os.PathLike, *, arch: str | None = Non
         arch = _this_arch() or "sm_90"
     from ..kernels.registry import all_kernels
 
-    specs = dict(kernels) if kernels is not None else all_kernels()
-    specs = {k: s for k, s in specs.items() if s.backend != "cute"}
+    specs = kernels if kernels is not None else all_kernels()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         lowered = lower(graph, arch=arch, kernels=specs)
@@ -86,11 +92,14 @@ def export(graph: Graph, directory: str | os.PathLike, *, arch: str | None = Non
     namespace = "hoid_" + re.sub(r"\W", "_", graph.name)[:24] + "_" + _digest(graph)
     sources = SourceSet()
     sources.patch(TRITON_HELPERS, _RAW_LAUNCH, _TRACED_LAUNCH)
+    sources.patch(CUTE_HELPERS, _HOID_CUTE_INSTALL, _PACKAGE_CUTE_INSTALL)
     ops, kernel_files, archs = _ops(runtime, lowered, sources)
     model = _model(lowered, runtime, frozen_names, namespace)
     meta = {"graph": graph.name, "namespace": namespace, "arch": arch, "archs": sorted(archs) if archs else None,
             "device": _device_name(), "torch": torch.__version__, "kernels": sorted(
-                {n.attrs["kernel"] for n in runtime if n.op == "kernel"}), "fallbacks": lowered.fallbacks}
+                {n.attrs["kernel"] for n in runtime if n.op == "kernel"}), "fallbacks": lowered.fallbacks,
+            "cute": sorted({lowered.kernels[n.outputs[0].name].spec.id for n in runtime
+                            if n.op == "kernel" and lowered.kernels[n.outputs[0].name].spec.backend == "cute"})}
     tmp = directory.with_name(f".{directory.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     (tmp / "_kernels").mkdir(parents=True)
@@ -142,7 +151,8 @@ def _ops(runtime, lowered, sources: SourceSet) -> tuple[str, dict[str, str], set
             if getattr(importlib.import_module(mod), fn, None) is not spec.launch:
                 raise ExportError(f"export: kernel {spec.id}'s launch is not the top-level {mod}.{fn}")
             sources.need(mod, fn)
-            call, traceable = f"{sources.local(mod)}.{fn}", True
+            # torch.compile traces into a Triton launch (wrap_triton); a CuTe launch stays opaque
+            call, traceable = f"{sources.local(mod)}.{fn}", spec.backend == "triton"
         chunks.append(kernel_op(name, bound, call, None, traceable=traceable))
     imports = [f"from ._kernels import {m}" for m in sorted({sources.local(m) for m in sources.modules} | {
         f[:-3] for f in files})]

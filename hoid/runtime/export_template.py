@@ -7,7 +7,8 @@ INIT = '''"""A model exported by hoid (hoid.export): plain PyTorch, its kernels 
     model = pkg.load("cuda")                 # a torch.nn.Module
     outputs = model(*inputs)                 # the graph's inputs and outputs, in its order
 
-It imports torch, safetensors and triton, never hoid. META says what it was exported for.
+It imports torch, safetensors and triton (and CuTe DSL where META["cute"] names kernels), never hoid. META
+says what it was exported for.
 """
 
 import json
@@ -24,14 +25,38 @@ class UnsupportedDeviceError(RuntimeError):
     """The package's kernels do not build for the device it is loaded on."""
 
 
+class MissingDependencyError(ImportError):
+    """The package's CuTe DSL kernels need NVIDIA's CuTe DSL, which this environment lacks."""
+
+
 def _interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
 
 
+def _have_cute_dsl() -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("cutlass.cute") is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def check_device(device) -> None:
-    """Refuse a device whose arch the kernels do not build for, saying which they do."""
+    """Refuse a device whose arch the kernels do not build for, saying which they do; and, with CuTe DSL
+    kernels, a device that is not a CUDA GPU (CuTe has no interpreter) or an environment without CuTe DSL."""
     device = torch.device(device)
     archs = META["archs"]
+    cute = META.get("cute") or []
+    if cute and device.type != "cuda":
+        raise UnsupportedDeviceError(
+            f"{META['graph']}: its CuTe DSL kernels ({', '.join(cute)}) run on a CUDA GPU only "
+            f"({', '.join(archs)}); to run it elsewhere, export it with hoid.export(..., kernels=) a kernel set "
+            "without CuTe's, whose nodes then run their bodies")
+    if cute and not _have_cute_dsl():
+        raise MissingDependencyError(
+            f"{META['graph']}: its CuTe DSL kernels ({', '.join(cute)}) need NVIDIA's CuTe DSL: "
+            "pip install nvidia-cutlass-dsl (the version the package was exported with, 4.8 or later)")
     if archs is None:  # no Triton kernel: torch ops run anywhere torch does
         return
     if device.type == "cuda":

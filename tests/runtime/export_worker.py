@@ -1,19 +1,24 @@
 """Run an exported package where `import hoid` fails: eager, under torch.export, under torch.compile.
 
     python export_worker.py <package parent dir> <package name> <inputs.pt> <outputs.pt> <backend>
+    python export_worker.py <package parent dir> <package name> <inputs.pt> <outputs.pt> --cute
 
 Started by tests/runtime/test_export.py in a fresh process whose sys.path holds the package's parent (and
 torch's site-packages); a meta-path blocker makes any import of hoid raise, so the package proves it needs
-none. Writes {"eager": [...], "compiled": [...], "exported": [...]} of CPU tensors.
+none. Writes {"eager": [...], "compiled": [...], "exported": [...]} of CPU tensors. With --cute (a package
+holding CuTe DSL kernels, which run on a GPU only): what `load` says on the CPU and without CuTe DSL, and
+the ops of `torch.export` over the model built from its weights (fakes only: nothing runs).
 """
 
 import sys
 
 
 class _BlockHoid:
+    blocked = ("hoid",)
+
     def find_spec(self, name, path=None, target=None):
-        if name == "hoid" or name.startswith("hoid."):
-            raise ImportError(f"import of {name} blocked: an exported package must not need hoid")
+        if any(name == b or name.startswith(b + ".") for b in self.blocked):
+            raise ImportError(f"import of {name} blocked: an exported package must not need it here")
 
 
 sys.meta_path.insert(0, _BlockHoid())
@@ -43,5 +48,37 @@ def main(parent, name, inputs_path, outputs_path, backend):
                 "hoid_loaded": any(m == "hoid" or m.startswith("hoid.") for m in sys.modules)}, outputs_path)
 
 
+def cute(parent, name, inputs_path, outputs_path):
+    sys.path.insert(0, parent)
+    import importlib
+
+    import torch
+    from safetensors.torch import load_file
+
+    pkg = importlib.import_module(name)
+    said = {}
+    try:
+        pkg.load("cpu")
+    except pkg.UnsupportedDeviceError as e:
+        said["cpu"] = str(e)
+    _BlockHoid.blocked = ("hoid", "cutlass")  # as where CuTe DSL is not installed
+    try:
+        pkg.check_device(torch.device("cuda", 0))
+    except pkg.MissingDependencyError as e:
+        said["no_cute_dsl"] = str(e)
+    from importlib import import_module
+
+    tensors = load_file(str(pkg._HERE / "weights.safetensors"))
+    model = import_module(f"{name}.model").Model([tensors[f"t{i}"] for i in range(len(tensors))]).eval()
+    program = torch.export.export(model, tuple(torch.load(inputs_path)))
+    ops = sorted({str(n.target) for n in program.graph.nodes if n.op == "call_function"
+                  and str(n.target).startswith(pkg.META["namespace"])})
+    torch.save({"said": said, "custom_ops": ops, "cutlass_loaded": "cutlass" in sys.modules,
+                "hoid_loaded": any(m == "hoid" or m.startswith("hoid.") for m in sys.modules)}, outputs_path)
+
+
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    if sys.argv[5:] == ["--cute"]:
+        cute(*sys.argv[1:5])
+    else:
+        main(*sys.argv[1:])

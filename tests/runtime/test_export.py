@@ -4,6 +4,7 @@ torch.export; its kernels are torch ops of its own namespace; a device it does n
 
 import json
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -91,6 +92,38 @@ def test_package_refuses_a_device_its_kernels_do_not_build_for(tmp_path, monkeyp
     finally:
         sys.path.remove(str(tmp_path))
         sys.modules.pop("pkg_arch", None)
+
+
+def test_cute_kernels_are_exported_as_opaque_ops_that_need_a_gpu_and_cute_dsl(tmp_path):
+    from hoid.models import build_model, decode_step_graph
+
+    # the H200's prices pick CuTe's GEMV for the tiny model's gate/up; on this CPU it cannot run
+    graph = hoid.search.rewrite(decode_step_graph(build_model(TINY[0]), 16), device="h200",
+                                kernels=hoid.kernels.KernelSet.default())
+    cute = {n.attrs["kernel"] for n in graph.nodes if n.op == "kernel" and n.attrs["kernel"].startswith("cute.")}
+    assert cute, "the H200's prices choose a CuTe kernel for the tiny model"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        package = hoid.export(graph, tmp_path / "pkg_cute")
+    assert not [w for w in caught if "cute." in str(w.message)], "a CuTe node fell back to its body"
+    meta = json.loads((package / "meta.json").read_text())
+    assert set(meta["cute"]) == cute and not meta["fallbacks"]
+    # the ops whose body launches a CuTe kernel: custom_ops (opaque), never triton_ops
+    cute_ops = re.findall(r"@_op\('(k\d+)', mutates_args=\(\), traceable=(\w+)\)\ndef \w+\([^)]*\)[^\n]*\n"
+                          r"(?:    [^\n]*\n)*?    cute_gemv\.launch", (package / "ops.py").read_text())
+    assert cute_ops and all(traceable == "False" for _, traceable in cute_ops)
+    got = _run_fresh(tmp_path, package, _inputs(graph), "--cute")
+    assert not got["hoid_loaded"] and not got["cutlass_loaded"], "importing and tracing the package builds nothing"
+    assert "CUDA GPU only" in got["said"]["cpu"] and "kernels=" in got["said"]["cpu"]
+    assert "pip install nvidia-cutlass-dsl" in got["said"]["no_cute_dsl"]
+    # torch.export sees each CuTe kernel through its fake, as an op of the package's namespace
+    assert {f"{meta['namespace']}.{name}.default" for name, _ in cute_ops} <= set(got["custom_ops"])
+    # a package for machines without CuTe DSL: its CuTe nodes run their bodies, which META says
+    with pytest.warns(UserWarning, match="cute"):
+        plain = hoid.export(graph, tmp_path / "pkg_plain", kernels=hoid.kernels.KernelSet.default().runnable_here())
+    meta = json.loads((plain / "meta.json").read_text())
+    assert not meta["cute"] and len(meta["fallbacks"]) == sum(
+        n.op == "kernel" and n.attrs["kernel"].startswith("cute.") for n in graph.nodes)
 
 
 def test_export_refuses_a_directory_that_cannot_be_imported(tmp_path):

@@ -1,5 +1,7 @@
 """On the GPU (marked gpu): the exported package launches the same Triton kernels as the compiled graph
-(torch.profiler), eager and under torch.compile, where its kernels are triton_ops."""
+(torch.profiler), eager and under torch.compile, where its kernels are triton_ops; and, where CuTe DSL is
+installed, the same CuTe builds (counted at their launch: a CuTe kernel's symbol names the module it was
+built from, which the package's copy renames)."""
 
 import sys
 
@@ -64,3 +66,31 @@ def test_exported_package_launches_the_compiled_graphs_kernels(tmp_path):
     fast = torch.compile(model, fullgraph=True)
     assert not {n for n in ours if n not in _kernel_names(fast, ids, pos, *[torch.zeros_like(t) for t in state])}
     torch.export.export(model, (ids, pos, *state))
+    from hoid.kernels.library._cute_compile import have_cute
+
+    if have_cute():  # the H200's prices pick CuTe's gate/up GEMV for this model (as test_export.py asserts)
+        ours = cute_launches(compiled, (ids, pos, *compiled.state), "hoid.kernels.library._cute_compile")
+        assert ours, "the compiled graph launches CuTe kernels"
+        assert cute_launches(model, (ids, pos, *state), "gpu_pkg._kernels.cute_compile") == ours
+
+
+def cute_launches(fn, args, module: str) -> list[str]:
+    """The CuTe builds one call of `fn` launches, by name in order, counted where `module` (hoid's
+    `_cute_compile` or a package's copy) picks the build for each launch (names, not keys: a key holds the
+    launch's PDL flags, which hoid.compile sets and a package does not)."""
+    import importlib
+
+    helpers, seen = importlib.import_module(module), []
+    picked = helpers.compiled_for
+
+    def counting(name, key, *rest):
+        seen.append(name)
+        return picked(name, key, *rest)
+
+    helpers.compiled_for = counting
+    try:
+        fn(*args)
+        torch.cuda.synchronize()
+    finally:
+        helpers.compiled_for = picked
+    return seen
