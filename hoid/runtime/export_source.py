@@ -8,8 +8,11 @@ Relative and `hoid.` imports become imports of the copies; everything else (torc
 What is copied is hoid's own text, statement by statement, so the package runs the code that was
 measured; nothing here rewrites a kernel.
 
-Annotations are not followed: every copy keeps `from __future__ import annotations`, so they stay strings
-(Triton reads `tl.constexpr` as text), and following them would drag in `TensorType` and the IR.
+Annotations: a copy keeps its module's `from __future__ import annotations` or its absence. Where the
+module has it, annotations stay strings (Triton reads `tl.constexpr` as text) and are not followed, which
+would drag in `TensorType` and the IR. Where it does not, they are evaluated, so they are followed: CuTe
+DSL evaluates a `@cute.jit` function's annotations (`cute.Tensor`) in the scope that defined them, which
+postponed strings would move to the module's globals, where `cute` is not.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ class _Module:
     name: str
     tree: ast.Module
     is_package: bool
+    postponed: bool  # `from __future__ import annotations`: annotations are strings, not followed
     defines: dict[str, int] = field(default_factory=dict)  # top-level name -> statement index
     needed: set[int] = field(default_factory=set)
     names: set[str] = field(default_factory=set)  # needed names (an import statement keeps only these)
@@ -76,7 +80,7 @@ class SourceSet:
                     target = self._resolve(module, mod.is_package, stmt)
                     self._need_import(target, alias.name)
             return
-        for used in _free_names(stmt):
+        for used in _free_names(stmt, annotations=not mod.postponed):
             head, _, attr = used.partition(".")
             if head in mod.defines:
                 self.need(module, head)
@@ -120,7 +124,9 @@ class SourceSet:
         if name not in self.modules:
             module = importlib.import_module(name)
             tree = ast.parse(inspect.getsource(module))
-            mod = _Module(name, tree, hasattr(module, "__path__"))
+            postponed = any(isinstance(s, ast.ImportFrom) and s.module == "__future__"
+                            and any(a.name == "annotations" for a in s.names) for s in tree.body)
+            mod = _Module(name, tree, hasattr(module, "__path__"), postponed)
             for i, stmt in enumerate(tree.body):
                 for defined in _defined_names(stmt):
                     mod.defines.setdefault(defined, i)
@@ -132,7 +138,7 @@ class SourceSet:
         out = {}
         for name, mod in self.modules.items():
             lines = [f'"""Pruned from {name}: the statements the exported kernels use (see hoid.export)."""',
-                     "", "from __future__ import annotations"]
+                     *(["", "from __future__ import annotations"] if mod.postponed else [])]
             for i, stmt in enumerate(mod.tree.body):
                 if i in mod.needed and (code := self._emit(mod, stmt)):
                     lines.append(code)
@@ -202,11 +208,11 @@ def _defined_names(stmt: ast.stmt) -> set[str]:
     return names
 
 
-def _free_names(stmt: ast.stmt) -> set[str]:
+def _free_names(stmt: ast.stmt, annotations: bool = False) -> set[str]:
     """Every name a statement reads (over-approximated: locals too), and `name.attr` for attribute reads,
-    skipping annotations."""
+    annotations included only where `annotations` (a module that evaluates them)."""
     skip = set()
-    for node in ast.walk(stmt):
+    for node in ast.walk(stmt) if not annotations else ():
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             args = node.args
             for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:

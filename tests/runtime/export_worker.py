@@ -1,13 +1,14 @@
 """Run an exported package where `import hoid` fails: eager, under torch.export, under torch.compile.
 
     python export_worker.py <package parent dir> <package name> <inputs.pt> <outputs.pt> <backend>
-    python export_worker.py <package parent dir> <package name> <inputs.pt> <outputs.pt> --cute
+    python export_worker.py <package parent dir> <package name> <inputs.pt> <outputs.pt> --cute [--build]
 
 Started by tests/runtime/test_export.py in a fresh process whose sys.path holds the package's parent (and
 torch's site-packages); a meta-path blocker makes any import of hoid raise, so the package proves it needs
 none. Writes {"eager": [...], "compiled": [...], "exported": [...]} of CPU tensors. With --cute (a package
 holding CuTe DSL kernels, which run on a GPU only): what `load` says on the CPU and without CuTe DSL, and
-the ops of `torch.export` over the model built from its weights (fakes only: nothing runs).
+the ops of `torch.export` over the model built from its weights (fakes only: nothing runs); with --build,
+each CuTe GEMV launch of the package's copy built for sm_90 (CuTe DSL compiles without a GPU).
 """
 
 import sys
@@ -56,7 +57,7 @@ def cute(parent, name, inputs_path, outputs_path):
     from safetensors.torch import load_file
 
     pkg = importlib.import_module(name)
-    said = {}
+    said, built = {}, []
     try:
         pkg.load("cpu")
     except pkg.UnsupportedDeviceError as e:
@@ -73,12 +74,28 @@ def cute(parent, name, inputs_path, outputs_path):
     program = torch.export.export(model, tuple(torch.load(inputs_path)))
     ops = sorted({str(n.target) for n in program.graph.nodes if n.op == "call_function"
                   and str(n.target).startswith(pkg.META["namespace"])})
-    torch.save({"said": said, "custom_ops": ops, "cutlass_loaded": "cutlass" in sys.modules,
+    cutlass_loaded = "cutlass" in sys.modules
+    if sys.argv[6:] == ["--build"]:  # each CuTe launch of the package's copy, built for sm_90 over CPU views
+        _BlockHoid.blocked = ("hoid",)
+        helpers, gemv = import_module(f"{name}._kernels.cute_compile"), import_module(f"{name}._kernels.cute_gemv")
+        for launch in ("launch_linear", "launch_linear_add", "launch_linear_swiglu"):
+            if hasattr(gemv, launch):
+                x, w = torch.zeros(1, 64), torch.zeros(2 * 32, 64)
+                out = torch.zeros(1, 32 if launch.endswith("swiglu") else 64)
+                res = (torch.zeros_like(out),) if launch.endswith("add") else ()
+                captured = []
+                gemv.launch = lambda *prepared, into=captured: into.append(prepared)  # prepare, do not launch
+                getattr(gemv, launch)(x, w, *res, out)
+                build, key, make, tensors = captured[0]
+                stream = helpers.cute_modules()[2].CUstream(0)
+                helpers.compiled_for(build, key, make, helpers.dlpack_views(tensors), stream, "sm_90")
+                built.append(build)
+    torch.save({"said": said, "custom_ops": ops, "cutlass_loaded": cutlass_loaded, "built": built,
                 "hoid_loaded": any(m == "hoid" or m.startswith("hoid.") for m in sys.modules)}, outputs_path)
 
 
 if __name__ == "__main__":
-    if sys.argv[5:] == ["--cute"]:
+    if sys.argv[5:6] == ["--cute"]:
         cute(*sys.argv[1:5])
     else:
         main(*sys.argv[1:])
