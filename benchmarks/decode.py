@@ -90,6 +90,9 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--cpu-inductor", action="store_true", help="on the CPU, compile with inductor (minutes)")
     ap.add_argument("--no-profile", action="store_true", help="skip hoid's in-context profile")
     ap.add_argument("--no-gate", action="store_true", help="skip the correctness gate")
+    ap.add_argument("--gate-stock", action="store_true",
+                    help="gate the stock rows too, for information (never `failed`): whether a stock model that a "
+                         "hoid row is built from (the backend's fast model) passes the gate itself")
     ap.add_argument("--gate-cache", type=Path, default=None,
                     help="a folder for the gate's teacher tokens and eager baseline per (model, shape, seed): a "
                          "later slice gating hoid rows reads them instead of running hf-eager again (unless "
@@ -159,7 +162,7 @@ def run_shape(lm, shape: Shape, keys: list[str], args, device, cell: dict, save)
     limit keeps the rows it finished)."""
     torch.manual_seed(args.seed)
     prompt = torch.randint(0, lm.config.vocab_size, (shape.batch, shape.prompt), device=device)
-    gate_wanted = not args.no_gate and any(k in decode_hoid.ROWS for k in keys)
+    gate_wanted = not args.no_gate and (args.gate_stock or any(k in decode_hoid.ROWS for k in keys))
     held: dict = {}
     stock_ctx = decode_stock.Context(device, compile_prefill=not args.eager_prefill, cpu_inductor=args.cpu_inductor)
     rows = cell["rows"]
@@ -174,6 +177,10 @@ def run_shape(lm, shape: Shape, keys: list[str], args, device, cell: dict, save)
                 row["gate_baseline"] = cell["gate_baseline"] = held["gate"].set_baseline(decoder)
             if gate_file is not None:
                 _save_gate(gate_file, lm, prompt, tokens, row["gate_baseline"])
+
+    def stock_after(decoder, row, tokens):
+        if "gate" in held:
+            held["gate"].judge(decoder, row, informational=True)
 
     def done(row):
         row["date"] = cell["date"]
@@ -200,8 +207,9 @@ def run_shape(lm, shape: Shape, keys: list[str], args, device, cell: dict, save)
                 if k in keys or (k == "hf-eager" and gate_wanted and "gate" not in held)]:
         name, build = decode_stock.ROWS[key]
         starting(key)
+        after = eager_after if key == "hf-eager" else stock_after if args.gate_stock and not args.no_gate else None
         done(run_row(key, name, "stock", lambda b=build: b(lm, shape, stock_ctx), prompt, shape.new,
-                     warmup=args.warmup, after=eager_after if key == "hf-eager" else None))
+                     warmup=args.warmup, after=after))
     hoid_keys = [k for k in decode_hoid.ROWS if k in keys]
     if not hoid_keys:
         return

@@ -43,12 +43,18 @@ class Gate:
         self.baseline = self.stats(eager)
         return self.baseline.to_json()
 
-    def judge(self, decoder: Decoder, row: dict) -> None:
-        """Adds `gate` (the verdict) and `failed` to `row`; a row that cannot be gated has failed."""
+    def judge(self, decoder: Decoder, row: dict, *, informational: bool = False) -> None:
+        """Adds `gate` (the verdict) and `failed` to `row`; a row that cannot be gated has failed.
+        informational: the verdict only, marked so, and never `failed` (a stock row: where a hoid row fails,
+        it shows whether the model it was built from passes on its own)."""
         try:
             if self.baseline is None:
                 raise RuntimeError("no eager bfloat16 baseline (the hf-eager row did not run)")
             verdict = judge(self.stats(decoder), self.baseline)
-            row["gate"], row["failed"] = verdict.to_json(), not verdict.passed
+            row["gate"], failed = verdict.to_json(), not verdict.passed
         except Exception as e:  # reported as a failed gate, with why
-            row["gate"], row["failed"] = {"passed": False, "error": f"{type(e).__name__}: {e}"}, True
+            row["gate"], failed = {"passed": False, "error": f"{type(e).__name__}: {e}"}, True
+        if informational:
+            row["gate"]["informational"] = True
+        else:
+            row["failed"] = failed

@@ -36,8 +36,10 @@
 #     hoid-compile  hoid.optimize cold and warm (budget $BUDGET each, default 1m) + hoid.compile   7.5 / 8.8 min
 #     hoid-export   cold optimize only (--no-warm) + the exported package, reduce-overhead        6 / 6.5 min
 #     hoid-backend  cold optimize only (--no-warm) + torch.compile(backend=hoid); no prefill      6 / 6.7 min
-#     fast-a    fast-reduce-overhead, fast-max-autotune, fast-cuda-graph                          4.5 / 5.2 min
+#     fast-a    fast-reduce-overhead, fast-max-autotune, fast-cuda-graph                          6 / 6.5 min
 #     fast-b    fast-max-autotune-cd                                                              3 / 3.6 min
+#               The fast slices gate their rows for information (--gate-stock: is the backend's fast model
+#               itself within the gate?), from /tmp/hoid_gate when a hoid slice left it, else after hf-eager.
 #               All five: ~27 min typical, ~31 worst, against a session's 30 min of device time: the first four
 #               fit one session; fast-b (or any slice whose JSON says `stopped`) goes first in the next.
 #               Merge the files here: python benchmarks/decode_report.py FOLDER (rows merge by key).
@@ -98,8 +100,8 @@ case ${1:-} in
     hoid=(--optimize-budget "${BUDGET:-1m}" --agent "${AGENT:-library,codegen,dir:examples/kernels}"
           --gate-cache /tmp/hoid_gate)
     case $slice in
-      fast-a) rows=(--rows fast-reduce-overhead,fast-max-autotune,fast-cuda-graph) ;;
-      fast-b) rows=(--rows fast-max-autotune-cd) ;;
+      fast-a) rows=(--rows fast-reduce-overhead,fast-max-autotune,fast-cuda-graph --gate-stock --gate-cache /tmp/hoid_gate) ;;
+      fast-b) rows=(--rows fast-max-autotune-cd --gate-stock --gate-cache /tmp/hoid_gate) ;;
       hoid-compile) rows=(--rows hoid-compile "${hoid[@]}") ;;
       hoid-export) rows=(--rows hoid-export --no-warm "${hoid[@]}") ;;
       hoid-backend) rows=(--rows hoid-backend --no-warm "${hoid[@]}") ;;

@@ -117,3 +117,14 @@ def test_slices_over_gpus_merge_into_one_table(tmp_path):
                                                               "qwen3-1.7b-tiny|p8-n8-b2|hf-static"]
     assert stdout.count("| qwen3-1.7b-tiny | 8 |") == 2
     assert len(list((tmp_path / "out" / "logs").glob("*.log"))) == 2
+
+
+@pytest.mark.slow
+def test_stock_rows_are_gated_for_information_only(tmp_path):
+    code, stdout = _run(tmp_path, "--prompt", "8", "--batch", "1", "--rows", "hf-static", "--gate-stock")
+    assert code == 0, stdout[-3000:]
+    [cell] = json.loads((tmp_path / "out" / "decode-qwen3-1.7b-tiny-p8-b1-n8-hf-static.json").read_text())["cells"]
+    rows = {r["key"]: r for r in cell["rows"]}
+    assert "gate_baseline" in rows["hf-eager"]  # the teacher ran for the gate, though --rows did not name it
+    gate = rows["hf-static"]["gate"]
+    assert gate["informational"] and "candidate" in gate and "failed" not in rows["hf-static"]
