@@ -4,9 +4,9 @@ For each decode model (Qwen3-1.7B, Qwen3-4B, Llama-3.2-1B, Llama-3.1-8B) at cach
 4096, a 2-layer full-width decode step (layers repeat: 2 give every shape the full model has) is searched
 the way `hoid.search.rewrite` does (`hoid.search.prices.priced_calls`): every library kernel injected, at
 its resolved params, and every plain op of the e-graph (both sides of each choice). Each is timed by the
-same timer (`hoid.measure`: CUDA events or CUDA-graph replay, inputs rotated past the L2): a kernel by
-`measure_kernel`; a plain op by the library's torch kernel of the op where there is one (as
-`cost.measured_as` keys it), else by the op's torch reference. Rows go to
+same timer (`hoid.search.prices.measure_call`: CUDA events or CUDA-graph replay, inputs rotated past the
+L2): a kernel by `measure_kernel`; a plain op by the library's torch kernel of the op where there is one
+(as `cost.measured_as` keys it), else by the op's torch reference. Rows go to
 `benchmarks/results/decode_prices.json`, which `hoid.search` reads on any machine.
 
     python benchmarks/decode_prices.py                 # on the H200: < 6 minutes
@@ -56,33 +56,6 @@ def all_calls(device) -> dict:
     return calls
 
 
-def measure(call, device, repeat: int):
-    """(median, spread, floor, method) of one call on this GPU."""
-    from hoid.ir.ops.kernel import KernelImpl
-    from hoid.ir.registry import get_op
-    from hoid.kernels import get
-    from hoid.measure import measure_kernel
-    from hoid.measure.inputs import random_inputs
-    from hoid.measure.local import time_on
-    from hoid.measure.roofline import op_floor
-    from hoid.search.cost import measured_as
-
-    if call.op == "kernel":
-        impl = KernelImpl.from_node(call.attrs)
-        m = measure_kernel(get(impl.kernel), call.inputs, impl.attrs, impl.params, device=device, repeat=repeat)
-        return m.median, m.spread, m.floor, "suspect" if m.suspect else "kernel"
-    measured = measured_as(call)
-    if measured is not None:
-        m = measure_kernel(get(measured[0]), call.inputs, call.attrs, measured[2], device=device, repeat=repeat)
-        return m.median, m.spread, m.floor, "suspect" if m.suspect else "torch kernel"
-    op = get_op(call.op)
-    bounds = op.index_bounds(list(call.inputs), call.attrs) if op.index_bounds else {}
-    inputs = random_inputs(call.inputs, device="cuda", index_bounds=bounds)
-    timing = time_on(device, lambda *xs: op.reference(*xs, **call.attrs), inputs, repeat=repeat)
-    floor = max(op_floor(call.op, call.inputs, call.outputs, call.attrs, device))
-    return timing.median, timing.spread, floor, "torch reference"
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="benchmarks/results/decode_prices.json")
@@ -93,6 +66,7 @@ def main() -> int:
     from hoid.kernels import get
     from hoid.measure.devices import H200
     from hoid.measure.local import has_cuda, local_device
+    from hoid.search.prices import measure_call
 
     start = time.perf_counter()
     device = local_device() if (has_cuda() and not args.dry_run) else H200
@@ -109,7 +83,7 @@ def main() -> int:
             left += 1
             continue
         try:
-            median, spread, floor, method = measure(call, device, args.repeat)
+            median, spread, floor, method = measure_call(call, device, repeat=args.repeat)
         except Exception as e:  # one failing call must not lose the others' rows
             failed.append(f"{call.name}({', '.join(map(str, call.inputs))}): {type(e).__name__}: {e}")
             continue

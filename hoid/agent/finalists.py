@@ -23,6 +23,11 @@ class Allowed:
     def __init__(self, inner, allowed: set):
         self.inner, self.allowed = inner, allowed
 
+    def prepare(self, kernels) -> None:
+        """What extraction tells a cost model of the e-graph's kernels, passed on (`PricedCost.prepare`)."""
+        if (prepare := getattr(self.inner, "prepare", None)) is not None:
+            prepare(kernels)
+
     def __call__(self, call):
         if call.op == "kernel":
             if signature(call.attrs["kernel"], call.inputs, call.attrs["attrs"]) not in self.allowed:

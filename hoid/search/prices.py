@@ -188,6 +188,59 @@ class PricedCost:
         return self.analytic(call)
 
 
+class LivePricedCost(PricedCost):
+    """`PricedCost` over shipped rows and a measurement cache that fills while it is used (the optimization
+    loop's: kernels and the plain ops beside them are measured as proposals arrive). Each extraction calls
+    `prepare` with the e-graph's kernels, which reads the cache again, so every choice is priced from the
+    measurements made so far, on both sides or on neither."""
+
+    def __init__(self, device: Device, cache, shipped: Prices | None = None):
+        self.cache = cache
+        self.shipped = shipped if shipped is not None else Prices.shipped(device.name)
+        super().__init__(device, self.shipped.with_cache(cache))
+
+    def prepare(self, kernels: Mapping[str, KernelImpl]) -> None:
+        self.prices = self.shipped.with_cache(self.cache)
+        self._measured_efficiency = self.prices.efficiencies()
+        super().prepare(kernels)
+
+
+def measure_call(call: OpCall, device: Device, *, cache=None, repeat: int | None = None):
+    """(median, spread, floor, method) of one call timed on `device` (this machine's), by the same timer
+    as every price: a kernel by `measure_kernel`; a plain op by the library's torch kernel of the op where
+    there is one (as `cost.measured_as` keys it), else by the op's torch reference. With `cache`, read from
+    and stored under the call's `price_key` (a suspect time, below its floor, is never stored)."""
+    from ..ir.registry import get_op
+    from ..kernels import get
+    from ..measure.inputs import random_inputs
+    from ..measure.kernel_bench import measure_kernel
+    from ..measure.local import tensor_device, time_on
+    from ..measure.roofline import op_floor
+
+    options = {} if repeat is None else {"repeat": repeat}
+    if call.op == "kernel":
+        impl = KernelImpl.from_node(call.attrs)
+        m = measure_kernel(get(impl.kernel), call.inputs, impl.attrs, impl.params, device=device, cache=cache,
+                           **options)
+        return m.median, m.spread, m.floor, "suspect" if m.suspect else "kernel"
+    measured = measured_as(call)
+    if measured is not None:
+        m = measure_kernel(get(measured[0]), call.inputs, call.attrs, measured[2], device=device, cache=cache,
+                           **options)
+        return m.median, m.spread, m.floor, "suspect" if m.suspect else "torch kernel"
+    key = price_key(device.name, call)
+    if cache is not None and (hit := cache.get(key)) is not None:
+        return hit.median, hit.spread, hit.floor, "torch reference (cache)"
+    op = get_op(call.op)
+    bounds = op.index_bounds(list(call.inputs), call.attrs) if op.index_bounds else {}
+    inputs = random_inputs(call.inputs, device=tensor_device(device), index_bounds=bounds)
+    timing = time_on(device, lambda *xs: op.reference(*xs, **call.attrs), inputs, **options)
+    floor = max(op_floor(call.op, call.inputs, call.outputs, call.attrs, device))
+    if cache is not None:
+        cache.put(key, timing, floor=floor)
+    return timing.median, timing.spread, floor, "torch reference"
+
+
 # An unmeasured kernel is priced as the fastest measured kernel of its pattern at the same call, this much
 # slower: on the roofline alone (efficiency 1) it would always beat a measured rival (a CuTe GEMV never
 # timed displaced the Triton GEMV measured at that shape), so it must be measured to win.

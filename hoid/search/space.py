@@ -120,8 +120,12 @@ class SearchSpace:
                        folded=folded, free=frozenset(weight_only))
 
     def extract(self, cost: CostModel | None = None, *, k: int = 0, time_limit: float = 10.0) -> Extracted:
-        """The cheapest graph under `cost` (the analytic H200 model by default) and k more finalists."""
+        """The cheapest graph under `cost` (the analytic H200 model by default) and k more finalists. A cost
+        model with a `prepare(kernels)` (one that prices choices, `PricedCost`) is first given the kernels the
+        e-graph holds: which of them are measured on both sides decides how their regions are priced."""
         snapshot = self.snapshot()
+        if (prepare := getattr(cost, "prepare", None)) is not None:
+            prepare(self.encoding.kernels)
         problem = self.problem(snapshot, cost or AnalyticCost())
         result = Extracted()
         for ex in top_k(problem, k, time_limit=time_limit):

@@ -134,3 +134,17 @@ def test_the_library_proposer_skips_cute_kernels_it_cannot_check_here_and_says_w
     ids = [p.kernel.id for p in LibraryProposer().propose(context)]
     assert "triton.linear" in ids and not any(i.startswith("cute.") for i in ids)
     assert any(what.startswith("cute.linear") and "CUDA GPU" in why for what, why in skipped)
+
+
+def test_on_the_target_a_kernels_plain_side_is_timed_too_so_its_choice_is_priced_from_both(tmp_path):
+    from hoid.measure.cache import MeasureCache
+    from hoid.measure.local import local_device
+
+    opt = hoid.optimize(norm_graph(), agent=[Only("slow", SLOW_RMSNORM)], device="cpu",
+                        journal=tmp_path / "j.sqlite", trials=4)
+    [attempt] = opt.report.attempts
+    assert attempt["verdict"] == "passed" and attempt["kernel_evidence"] == "measured"
+    # the region the kernel replaces is one rmsnorm op: timed by the library's torch kernel of the op, as
+    # `hoid.search.prices.price_key` keys it (the region profile's own rows are `profile:` ones)
+    kernels = {e.key.kernel for e in MeasureCache(tmp_path / "measure.sqlite").entries(device=local_device().name)}
+    assert "torch.rmsnorm" in kernels and SLOW_RMSNORM.id in kernels
