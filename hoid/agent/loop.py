@@ -147,7 +147,7 @@ class Runner:
         self.journal.set_baseline(self.run_id, self.baseline.seconds, self.baseline.evidence)
         self.best_graph, self.best = self.graph, self.baseline
         self.baselines = [self.baseline]
-        self._emit(kind="baseline", seconds=self.baseline.seconds, evidence=self.baseline.evidence)
+        self.emit(kind="baseline", seconds=self.baseline.seconds, evidence=self.baseline.evidence)
         self._load_persisted()
         stop = "every proposer ran dry"
         try:
@@ -161,8 +161,8 @@ class Runner:
                                cache=getattr(self.executor, "cache", None))
             context = Context(self.graph, regions, self.device, self.accepted, self.history, self._spend_llm,
                               self._skip, budget=self.budget, spent=self.spend, _record=self._record_failure,
-                              _emit=self._emit)
-            self._emit(kind="regions", count=len(regions))
+                              _emit=self.emit)
+            self.emit(kind="regions", count=len(regions))
             if self.rules:
                 self._stop_if_out_of_time()
                 self._try_rules_only()
@@ -193,7 +193,7 @@ class Runner:
 
     def _stop_if_out_of_time(self) -> None:
         """Raises `_Stop` once the budget's minutes are spent (attempts are counted before each attempt)."""
-        reason = self.spend.exhausted(Budget(minutes=self.budget.minutes))
+        reason = self.out_of_time()
         if reason is not None:
             raise _Stop(reason)
 
@@ -205,10 +205,10 @@ class Runner:
         except WorkerLost as e:
             self._record_failure("rules", "the rule sets alone", f"not measured: {e}", "failed")
             return
-        gain, why = self._gain(evidence)
+        gain, why = self.beats_best(evidence)
         if gain:
-            self._keep(finalists[0].graph, evidence, None)
-        self._emit(kind="rules", kept=gain, why=why)
+            self.keep_graph(finalists[0].graph, evidence, None)
+        self.emit(kind="rules", kept=gain, why=why)
 
     def _proposals(self, proposer, context):
         """`proposer`'s proposals in its order; with a pool, an independent proposer's are read ahead (two
@@ -220,15 +220,13 @@ class Runner:
             return
         ahead: deque = deque()
         while True:
-            while len(ahead) < width and (self.budget.attempts is None
-                                          or self.spend.attempts + len(ahead) < self.budget.attempts):
+            while len(ahead) < width and ((left := self.attempts_left()) is None or len(ahead) < left):
                 if (proposal := next(proposals, None)) is None:
                     break
                 ahead.append(proposal)
                 key = proposal.key(proposer.name)
                 region = next((r for r in context.regions if r.key == proposal.region), None)
-                if region is None or self.journal.finished_attempt(self.run_id, key) is not None or \
-                        signature(proposal.kernel.id, region.types, region.attrs) in self.allowed:
+                if region is None or self.already_decided(key, proposal.kernel, region):
                     continue  # its turn says what is wrong with it, replays it or skips it: nothing to evaluate
                 self._pending[key] = self._submit(proposal.kernel, region, proposal.sweep)
             if not ahead:
@@ -250,36 +248,33 @@ class Runner:
         key = proposal.key(proposer)
         region = context.region(proposal.region)
         spec = proposal.kernel
-        accepted_at = signature(spec.id, region.types, region.attrs)
         done = self.journal.finished_attempt(self.run_id, key)
-        self.spend.attempts += 1
         if done is not None:  # finished before a crash: replay its outcome, measure nothing again
+            self.spend.attempts += 1
             if done.kept:
-                self._admit(spec, region, done.params or {}, done.kernel_evidence == "measured"
-                            and done.graph_evidence == "measured")
+                self.admit_kernel(spec, region, done.params or {}, done.kernel_evidence == "measured"
+                                  and done.graph_evidence == "measured")
                 self._restore_best()
             self.history.append(Outcome(proposer, region.key, spec.id, done.verdict, done.kept, done.why))
-            self._emit(kind="replayed", proposer=proposer, kernel=spec.id, region=region.key, kept=done.kept)
+            self.emit(kind="replayed", proposer=proposer, kernel=spec.id, region=region.key, kept=done.kept)
             return
-        if accepted_at in self.allowed:
-            self._emit(kind="skipped", kernel=spec.id, region=region.key, why="already accepted")
-            self.spend.attempts -= 1
+        if signature(spec.id, region.types, region.attrs) in self.allowed:  # no attempt spent
+            self.emit(kind="skipped", kernel=spec.id, region=region.key, why="already accepted")
             return
-        attempt = self.journal.begin_attempt(self.run_id, key, proposer, region, spec, proposal.sweep,
-                                             source_text(spec), note=proposal.note)
+        attempt = self.begin_attempt(proposer, proposal, region)
         self._verdict = None
         verdict_word, kept, why, fields = self._decide(spec, region, proposal, attempt, key)
-        self._record(attempt, proposer, region, spec, verdict_word, kept, why, fields,
-                     kind=getattr(self._verdict, "kind", None))
+        self.finish_attempt(attempt, proposer, region, spec, verdict_word, kept, why, fields,
+                            kind=getattr(self._verdict, "kind", None))
 
-    def _record(self, attempt, proposer, region, spec, verdict_word, kept, why, fields, *, kind) -> None:
+    def finish_attempt(self, attempt, proposer, region, spec, verdict_word, kept, why, fields, *, kind) -> None:
         """A decided attempt: finished in the journal, in the history the proposers read, and reported."""
         self.journal.update_attempt(attempt, verdict=verdict_word, kept=kept, why=why, finished=1, **fields)
         self.history.append(Outcome(proposer, region.key, spec.id, verdict_word, kept, why, kind=kind,
                                     kernel_s=fields.get("kernel_s"), graph_s=fields.get("graph_s"),
                                     evidence=fields.get("kernel_evidence")))
-        self._emit(kind="attempt", proposer=proposer, kernel=spec.id, region=region.key, verdict=verdict_word,
-                   kept=kept, why=why, best=self.best.seconds, evidence=self.best.evidence)
+        self.emit(kind="attempt", proposer=proposer, kernel=spec.id, region=region.key, verdict=verdict_word,
+                  kept=kept, why=why, best=self.best.seconds, evidence=self.best.evidence)
 
     def _decide(self, spec, region, proposal, attempt, key) -> tuple[str, bool, str, dict]:
         pending = self._pending.pop(key, None) or self._submit(spec, region, proposal.sweep)
@@ -300,32 +295,58 @@ class Runner:
         fields.update(params=params, kernel_s=kernel.seconds, kernel_evidence=kernel.evidence,
                       kernel_method=kernel.method)
         trial = KernelSet.empty().accept(spec, region.types, region.attrs, params, evidence=kernel.evidence)
-        self._apply_library(self.space, trial)
-        accepted_at = signature(spec.id, region.types, region.attrs)
-        finalists = self.space.extract(Allowed(self.cost, self.allowed | {accepted_at}), k=self.k).finalists
-        best_f, best_e = None, None
-        # a finalist without the candidate says nothing about it
-        finalists = [f for f in {graph_hash(f.graph): f for f in finalists}.values() if uses(f.graph, spec.id, region)]
         try:
-            timed = measure_finalists(self.executor, [(f.graph, f.cost) for f in finalists])
+            best = self.best_finalist(trial)
         except WorkerLost as e:
             return "failed", False, f"finalists not measured: {e}", fields
-        for f, e in zip(finalists, timed, strict=True):
-            if best_e is None or e.seconds < best_e.seconds:
-                best_f, best_e = f, e
-        if best_f is None:
+        if best is None:
             return "passed", False, "no finalist uses it: the extraction found it no cheaper where it applies", fields
+        best_f, best_e = best
         fields.update(graph_s=best_e.seconds, graph_evidence=best_e.evidence)
-        gain, why = self._gain(best_e)
+        gain, why = self.beats_best(best_e)
         if not gain:
             return "passed", False, why + retried, fields
         measured = kernel.evidence == "measured" and best_e.evidence == "measured"
-        self._admit(spec, region, params, measured)
-        self._keep(best_f.graph, best_e, attempt)
+        self.admit_kernel(spec, region, params, measured)
+        self.keep_graph(best_f.graph, best_e, attempt)
         return "passed", True, why + ("" if measured else " (modelled: provisional, not stored)") + retried, fields
 
-    # --- decisions -------------------------------------------------------------------------------
-    def _gain(self, candidate: Evidence) -> tuple[bool, str]:
+    # --- the steps a decision takes (this module's one by one, `together.py`'s at once) -------------
+    def already_decided(self, key: str, spec, region) -> bool:
+        """Is the proposal of `key` finished in the journal, or `spec` accepted at `region`'s signature?
+        Then its own turn replays or skips it: there is nothing to evaluate."""
+        return self.journal.finished_attempt(self.run_id, key) is not None or \
+            signature(spec.id, region.types, region.attrs) in self.allowed
+
+    def attempts_left(self) -> int | None:
+        """How many more attempts the budget allows (None: no limit)."""
+        return None if self.budget.attempts is None else self.budget.attempts - self.spend.attempts
+
+    def out_of_time(self) -> str | None:
+        """The budget's words once its minutes are spent, else None."""
+        return self.spend.exhausted(Budget(minutes=self.budget.minutes))
+
+    def begin_attempt(self, proposer: str, proposal: Proposal, region) -> int:
+        """A proposal's attempt, counted against the budget and begun in the journal: its id there."""
+        self.spend.attempts += 1
+        return self.journal.begin_attempt(self.run_id, proposal.key(proposer), proposer, region, proposal.kernel,
+                                          proposal.sweep, source_text(proposal.kernel), note=proposal.note)
+
+    def best_finalist(self, trial: KernelSet) -> tuple | None:
+        """`trial`'s kernels injected and on trial beside the accepted ones: the fastest of the extraction's
+        finalists that run one of them, with its whole-graph `Evidence`; None when none does (a finalist
+        without a candidate says nothing about it). Raises `WorkerLost` from the measurement."""
+        self._apply_library(self.space, trial)
+        on_trial = {a.signature() for a in trial.accepted}
+        finalists = self.space.extract(Allowed(self.cost, self.allowed | on_trial), k=self.k).finalists
+        finalists = [f for f in {graph_hash(f.graph): f for f in finalists}.values()
+                     if any(uses(f.graph, a.spec.id, a) for a in trial.accepted)]
+        if not finalists:
+            return None
+        timed = measure_finalists(self.executor, [(f.graph, f.cost) for f in finalists])
+        return min(zip(finalists, timed, strict=True), key=lambda pair: pair[1].seconds)
+
+    def beats_best(self, candidate: Evidence) -> tuple[bool, str]:
         """Is `candidate` faster than the best so far: beyond the measured noise, or (modelled) at all."""
         if candidate.evidence == "measured" and self.best.evidence == "measured":
             # each repeat of the best's measurement is one timing of the baseline: their spread is the noise
@@ -338,11 +359,13 @@ class Runner:
             return True, f"whole graph {gain:.1%} cheaper (modelled)"
         return False, f"whole graph not cheaper: {gain:+.2%} (modelled)"
 
-    def _keep(self, graph: Graph, evidence: Evidence, attempt) -> None:
+    def keep_graph(self, graph: Graph, evidence: Evidence, attempt) -> None:
+        """`graph` is the best from now on (its whole-graph `evidence`), journaled with the attempt that kept
+        it (None: the rule sets alone, or the stored kernels)."""
         self.journal.record_graph(self.run_id, attempt, graph, self.best_graph, evidence.seconds, evidence.evidence)
         self.best_graph, self.best = graph, evidence
 
-    def _admit(self, spec, region, params: dict, measured: bool) -> None:
+    def admit_kernel(self, spec, region, params: dict, measured: bool) -> None:
         """`spec` at this region's signature becomes part of every later extraction (and, on measured
         evidence, of the device's store)."""
         accepted_at = signature(spec.id, region.types, region.attrs)
@@ -376,7 +399,7 @@ class Runner:
         found = self.store.load(self.device.name)
         for kernel_id, why in found.stale:
             self.stale[kernel_id] = why
-            self._emit(kind="stale", kernel=kernel_id, why=why)
+            self.emit(kind="stale", kernel=kernel_id, why=why)
         for a in found.current:
             self.allowed.add(a.signature())
             self.accepted = self.accepted.accept(a.spec, a.types, a.attrs, a.params, evidence="measured")
@@ -389,8 +412,8 @@ class Runner:
             except WorkerLost as e:
                 self._record_failure("store", "the reused kernels", f"not measured: {e}", "failed")
                 return
-            if self._gain(evidence)[0]:
-                self._keep(finalists[0].graph, evidence, None)
+            if self.beats_best(evidence)[0]:
+                self.keep_graph(finalists[0].graph, evidence, None)
 
     # --- helpers ---------------------------------------------------------------------------------
     def _price(self, graph) -> float:
@@ -415,18 +438,18 @@ class Runner:
         attempt = self.journal.begin_attempt(self.run_id, key, proposer, region,
                                              SimpleNamespace(id="-", version="-"), (), None)
         self.journal.update_attempt(attempt, verdict="skipped", kept=False, why=reason, finished=1)
-        self._emit(kind="region skipped", proposer=proposer, region=what, why=reason)
+        self.emit(kind="region skipped", proposer=proposer, region=what, why=reason)
 
     def _record_failure(self, proposer: str, what: str, why: str, verdict: str) -> None:
         self.journal.record_failure(self.run_id, proposer, what, why, verdict)
-        self._emit(kind="attempt", proposer=proposer, kernel=what, region="-", verdict=verdict, kept=False, why=why,
-                   best=self.best.seconds, evidence=self.best.evidence)
+        self.emit(kind="attempt", proposer=proposer, kernel=what, region="-", verdict=verdict, kept=False, why=why,
+                  best=self.best.seconds, evidence=self.best.evidence)
 
     def _spend_llm(self, tokens: int, turns: int) -> None:
         self.spend.tokens += tokens
         self.spend.turns += turns
 
-    def _emit(self, **event) -> None:
+    def emit(self, **event) -> None:
         self.progress(event)
 
     def _result(self, stop: str) -> Optimized:
