@@ -10,7 +10,7 @@ only the accepted kernels plus the candidate. A kept kernel's chosen params are 
 
 With an executor that evaluates several candidates at once (`parallel` > 1: a pool of workers), the loop
 reads an independent proposer's proposals ahead (`Proposer.independent`) and submits their checks and
-kernel measurements together; it still decides them one by one in the proposer's order, so a run keeps
+kernel measurements together (`evaluations.py`); it still decides them one by one in the proposer's order, so a run keeps
 the same kernels whichever executor it has. A candidate whose worker was lost twice is recorded as
 failed; a run that has lost every worker stops, resumable. A proposer that says `together` (the library's)
 has its proposals decided in one extraction and one whole-graph measurement first (`together.py`).
@@ -20,7 +20,6 @@ Extraction's cost model and the finalists' timing: `finalists.py`.
 from __future__ import annotations
 
 import json
-from collections import deque
 from dataclasses import dataclass
 
 from ..ir import Graph, expect_graph
@@ -33,7 +32,8 @@ from ..measure.local import has_cuda, local_device
 from ..measure.noise import compare
 from ..measure.timing import Timing
 from .budget import Budget, Spend
-from .executor import Evaluation, Evidence, NoWorkers, WorkerLost, done, evaluate, start_executor
+from .evaluations import Evaluations, read_ahead
+from .executor import Evidence, NoWorkers, WorkerLost, start_executor
 from .finalists import Allowed, measure_finalists, uses
 from .journal import Journal, graph_hash, source_text
 from .proposer import DEFAULT_AGENTS, Context, Outcome, Proposal, proposers_for
@@ -116,7 +116,7 @@ class Runner:
         self.executor, self._owns_executor = start_executor(executor, device, cache=cache, trials=trials,
                                                             journal=self.journal, run=self.run_id,
                                                             progress=self.progress)
-        self._pending: dict = {}  # proposal key -> its evaluation, submitted ahead (a pool's workers)
+        self.evaluations = Evaluations(self.executor, device)
         self.allowed: set = set()
         self.accepted = KernelSet.empty()
         self.history: list[Outcome] = []
@@ -128,8 +128,7 @@ class Runner:
         try:
             return self._run()
         finally:
-            for pending in self._pending.values():
-                pending.cancel()
+            self.evaluations.cancel()
             if self._owns_executor:
                 self.executor.close()
 
@@ -167,7 +166,7 @@ class Runner:
                 self._stop_if_out_of_time()
                 self._try_rules_only()
             for proposer in self.proposers:
-                proposals, decided = self._proposals(proposer, context), set()
+                proposals, decided = read_ahead(self, proposer, context), set()
                 if getattr(proposer, "together", False):
                     proposals = list(proposals)
                     decided = decide_together(self, proposer.name, proposals, context)
@@ -210,40 +209,6 @@ class Runner:
             self.keep_graph(finalists[0].graph, evidence, None)
         self.emit(kind="rules", kept=gain, why=why)
 
-    def _proposals(self, proposer, context):
-        """`proposer`'s proposals in its order; with a pool, an independent proposer's are read ahead (two
-        per worker, as far as the budget's attempts allow) and submitted, so that no worker waits."""
-        proposals = iter(proposer.propose(context))
-        width = 2 * getattr(self.executor, "parallel", 1)
-        if width <= 2 or not getattr(proposer, "independent", False):
-            yield from proposals
-            return
-        ahead: deque = deque()
-        while True:
-            while len(ahead) < width and ((left := self.attempts_left()) is None or len(ahead) < left):
-                if (proposal := next(proposals, None)) is None:
-                    break
-                ahead.append(proposal)
-                key = proposal.key(proposer.name)
-                region = next((r for r in context.regions if r.key == proposal.region), None)
-                if region is None or self.already_decided(key, proposal.kernel, region):
-                    continue  # its turn says what is wrong with it, replays it or skips it: nothing to evaluate
-                self._pending[key] = self._submit(proposal.kernel, region, proposal.sweep)
-            if not ahead:
-                return
-            yield ahead.popleft()
-
-    def _submit(self, spec, region, sweep):
-        """The candidate's `Evaluation` to wait for: checked with the sweep's first params, then measured."""
-        sweep = sweep or (spec.default_params(),)
-        try:
-            params = self._resolved(spec, region, sweep[0])
-        except Exception as e:  # noqa: BLE001  a candidate that cannot even be checked is rejected, not fatal
-            return done(Evaluation(error=f"could not be checked: {type(e).__name__}: {e}"))
-        if hasattr(self.executor, "submit"):
-            return self.executor.submit(spec, region, params, sweep)
-        return done(evaluate(self.executor, spec, region, params, sweep))
-
     def _attempt(self, proposer: str, proposal: Proposal, context: Context) -> None:
         key = proposal.key(proposer)
         region = context.region(proposal.region)
@@ -277,7 +242,7 @@ class Runner:
                   kept=kept, why=why, best=self.best.seconds, evidence=self.best.evidence)
 
     def _decide(self, spec, region, proposal, attempt, key) -> tuple[str, bool, str, dict]:
-        pending = self._pending.pop(key, None) or self._submit(spec, region, proposal.sweep)
+        pending = self.evaluations.take(key, spec, region, proposal.sweep)
         try:
             result = pending.result()
         except WorkerLost as e:
@@ -420,11 +385,6 @@ class Runner:
         from ..search.space import SearchSpace
 
         return SearchSpace(graph, target=self.device.target()).extract(self.cost).cost
-
-    def _resolved(self, spec, region, params):
-        from ..kernels.launch import resolve_params
-
-        return resolve_params(spec, region.types, region.attrs, params, self.device.target())
 
     def _skip(self, proposer: str, what: str, reason: str) -> None:
         """A region a proposer left without a proposal, journaled as a finished attempt "skipped" (no

@@ -66,7 +66,7 @@ def decide_together(run, proposer: str, proposals: list[Proposal], context: Cont
         if keep:
             run.admit_kernel(proposal.kernel, region, result.params, measured)
             attempt = attempt_id
-        run._pending.pop(key, None)
+        run.evaluations.drop(key)
         run.finish_attempt(attempt_id, proposer, region, proposal.kernel, "passed", keep, said, fields,
                            kind=getattr(result.verdict, "kind", None))
     run.keep_graph(best_f.graph, best_e, attempt)
@@ -84,13 +84,12 @@ def _evaluate(run, proposer: str, proposals: list[Proposal], context: Context) -
             continue  # its own turn replays or skips it
         if room is not None and len(fresh) >= room or run.out_of_time() is not None:
             break  # out of attempts or time: what was evaluated is still decided, together
-        if key not in run._pending:
-            run._pending[key] = run._submit(proposal.kernel, region, proposal.sweep)
-        fresh.append((proposal, key, region))
+        pending = run.evaluations.held(key) or run.evaluations.submit(key, proposal.kernel, region, proposal.sweep)
+        fresh.append((proposal, key, region, pending))
     evaluated = []
-    for proposal, key, region in fresh:
+    for proposal, key, region, pending in fresh:
         try:
-            evaluated.append((proposal, key, region, run._pending[key].result()))
+            evaluated.append((proposal, key, region, pending.result()))
         except WorkerLost:
             continue  # decided alone, where it is recorded as failed
     return evaluated
