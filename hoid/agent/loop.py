@@ -8,13 +8,20 @@ The e-graph is built (and saturated with the rule sets) once; every candidate is
 a cost model that prices any kernel not yet kept (nor being tried) out of reach makes extraction see
 only the accepted kernels plus the candidate. A kept kernel's chosen params are in its kernel nodes.
 
-With an executor that evaluates several candidates at once (`parallel` > 1: a pool of workers), the loop
-reads an independent proposer's proposals ahead (`Proposer.independent`) and submits their checks and
-kernel measurements together (`evaluations.py`); it still decides them one by one in the proposer's order, so a run keeps
-the same kernels whichever executor it has. A candidate whose worker was lost twice is recorded as
-failed; a run that has lost every worker stops, resumable. A proposer that says `together` (the library's)
-has its proposals decided in one extraction and one whole-graph measurement first (`together.py`).
-Extraction's cost model and the finalists' timing: `finalists.py`.
+`Runner` owns one run: its phases (the baseline, the stored kernels, the rule sets alone, each
+proposer's proposals in turn) and what it has kept. How a proposal is decided lives beside it and goes
+through the Runner's public steps only (its doc lists them):
+
+    alone.py        one by one: a proposal's own extraction and whole-graph measurement of its finalists
+    together.py     a `together` proposer's (the library's) proposals first, in one extraction and one
+                    whole-graph measurement; what that leaves undecided goes one by one
+    evaluations.py  the checks and kernel measurements, held by proposal key; with a pool (`parallel` >
+                    1) an independent proposer's are read ahead and submitted together, still decided in
+                    the proposer's order, so a run keeps the same kernels whichever executor it has
+    finalists.py    extraction's cost model, the finalists' timing
+
+A candidate whose worker was lost twice is recorded as failed; a run that has lost every worker stops,
+resumable.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ from ..measure.devices import Device, get_device
 from ..measure.local import has_cuda, local_device
 from ..measure.noise import compare
 from ..measure.timing import Timing
+from .alone import decide_alone
 from .budget import Budget, Spend
 from .evaluations import Evaluations, read_ahead
 from .executor import Evidence, NoWorkers, WorkerLost, start_executor
@@ -176,7 +184,7 @@ class Runner:
                     reason = self.spend.exhausted(self.budget)
                     if reason is not None:
                         raise _Stop(reason)
-                    self._attempt(proposer.name, proposal, context)
+                    self._take_turn(proposer.name, proposal, context)
                     context.accepted = self.accepted
             # a proposer that stops itself on the budget (an LLM conversation) ends dry: say which limit
             stop = self.spend.exhausted(self.budget) or stop
@@ -209,7 +217,9 @@ class Runner:
             self.keep_graph(finalists[0].graph, evidence, None)
         self.emit(kind="rules", kept=gain, why=why)
 
-    def _attempt(self, proposer: str, proposal: Proposal, context: Context) -> None:
+    def _take_turn(self, proposer: str, proposal: Proposal, context: Context) -> None:
+        """`proposal`'s turn: replayed where the journal finished it, skipped where its kernel is already
+        accepted at the region's signature, else decided alone (`alone.py`)."""
         key = proposal.key(proposer)
         region = context.region(proposal.region)
         spec = proposal.kernel
@@ -226,57 +236,9 @@ class Runner:
         if signature(spec.id, region.types, region.attrs) in self.allowed:  # no attempt spent
             self.emit(kind="skipped", kernel=spec.id, region=region.key, why="already accepted")
             return
-        attempt = self.begin_attempt(proposer, proposal, region)
-        self._verdict = None
-        verdict_word, kept, why, fields = self._decide(spec, region, proposal, attempt, key)
-        self.finish_attempt(attempt, proposer, region, spec, verdict_word, kept, why, fields,
-                            kind=getattr(self._verdict, "kind", None))
+        decide_alone(self, proposer, proposal, region)
 
-    def finish_attempt(self, attempt, proposer, region, spec, verdict_word, kept, why, fields, *, kind) -> None:
-        """A decided attempt: finished in the journal, in the history the proposers read, and reported."""
-        self.journal.update_attempt(attempt, verdict=verdict_word, kept=kept, why=why, finished=1, **fields)
-        self.history.append(Outcome(proposer, region.key, spec.id, verdict_word, kept, why, kind=kind,
-                                    kernel_s=fields.get("kernel_s"), graph_s=fields.get("graph_s"),
-                                    evidence=fields.get("kernel_evidence")))
-        self.emit(kind="attempt", proposer=proposer, kernel=spec.id, region=region.key, verdict=verdict_word,
-                  kept=kept, why=why, best=self.best.seconds, evidence=self.best.evidence)
-
-    def _decide(self, spec, region, proposal, attempt, key) -> tuple[str, bool, str, dict]:
-        pending = self.evaluations.take(key, spec, region, proposal.sweep)
-        try:
-            result = pending.result()
-        except WorkerLost as e:
-            return "failed", False, str(e), {}
-        retried = f"; evaluated again after its worker was lost ({result.retried})" if result.retried else ""
-        verdict = self._verdict = result.verdict  # its kind goes back to the proposer with the outcome
-        if verdict is None:
-            return "rejected", False, result.error + retried, {}
-        if not verdict.ok:
-            return "rejected", False, verdict.reason + retried, {"verdict_reason": verdict.reason}
-        fields = {"verdict_reason": verdict.reason}
-        if result.kernel is None:
-            return "passed", False, result.error + retried, fields
-        params, kernel = result.params, result.kernel
-        fields.update(params=params, kernel_s=kernel.seconds, kernel_evidence=kernel.evidence,
-                      kernel_method=kernel.method)
-        trial = KernelSet.empty().accept(spec, region.types, region.attrs, params, evidence=kernel.evidence)
-        try:
-            best = self.best_finalist(trial)
-        except WorkerLost as e:
-            return "failed", False, f"finalists not measured: {e}", fields
-        if best is None:
-            return "passed", False, "no finalist uses it: the extraction found it no cheaper where it applies", fields
-        best_f, best_e = best
-        fields.update(graph_s=best_e.seconds, graph_evidence=best_e.evidence)
-        gain, why = self.beats_best(best_e)
-        if not gain:
-            return "passed", False, why + retried, fields
-        measured = kernel.evidence == "measured" and best_e.evidence == "measured"
-        self.admit_kernel(spec, region, params, measured)
-        self.keep_graph(best_f.graph, best_e, attempt)
-        return "passed", True, why + ("" if measured else " (modelled: provisional, not stored)") + retried, fields
-
-    # --- the steps a decision takes (this module's one by one, `together.py`'s at once) -------------
+    # --- the steps a decision takes (`alone.py`'s, `together.py`'s) --------------------------------
     def already_decided(self, key: str, spec, region) -> bool:
         """Is the proposal of `key` finished in the journal, or `spec` accepted at `region`'s signature?
         Then its own turn replays or skips it: there is nothing to evaluate."""
@@ -296,6 +258,15 @@ class Runner:
         self.spend.attempts += 1
         return self.journal.begin_attempt(self.run_id, proposal.key(proposer), proposer, region, proposal.kernel,
                                           proposal.sweep, source_text(proposal.kernel), note=proposal.note)
+
+    def finish_attempt(self, attempt, proposer, region, spec, verdict_word, kept, why, fields, *, kind) -> None:
+        """A decided attempt: finished in the journal, in the history the proposers read, and reported."""
+        self.journal.update_attempt(attempt, verdict=verdict_word, kept=kept, why=why, finished=1, **fields)
+        self.history.append(Outcome(proposer, region.key, spec.id, verdict_word, kept, why, kind=kind,
+                                    kernel_s=fields.get("kernel_s"), graph_s=fields.get("graph_s"),
+                                    evidence=fields.get("kernel_evidence")))
+        self.emit(kind="attempt", proposer=proposer, kernel=spec.id, region=region.key, verdict=verdict_word,
+                  kept=kept, why=why, best=self.best.seconds, evidence=self.best.evidence)
 
     def best_finalist(self, trial: KernelSet) -> tuple | None:
         """`trial`'s kernels injected and on trial beside the accepted ones: the fastest of the extraction's
