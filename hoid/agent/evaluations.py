@@ -63,7 +63,7 @@ def read_ahead(run, proposer, context):
     independent proposer's are read ahead (two per worker, as far as the budget's attempts allow) and
     submitted to `run.evaluations`, so that no worker waits."""
     proposals = iter(proposer.propose(context))
-    width = 2 * getattr(run.executor, "parallel", 1)
+    width = 2 * getattr(run.evaluations.executor, "parallel", 1)
     if width <= 2 or not getattr(proposer, "independent", False):
         yield from proposals
         return

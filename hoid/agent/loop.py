@@ -36,20 +36,16 @@ from ..kernels.registry import library_kernels
 from ..kernels.store import AcceptedStore
 from ..measure.devices import Device, get_device
 from ..measure.local import has_cuda, local_device
-from ..measure.noise import compare
-from ..measure.timing import Timing
 from .alone import decide_alone
 from .budget import Budget, Spend
 from .evaluations import Evaluations, read_ahead
 from .executor import Evidence, NoWorkers, WorkerLost, start_executor
-from .finalists import Allowed, measure_finalists, uses
+from .finalists import Allowed, faster, measure_finalists, uses
 from .journal import Journal, graph_hash, source_text
 from .proposer import DEFAULT_AGENTS, Context, Outcome, Proposal, proposers_for
 from .regions import discover
 from .report import Report
 from .together import decide_together
-
-MODELLED_MIN_GAIN = 1e-3  # a modelled price has no noise; below this a "gain" is the kernels' tie-break
 
 
 @dataclass
@@ -109,7 +105,14 @@ def optimize(graph: Graph, *, agent=DEFAULT_AGENTS, budget: Budget | None = None
 
 class Runner:
     """One run of the loop (see the module doc); `run()` returns the `Optimized` and never raises for a
-    proposal's failure (that is a rejection, journaled)."""
+    proposal's failure (that is a rejection, journaled).
+
+    What a decision (`alone.py`, `together.py`) uses of the run, and nothing else: `evaluations`;
+    `already_decided`, `attempts_left`, `out_of_time` (what is left to decide, and the budget's room);
+    `begin_attempt` and `finish_attempt` (journaled, in the history, reported); `best_finalist` (a trial
+    extracted and its finalists timed), `beats_best`; `admit_kernel` and `keep_graph` (what is kept);
+    `emit` (a progress event).
+    """
 
     def __init__(self, graph, *, agent, budget, device, journal, rules, k, cache, store, executor, trials, progress):
         self.spend = Spend()  # the budget's clock starts with the call: opening the executor counts
@@ -131,7 +134,7 @@ class Runner:
         self.reused: list[str] = []
         self.stale: dict[str, str] = {}
 
-    # --- the run ---------------------------------------------------------------------------------
+    # --- the run ----------------------------------------------------------------------------------
     def run(self) -> Optimized:
         try:
             return self._run()
@@ -153,9 +156,8 @@ class Runner:
         self.baseline = self.executor.measure_graph(self.graph, modelled=self._price(self.graph))
         self.journal.set_baseline(self.run_id, self.baseline.seconds, self.baseline.evidence)
         self.best_graph, self.best = self.graph, self.baseline
-        self.baselines = [self.baseline]
         self.emit(kind="baseline", seconds=self.baseline.seconds, evidence=self.baseline.evidence)
-        self._load_persisted()
+        self._reuse_stored()
         stop = "every proposer ran dry"
         try:
             # the phases before the first attempt check the clock too: on a large graph each whole-graph
@@ -204,18 +206,43 @@ class Runner:
         if reason is not None:
             raise _Stop(reason)
 
+    def _reuse_stored(self) -> None:
+        """Measured acceptances stored for this device: reused as they are; those whose kernel changed
+        since are left to be proposed, checked and measured again."""
+        if self.store is None:
+            return
+        if not isinstance(self.store, AcceptedStore):
+            self.store = AcceptedStore(self.store)
+        found = self.store.load(self.device.name)
+        for kernel_id, why in found.stale:
+            self.stale[kernel_id] = why
+            self.emit(kind="stale", kernel=kernel_id, why=why)
+        for a in found.current:
+            self.allowed.add(a.signature())
+            self.accepted = self.accepted.accept(a.spec, a.types, a.attrs, a.params, evidence="measured")
+            self._apply_library(self.space, KernelSet.empty().accept(a.spec, a.types, a.attrs, a.params))
+            self.reused.append(f"{a.spec.id} at {', '.join(map(str, a.types))}")
+        if found.current:
+            self._keep_if_faster("store", "the reused kernels")
+
     def _try_rules_only(self) -> None:
         """The rule sets alone (no kernel): a finalist like any other, kept if it gains."""
-        finalists = self.space.extract(Allowed(self.cost, set(self.allowed)), k=0).finalists
+        if (decided := self._keep_if_faster("rules", "the rule sets alone")) is not None:
+            self.emit(kind="rules", kept=decided[0], why=decided[1])
+
+    def _keep_if_faster(self, proposer: str, what: str) -> tuple[bool, str] | None:
+        """The extraction over the accepted kernels alone, measured whole and kept if it beats the best:
+        (kept, why); None where its measurement was lost (journaled as `proposer`'s `what`, failed)."""
+        finalist = self.space.extract(Allowed(self.cost, set(self.allowed)), k=0).finalists[0]
         try:
-            evidence = self.executor.measure_graph(finalists[0].graph, modelled=finalists[0].cost)
+            evidence = self.executor.measure_graph(finalist.graph, modelled=finalist.cost)
         except WorkerLost as e:
-            self._record_failure("rules", "the rule sets alone", f"not measured: {e}", "failed")
-            return
-        gain, why = self.beats_best(evidence)
-        if gain:
-            self.keep_graph(finalists[0].graph, evidence, None)
-        self.emit(kind="rules", kept=gain, why=why)
+            self._record_failure(proposer, what, f"not measured: {e}", "failed")
+            return None
+        kept, why = self.beats_best(evidence)
+        if kept:
+            self.keep_graph(finalist.graph, evidence, None)
+        return kept, why
 
     def _take_turn(self, proposer: str, proposal: Proposal, context: Context) -> None:
         """`proposal`'s turn: replayed where the journal finished it, skipped where its kernel is already
@@ -238,7 +265,18 @@ class Runner:
             return
         decide_alone(self, proposer, proposal, region)
 
-    # --- the steps a decision takes (`alone.py`'s, `together.py`'s) --------------------------------
+    def _restore_best(self) -> None:
+        """After replaying a kept attempt: the best graph is the journal's last accepted document."""
+        found = self.journal.best_graph(self.run_id)
+        if found is None:
+            return
+        text, seconds, evidence = found
+        graph = loads(text)
+        weights = self.graph.weights
+        graph.weights = {v.name: weights[v.name] for v in graph.weight_inputs if v.name in weights}
+        self.best_graph, self.best = graph, Evidence(seconds, evidence, "from the journal", fresh=False)
+
+    # --- the steps a decision takes (`alone.py`'s, `together.py`'s) -------------------------------
     def already_decided(self, key: str, spec, region) -> bool:
         """Is the proposal of `key` finished in the journal, or `spec` accepted at `region`'s signature?
         Then its own turn replays or skips it: there is nothing to evaluate."""
@@ -283,23 +321,8 @@ class Runner:
         return min(zip(finalists, timed, strict=True), key=lambda pair: pair[1].seconds)
 
     def beats_best(self, candidate: Evidence) -> tuple[bool, str]:
-        """Is `candidate` faster than the best so far: beyond the measured noise, or (modelled) at all."""
-        if candidate.evidence == "measured" and self.best.evidence == "measured":
-            # each repeat of the best's measurement is one timing of the baseline: their spread is the noise
-            base = [Timing((s,), "given") for s in (self.best.samples or (self.best.seconds,))]
-            timing = Timing(candidate.samples or (candidate.seconds,), "given")
-            verdict = compare(timing, base * 2 if len(base) < 2 else base)
-            return verdict.faster, f"whole graph {verdict.reason} (measured)"
-        gain = self.best.seconds / candidate.seconds - 1 if candidate.seconds > 0 else 0.0
-        if gain > MODELLED_MIN_GAIN:
-            return True, f"whole graph {gain:.1%} cheaper (modelled)"
-        return False, f"whole graph not cheaper: {gain:+.2%} (modelled)"
-
-    def keep_graph(self, graph: Graph, evidence: Evidence, attempt) -> None:
-        """`graph` is the best from now on (its whole-graph `evidence`), journaled with the attempt that kept
-        it (None: the rule sets alone, or the stored kernels)."""
-        self.journal.record_graph(self.run_id, attempt, graph, self.best_graph, evidence.seconds, evidence.evidence)
-        self.best_graph, self.best = graph, evidence
+        """Is `candidate` faster than the best so far (`finalists.faster`), and why."""
+        return faster(candidate, self.best)
 
     def admit_kernel(self, spec, region, params: dict, measured: bool) -> None:
         """`spec` at this region's signature becomes part of every later extraction (and, on measured
@@ -314,44 +337,17 @@ class Runner:
         if measured and self.store is not None:
             self.store.save(self.device.name, Accepted(spec, tuple(region.types), dict(region.attrs), dict(params)))
 
-    def _restore_best(self) -> None:
-        """After replaying a kept attempt: the best graph is the journal's last accepted document."""
-        found = self.journal.best_graph(self.run_id)
-        if found is None:
-            return
-        text, seconds, evidence = found
-        graph = loads(text)
-        weights = self.graph.weights
-        graph.weights = {v.name: weights[v.name] for v in graph.weight_inputs if v.name in weights}
-        self.best_graph, self.best = graph, Evidence(seconds, evidence, "from the journal", fresh=False)
+    def keep_graph(self, graph: Graph, evidence: Evidence, attempt) -> None:
+        """`graph` is the best from now on (its whole-graph `evidence`), journaled with the attempt that kept
+        it (None: the rule sets alone, or the stored kernels)."""
+        self.journal.record_graph(self.run_id, attempt, graph, self.best_graph, evidence.seconds, evidence.evidence)
+        self.best_graph, self.best = graph, evidence
 
-    def _load_persisted(self) -> None:
-        """Measured acceptances stored for this device: reused as they are; those whose kernel changed
-        since are left to be proposed, checked and measured again."""
-        if self.store is None:
-            return
-        if not isinstance(self.store, AcceptedStore):
-            self.store = AcceptedStore(self.store)
-        found = self.store.load(self.device.name)
-        for kernel_id, why in found.stale:
-            self.stale[kernel_id] = why
-            self.emit(kind="stale", kernel=kernel_id, why=why)
-        for a in found.current:
-            self.allowed.add(a.signature())
-            self.accepted = self.accepted.accept(a.spec, a.types, a.attrs, a.params, evidence="measured")
-            self._apply_library(self.space, KernelSet.empty().accept(a.spec, a.types, a.attrs, a.params))
-            self.reused.append(f"{a.spec.id} at {', '.join(map(str, a.types))}")
-        if found.current:
-            finalists = self.space.extract(Allowed(self.cost, set(self.allowed)), k=0).finalists
-            try:
-                evidence = self.executor.measure_graph(finalists[0].graph, modelled=finalists[0].cost)
-            except WorkerLost as e:
-                self._record_failure("store", "the reused kernels", f"not measured: {e}", "failed")
-                return
-            if self.beats_best(evidence)[0]:
-                self.keep_graph(finalists[0].graph, evidence, None)
+    def emit(self, **event) -> None:
+        """A progress event (a dict) to the caller's `progress`."""
+        self.progress(event)
 
-    # --- helpers ---------------------------------------------------------------------------------
+    # --- helpers ----------------------------------------------------------------------------------
     def _price(self, graph) -> float:
         from ..search.space import SearchSpace
 
@@ -379,9 +375,6 @@ class Runner:
     def _spend_llm(self, tokens: int, turns: int) -> None:
         self.spend.tokens += tokens
         self.spend.turns += turns
-
-    def emit(self, **event) -> None:
-        self.progress(event)
 
     def _result(self, stop: str) -> Optimized:
         kept = [f"{n.attrs['kernel']} {json.dumps(n.attrs['params'], sort_keys=True)}"
