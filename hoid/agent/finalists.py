@@ -1,5 +1,5 @@
 """What the loop extracts and times: a cost model that admits only some kernels, the finalists' whole-graph
-times, and whether a finalist runs a kernel where a proposal put it.
+times, whether a finalist runs a kernel where a proposal put it, and whether its time beats the best's.
 
 The e-graph holds every candidate ever injected; what an extraction may choose is decided by the cost
 model alone: a kernel e-node that is neither kept nor on trial costs `OUT_OF_REACH`, so the extraction
@@ -11,9 +11,12 @@ from __future__ import annotations
 from ..ir import Graph
 from ..ir.graph import attr_key
 from ..kernels.kernel_set import signature
+from ..measure.noise import compare
+from ..measure.timing import Timing
 from .executor import Evidence
 
 OUT_OF_REACH = 1e3  # seconds: what a kernel that is neither kept nor on trial costs in an extraction
+MODELLED_MIN_GAIN = 1e-3  # a modelled price has no noise; below this a "gain" is the kernels' tie-break
 
 
 class Allowed:
@@ -49,3 +52,17 @@ def uses(graph: Graph, kernel_id: str, region) -> bool:
     return any(n.op == "kernel" and n.attrs["kernel"] == kernel_id and len(n.inputs) == len(region.types)
                and all(v.type.same_data_type(t) for v, t in zip(n.inputs, region.types, strict=True))
                and attr_key(n.attrs["attrs"]) == key for n in graph.nodes)
+
+
+def faster(candidate: Evidence, best: Evidence) -> tuple[bool, str]:
+    """Is `candidate` faster than `best`: beyond the measured noise, or (modelled) at all; and why."""
+    if candidate.evidence == "measured" and best.evidence == "measured":
+        # each repeat of the best's measurement is one timing of the baseline: their spread is the noise
+        base = [Timing((s,), "given") for s in (best.samples or (best.seconds,))]
+        timing = Timing(candidate.samples or (candidate.seconds,), "given")
+        verdict = compare(timing, base * 2 if len(base) < 2 else base)
+        return verdict.faster, f"whole graph {verdict.reason} (measured)"
+    gain = best.seconds / candidate.seconds - 1 if candidate.seconds > 0 else 0.0
+    if gain > MODELLED_MIN_GAIN:
+        return True, f"whole graph {gain:.1%} cheaper (modelled)"
+    return False, f"whole graph not cheaper: {gain:+.2%} (modelled)"

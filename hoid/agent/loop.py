@@ -8,19 +8,25 @@ The e-graph is built (and saturated with the rule sets) once; every candidate is
 a cost model that prices any kernel not yet kept (nor being tried) out of reach makes extraction see
 only the accepted kernels plus the candidate. A kept kernel's chosen params are in its kernel nodes.
 
-With an executor that evaluates several candidates at once (`parallel` > 1: a pool of workers), the loop
-reads an independent proposer's proposals ahead (`Proposer.independent`) and submits their checks and
-kernel measurements together; it still decides them one by one in the proposer's order, so a run keeps
-the same kernels whichever executor it has. A candidate whose worker was lost twice is recorded as
-failed; a run that has lost every worker stops, resumable. A proposer that says `together` (the library's)
-has its proposals decided in one extraction and one whole-graph measurement first (`together.py`).
-Extraction's cost model and the finalists' timing: `finalists.py`.
+`Runner` owns one run: its phases (the baseline, the stored kernels, the rule sets alone, each
+proposer's proposals in turn) and what it has kept. How a proposal is decided lives beside it and goes
+through the Runner's public steps only (its doc lists them):
+
+    alone.py        one by one: a proposal's own extraction and whole-graph measurement of its finalists
+    together.py     a `together` proposer's (the library's) proposals first, in one extraction and one
+                    whole-graph measurement; what that leaves undecided goes one by one
+    evaluations.py  the checks and kernel measurements, held by proposal key; with a pool (`parallel` >
+                    1) an independent proposer's are read ahead and submitted together, still decided in
+                    the proposer's order, so a run keeps the same kernels whichever executor it has
+    finalists.py    extraction's cost model, the finalists' timing
+
+A candidate whose worker was lost twice is recorded as failed; a run that has lost every worker stops,
+resumable.
 """
 
 from __future__ import annotations
 
 import json
-from collections import deque
 from dataclasses import dataclass
 
 from ..ir import Graph, expect_graph
@@ -30,18 +36,16 @@ from ..kernels.registry import library_kernels
 from ..kernels.store import AcceptedStore
 from ..measure.devices import Device, get_device
 from ..measure.local import has_cuda, local_device
-from ..measure.noise import compare
-from ..measure.timing import Timing
+from .alone import decide_alone
 from .budget import Budget, Spend
-from .executor import Evaluation, Evidence, NoWorkers, WorkerLost, done, evaluate, start_executor
-from .finalists import Allowed, measure_finalists, uses
+from .evaluations import Evaluations, read_ahead
+from .executor import Evidence, NoWorkers, WorkerLost, start_executor
+from .finalists import Allowed, faster, measure_finalists, uses
 from .journal import Journal, graph_hash, source_text
 from .proposer import DEFAULT_AGENTS, Context, Outcome, Proposal, proposers_for
 from .regions import discover
 from .report import Report
 from .together import decide_together
-
-MODELLED_MIN_GAIN = 1e-3  # a modelled price has no noise; below this a "gain" is the kernels' tie-break
 
 
 @dataclass
@@ -101,7 +105,14 @@ def optimize(graph: Graph, *, agent=DEFAULT_AGENTS, budget: Budget | None = None
 
 class Runner:
     """One run of the loop (see the module doc); `run()` returns the `Optimized` and never raises for a
-    proposal's failure (that is a rejection, journaled)."""
+    proposal's failure (that is a rejection, journaled).
+
+    What a decision (`alone.py`, `together.py`) uses of the run, and nothing else: `evaluations`;
+    `already_decided`, `attempts_left`, `out_of_time` (what is left to decide, and the budget's room);
+    `begin_attempt` and `finish_attempt` (journaled, in the history, reported); `best_finalist` (a trial
+    extracted and its finalists timed), `beats_best`; `admit_kernel` and `keep_graph` (what is kept);
+    `emit` (a progress event).
+    """
 
     def __init__(self, graph, *, agent, budget, device, journal, rules, k, cache, store, executor, trials, progress):
         self.spend = Spend()  # the budget's clock starts with the call: opening the executor counts
@@ -116,20 +127,19 @@ class Runner:
         self.executor, self._owns_executor = start_executor(executor, device, cache=cache, trials=trials,
                                                             journal=self.journal, run=self.run_id,
                                                             progress=self.progress)
-        self._pending: dict = {}  # proposal key -> its evaluation, submitted ahead (a pool's workers)
+        self.evaluations = Evaluations(self.executor, device)
         self.allowed: set = set()
         self.accepted = KernelSet.empty()
         self.history: list[Outcome] = []
         self.reused: list[str] = []
         self.stale: dict[str, str] = {}
 
-    # --- the run ---------------------------------------------------------------------------------
+    # --- the run ----------------------------------------------------------------------------------
     def run(self) -> Optimized:
         try:
             return self._run()
         finally:
-            for pending in self._pending.values():
-                pending.cancel()
+            self.evaluations.cancel()
             if self._owns_executor:
                 self.executor.close()
 
@@ -146,9 +156,8 @@ class Runner:
         self.baseline = self.executor.measure_graph(self.graph, modelled=self._price(self.graph))
         self.journal.set_baseline(self.run_id, self.baseline.seconds, self.baseline.evidence)
         self.best_graph, self.best = self.graph, self.baseline
-        self.baselines = [self.baseline]
-        self._emit(kind="baseline", seconds=self.baseline.seconds, evidence=self.baseline.evidence)
-        self._load_persisted()
+        self.emit(kind="baseline", seconds=self.baseline.seconds, evidence=self.baseline.evidence)
+        self._reuse_stored()
         stop = "every proposer ran dry"
         try:
             # the phases before the first attempt check the clock too: on a large graph each whole-graph
@@ -161,13 +170,13 @@ class Runner:
                                cache=getattr(self.executor, "cache", None))
             context = Context(self.graph, regions, self.device, self.accepted, self.history, self._spend_llm,
                               self._skip, budget=self.budget, spent=self.spend, _record=self._record_failure,
-                              _emit=self._emit)
-            self._emit(kind="regions", count=len(regions))
+                              _emit=self.emit)
+            self.emit(kind="regions", count=len(regions))
             if self.rules:
                 self._stop_if_out_of_time()
                 self._try_rules_only()
             for proposer in self.proposers:
-                proposals, decided = self._proposals(proposer, context), set()
+                proposals, decided = read_ahead(self, proposer, context), set()
                 if getattr(proposer, "together", False):
                     proposals = list(proposals)
                     decided = decide_together(self, proposer.name, proposals, context)
@@ -177,7 +186,7 @@ class Runner:
                     reason = self.spend.exhausted(self.budget)
                     if reason is not None:
                         raise _Stop(reason)
-                    self._attempt(proposer.name, proposal, context)
+                    self._take_turn(proposer.name, proposal, context)
                     context.accepted = self.accepted
             # a proposer that stops itself on the budget (an LLM conversation) ends dry: say which limit
             stop = self.spend.exhausted(self.budget) or stop
@@ -193,167 +202,68 @@ class Runner:
 
     def _stop_if_out_of_time(self) -> None:
         """Raises `_Stop` once the budget's minutes are spent (attempts are counted before each attempt)."""
-        reason = self.spend.exhausted(Budget(minutes=self.budget.minutes))
+        reason = self.out_of_time()
         if reason is not None:
             raise _Stop(reason)
 
+    def _reuse_stored(self) -> None:
+        """Measured acceptances stored for this device: reused as they are; those whose kernel changed
+        since are left to be proposed, checked and measured again."""
+        if self.store is None:
+            return
+        if not isinstance(self.store, AcceptedStore):
+            self.store = AcceptedStore(self.store)
+        found = self.store.load(self.device.name)
+        for kernel_id, why in found.stale:
+            self.stale[kernel_id] = why
+            self.emit(kind="stale", kernel=kernel_id, why=why)
+        for a in found.current:
+            self.allowed.add(a.signature())
+            self.accepted = self.accepted.accept(a.spec, a.types, a.attrs, a.params, evidence="measured")
+            self._apply_library(self.space, KernelSet.empty().accept(a.spec, a.types, a.attrs, a.params))
+            self.reused.append(f"{a.spec.id} at {', '.join(map(str, a.types))}")
+        if found.current:
+            self._keep_if_faster("store", "the reused kernels")
+
     def _try_rules_only(self) -> None:
         """The rule sets alone (no kernel): a finalist like any other, kept if it gains."""
-        finalists = self.space.extract(Allowed(self.cost, set(self.allowed)), k=0).finalists
+        if (decided := self._keep_if_faster("rules", "the rule sets alone")) is not None:
+            self.emit(kind="rules", kept=decided[0], why=decided[1])
+
+    def _keep_if_faster(self, proposer: str, what: str) -> tuple[bool, str] | None:
+        """The extraction over the accepted kernels alone, measured whole and kept if it beats the best:
+        (kept, why); None where its measurement was lost (journaled as `proposer`'s `what`, failed)."""
+        finalist = self.space.extract(Allowed(self.cost, set(self.allowed)), k=0).finalists[0]
         try:
-            evidence = self.executor.measure_graph(finalists[0].graph, modelled=finalists[0].cost)
+            evidence = self.executor.measure_graph(finalist.graph, modelled=finalist.cost)
         except WorkerLost as e:
-            self._record_failure("rules", "the rule sets alone", f"not measured: {e}", "failed")
-            return
-        gain, why = self._gain(evidence)
-        if gain:
-            self._keep(finalists[0].graph, evidence, None)
-        self._emit(kind="rules", kept=gain, why=why)
+            self._record_failure(proposer, what, f"not measured: {e}", "failed")
+            return None
+        kept, why = self.beats_best(evidence)
+        if kept:
+            self.keep_graph(finalist.graph, evidence, None)
+        return kept, why
 
-    def _proposals(self, proposer, context):
-        """`proposer`'s proposals in its order; with a pool, an independent proposer's are read ahead (two
-        per worker, as far as the budget's attempts allow) and submitted, so that no worker waits."""
-        proposals = iter(proposer.propose(context))
-        width = 2 * getattr(self.executor, "parallel", 1)
-        if width <= 2 or not getattr(proposer, "independent", False):
-            yield from proposals
-            return
-        ahead: deque = deque()
-        while True:
-            while len(ahead) < width and (self.budget.attempts is None
-                                          or self.spend.attempts + len(ahead) < self.budget.attempts):
-                if (proposal := next(proposals, None)) is None:
-                    break
-                ahead.append(proposal)
-                key = proposal.key(proposer.name)
-                region = next((r for r in context.regions if r.key == proposal.region), None)
-                if region is None or self.journal.finished_attempt(self.run_id, key) is not None or \
-                        signature(proposal.kernel.id, region.types, region.attrs) in self.allowed:
-                    continue  # its turn says what is wrong with it, replays it or skips it: nothing to evaluate
-                self._pending[key] = self._submit(proposal.kernel, region, proposal.sweep)
-            if not ahead:
-                return
-            yield ahead.popleft()
-
-    def _submit(self, spec, region, sweep):
-        """The candidate's `Evaluation` to wait for: checked with the sweep's first params, then measured."""
-        sweep = sweep or (spec.default_params(),)
-        try:
-            params = self._resolved(spec, region, sweep[0])
-        except Exception as e:  # noqa: BLE001  a candidate that cannot even be checked is rejected, not fatal
-            return done(Evaluation(error=f"could not be checked: {type(e).__name__}: {e}"))
-        if hasattr(self.executor, "submit"):
-            return self.executor.submit(spec, region, params, sweep)
-        return done(evaluate(self.executor, spec, region, params, sweep))
-
-    def _attempt(self, proposer: str, proposal: Proposal, context: Context) -> None:
+    def _take_turn(self, proposer: str, proposal: Proposal, context: Context) -> None:
+        """`proposal`'s turn: replayed where the journal finished it, skipped where its kernel is already
+        accepted at the region's signature, else decided alone (`alone.py`)."""
         key = proposal.key(proposer)
         region = context.region(proposal.region)
         spec = proposal.kernel
-        accepted_at = signature(spec.id, region.types, region.attrs)
         done = self.journal.finished_attempt(self.run_id, key)
-        self.spend.attempts += 1
         if done is not None:  # finished before a crash: replay its outcome, measure nothing again
+            self.spend.attempts += 1
             if done.kept:
-                self._admit(spec, region, done.params or {}, done.kernel_evidence == "measured"
-                            and done.graph_evidence == "measured")
+                self.admit_kernel(spec, region, done.params or {}, done.kernel_evidence == "measured"
+                                  and done.graph_evidence == "measured")
                 self._restore_best()
             self.history.append(Outcome(proposer, region.key, spec.id, done.verdict, done.kept, done.why))
-            self._emit(kind="replayed", proposer=proposer, kernel=spec.id, region=region.key, kept=done.kept)
+            self.emit(kind="replayed", proposer=proposer, kernel=spec.id, region=region.key, kept=done.kept)
             return
-        if accepted_at in self.allowed:
-            self._emit(kind="skipped", kernel=spec.id, region=region.key, why="already accepted")
-            self.spend.attempts -= 1
+        if signature(spec.id, region.types, region.attrs) in self.allowed:  # no attempt spent
+            self.emit(kind="skipped", kernel=spec.id, region=region.key, why="already accepted")
             return
-        attempt = self.journal.begin_attempt(self.run_id, key, proposer, region, spec, proposal.sweep,
-                                             source_text(spec), note=proposal.note)
-        self._verdict = None
-        verdict_word, kept, why, fields = self._decide(spec, region, proposal, attempt, key)
-        self._record(attempt, proposer, region, spec, verdict_word, kept, why, fields,
-                     kind=getattr(self._verdict, "kind", None))
-
-    def _record(self, attempt, proposer, region, spec, verdict_word, kept, why, fields, *, kind) -> None:
-        """A decided attempt: finished in the journal, in the history the proposers read, and reported."""
-        self.journal.update_attempt(attempt, verdict=verdict_word, kept=kept, why=why, finished=1, **fields)
-        self.history.append(Outcome(proposer, region.key, spec.id, verdict_word, kept, why, kind=kind,
-                                    kernel_s=fields.get("kernel_s"), graph_s=fields.get("graph_s"),
-                                    evidence=fields.get("kernel_evidence")))
-        self._emit(kind="attempt", proposer=proposer, kernel=spec.id, region=region.key, verdict=verdict_word,
-                   kept=kept, why=why, best=self.best.seconds, evidence=self.best.evidence)
-
-    def _decide(self, spec, region, proposal, attempt, key) -> tuple[str, bool, str, dict]:
-        pending = self._pending.pop(key, None) or self._submit(spec, region, proposal.sweep)
-        try:
-            result = pending.result()
-        except WorkerLost as e:
-            return "failed", False, str(e), {}
-        retried = f"; evaluated again after its worker was lost ({result.retried})" if result.retried else ""
-        verdict = self._verdict = result.verdict  # its kind goes back to the proposer with the outcome
-        if verdict is None:
-            return "rejected", False, result.error + retried, {}
-        if not verdict.ok:
-            return "rejected", False, verdict.reason + retried, {"verdict_reason": verdict.reason}
-        fields = {"verdict_reason": verdict.reason}
-        if result.kernel is None:
-            return "passed", False, result.error + retried, fields
-        params, kernel = result.params, result.kernel
-        fields.update(params=params, kernel_s=kernel.seconds, kernel_evidence=kernel.evidence,
-                      kernel_method=kernel.method)
-        trial = KernelSet.empty().accept(spec, region.types, region.attrs, params, evidence=kernel.evidence)
-        self._apply_library(self.space, trial)
-        accepted_at = signature(spec.id, region.types, region.attrs)
-        finalists = self.space.extract(Allowed(self.cost, self.allowed | {accepted_at}), k=self.k).finalists
-        best_f, best_e = None, None
-        # a finalist without the candidate says nothing about it
-        finalists = [f for f in {graph_hash(f.graph): f for f in finalists}.values() if uses(f.graph, spec.id, region)]
-        try:
-            timed = measure_finalists(self.executor, [(f.graph, f.cost) for f in finalists])
-        except WorkerLost as e:
-            return "failed", False, f"finalists not measured: {e}", fields
-        for f, e in zip(finalists, timed, strict=True):
-            if best_e is None or e.seconds < best_e.seconds:
-                best_f, best_e = f, e
-        if best_f is None:
-            return "passed", False, "no finalist uses it: the extraction found it no cheaper where it applies", fields
-        fields.update(graph_s=best_e.seconds, graph_evidence=best_e.evidence)
-        gain, why = self._gain(best_e)
-        if not gain:
-            return "passed", False, why + retried, fields
-        measured = kernel.evidence == "measured" and best_e.evidence == "measured"
-        self._admit(spec, region, params, measured)
-        self._keep(best_f.graph, best_e, attempt)
-        return "passed", True, why + ("" if measured else " (modelled: provisional, not stored)") + retried, fields
-
-    # --- decisions -------------------------------------------------------------------------------
-    def _gain(self, candidate: Evidence) -> tuple[bool, str]:
-        """Is `candidate` faster than the best so far: beyond the measured noise, or (modelled) at all."""
-        if candidate.evidence == "measured" and self.best.evidence == "measured":
-            # each repeat of the best's measurement is one timing of the baseline: their spread is the noise
-            base = [Timing((s,), "given") for s in (self.best.samples or (self.best.seconds,))]
-            timing = Timing(candidate.samples or (candidate.seconds,), "given")
-            verdict = compare(timing, base * 2 if len(base) < 2 else base)
-            return verdict.faster, f"whole graph {verdict.reason} (measured)"
-        gain = self.best.seconds / candidate.seconds - 1 if candidate.seconds > 0 else 0.0
-        if gain > MODELLED_MIN_GAIN:
-            return True, f"whole graph {gain:.1%} cheaper (modelled)"
-        return False, f"whole graph not cheaper: {gain:+.2%} (modelled)"
-
-    def _keep(self, graph: Graph, evidence: Evidence, attempt) -> None:
-        self.journal.record_graph(self.run_id, attempt, graph, self.best_graph, evidence.seconds, evidence.evidence)
-        self.best_graph, self.best = graph, evidence
-
-    def _admit(self, spec, region, params: dict, measured: bool) -> None:
-        """`spec` at this region's signature becomes part of every later extraction (and, on measured
-        evidence, of the device's store)."""
-        accepted_at = signature(spec.id, region.types, region.attrs)
-        if accepted_at in self.allowed:
-            return
-        self.allowed.add(accepted_at)
-        evidence = "measured" if measured else "modelled"
-        self.accepted = self.accepted.accept(spec, region.types, region.attrs, params, evidence=evidence)
-        self._apply_library(self.space, KernelSet.empty().accept(spec, region.types, region.attrs, params))
-        if measured and self.store is not None:
-            self.store.save(self.device.name, Accepted(spec, tuple(region.types), dict(region.attrs), dict(params)))
+        decide_alone(self, proposer, proposal, region)
 
     def _restore_best(self) -> None:
         """After replaying a kept attempt: the best graph is the journal's last accepted document."""
@@ -366,42 +276,82 @@ class Runner:
         graph.weights = {v.name: weights[v.name] for v in graph.weight_inputs if v.name in weights}
         self.best_graph, self.best = graph, Evidence(seconds, evidence, "from the journal", fresh=False)
 
-    def _load_persisted(self) -> None:
-        """Measured acceptances stored for this device: reused as they are; those whose kernel changed
-        since are left to be proposed, checked and measured again."""
-        if self.store is None:
-            return
-        if not isinstance(self.store, AcceptedStore):
-            self.store = AcceptedStore(self.store)
-        found = self.store.load(self.device.name)
-        for kernel_id, why in found.stale:
-            self.stale[kernel_id] = why
-            self._emit(kind="stale", kernel=kernel_id, why=why)
-        for a in found.current:
-            self.allowed.add(a.signature())
-            self.accepted = self.accepted.accept(a.spec, a.types, a.attrs, a.params, evidence="measured")
-            self._apply_library(self.space, KernelSet.empty().accept(a.spec, a.types, a.attrs, a.params))
-            self.reused.append(f"{a.spec.id} at {', '.join(map(str, a.types))}")
-        if found.current:
-            finalists = self.space.extract(Allowed(self.cost, set(self.allowed)), k=0).finalists
-            try:
-                evidence = self.executor.measure_graph(finalists[0].graph, modelled=finalists[0].cost)
-            except WorkerLost as e:
-                self._record_failure("store", "the reused kernels", f"not measured: {e}", "failed")
-                return
-            if self._gain(evidence)[0]:
-                self._keep(finalists[0].graph, evidence, None)
+    # --- the steps a decision takes (`alone.py`'s, `together.py`'s) -------------------------------
+    def already_decided(self, key: str, spec, region) -> bool:
+        """Is the proposal of `key` finished in the journal, or `spec` accepted at `region`'s signature?
+        Then its own turn replays or skips it: there is nothing to evaluate."""
+        return self.journal.finished_attempt(self.run_id, key) is not None or \
+            signature(spec.id, region.types, region.attrs) in self.allowed
 
-    # --- helpers ---------------------------------------------------------------------------------
+    def attempts_left(self) -> int | None:
+        """How many more attempts the budget allows (None: no limit)."""
+        return None if self.budget.attempts is None else self.budget.attempts - self.spend.attempts
+
+    def out_of_time(self) -> str | None:
+        """The budget's words once its minutes are spent, else None."""
+        return self.spend.exhausted(Budget(minutes=self.budget.minutes))
+
+    def begin_attempt(self, proposer: str, proposal: Proposal, region) -> int:
+        """A proposal's attempt, counted against the budget and begun in the journal: its id there."""
+        self.spend.attempts += 1
+        return self.journal.begin_attempt(self.run_id, proposal.key(proposer), proposer, region, proposal.kernel,
+                                          proposal.sweep, source_text(proposal.kernel), note=proposal.note)
+
+    def finish_attempt(self, attempt, proposer, region, spec, verdict_word, kept, why, fields, *, kind) -> None:
+        """A decided attempt: finished in the journal, in the history the proposers read, and reported."""
+        self.journal.update_attempt(attempt, verdict=verdict_word, kept=kept, why=why, finished=1, **fields)
+        self.history.append(Outcome(proposer, region.key, spec.id, verdict_word, kept, why, kind=kind,
+                                    kernel_s=fields.get("kernel_s"), graph_s=fields.get("graph_s"),
+                                    evidence=fields.get("kernel_evidence")))
+        self.emit(kind="attempt", proposer=proposer, kernel=spec.id, region=region.key, verdict=verdict_word,
+                  kept=kept, why=why, best=self.best.seconds, evidence=self.best.evidence)
+
+    def best_finalist(self, trial: KernelSet) -> tuple | None:
+        """`trial`'s kernels injected and on trial beside the accepted ones: the fastest of the extraction's
+        finalists that run one of them, with its whole-graph `Evidence`; None when none does (a finalist
+        without a candidate says nothing about it). Raises `WorkerLost` from the measurement."""
+        self._apply_library(self.space, trial)
+        on_trial = {a.signature() for a in trial.accepted}
+        finalists = self.space.extract(Allowed(self.cost, self.allowed | on_trial), k=self.k).finalists
+        finalists = [f for f in {graph_hash(f.graph): f for f in finalists}.values()
+                     if any(uses(f.graph, a.spec.id, a) for a in trial.accepted)]
+        if not finalists:
+            return None
+        timed = measure_finalists(self.executor, [(f.graph, f.cost) for f in finalists])
+        return min(zip(finalists, timed, strict=True), key=lambda pair: pair[1].seconds)
+
+    def beats_best(self, candidate: Evidence) -> tuple[bool, str]:
+        """Is `candidate` faster than the best so far (`finalists.faster`), and why."""
+        return faster(candidate, self.best)
+
+    def admit_kernel(self, spec, region, params: dict, measured: bool) -> None:
+        """`spec` at this region's signature becomes part of every later extraction (and, on measured
+        evidence, of the device's store)."""
+        accepted_at = signature(spec.id, region.types, region.attrs)
+        if accepted_at in self.allowed:
+            return
+        self.allowed.add(accepted_at)
+        evidence = "measured" if measured else "modelled"
+        self.accepted = self.accepted.accept(spec, region.types, region.attrs, params, evidence=evidence)
+        self._apply_library(self.space, KernelSet.empty().accept(spec, region.types, region.attrs, params))
+        if measured and self.store is not None:
+            self.store.save(self.device.name, Accepted(spec, tuple(region.types), dict(region.attrs), dict(params)))
+
+    def keep_graph(self, graph: Graph, evidence: Evidence, attempt) -> None:
+        """`graph` is the best from now on (its whole-graph `evidence`), journaled with the attempt that kept
+        it (None: the rule sets alone, or the stored kernels)."""
+        self.journal.record_graph(self.run_id, attempt, graph, self.best_graph, evidence.seconds, evidence.evidence)
+        self.best_graph, self.best = graph, evidence
+
+    def emit(self, **event) -> None:
+        """A progress event (a dict) to the caller's `progress`."""
+        self.progress(event)
+
+    # --- helpers ----------------------------------------------------------------------------------
     def _price(self, graph) -> float:
         from ..search.space import SearchSpace
 
         return SearchSpace(graph, target=self.device.target()).extract(self.cost).cost
-
-    def _resolved(self, spec, region, params):
-        from ..kernels.launch import resolve_params
-
-        return resolve_params(spec, region.types, region.attrs, params, self.device.target())
 
     def _skip(self, proposer: str, what: str, reason: str) -> None:
         """A region a proposer left without a proposal, journaled as a finished attempt "skipped" (no
@@ -415,19 +365,16 @@ class Runner:
         attempt = self.journal.begin_attempt(self.run_id, key, proposer, region,
                                              SimpleNamespace(id="-", version="-"), (), None)
         self.journal.update_attempt(attempt, verdict="skipped", kept=False, why=reason, finished=1)
-        self._emit(kind="region skipped", proposer=proposer, region=what, why=reason)
+        self.emit(kind="region skipped", proposer=proposer, region=what, why=reason)
 
     def _record_failure(self, proposer: str, what: str, why: str, verdict: str) -> None:
         self.journal.record_failure(self.run_id, proposer, what, why, verdict)
-        self._emit(kind="attempt", proposer=proposer, kernel=what, region="-", verdict=verdict, kept=False, why=why,
-                   best=self.best.seconds, evidence=self.best.evidence)
+        self.emit(kind="attempt", proposer=proposer, kernel=what, region="-", verdict=verdict, kept=False, why=why,
+                  best=self.best.seconds, evidence=self.best.evidence)
 
     def _spend_llm(self, tokens: int, turns: int) -> None:
         self.spend.tokens += tokens
         self.spend.turns += turns
-
-    def _emit(self, **event) -> None:
-        self.progress(event)
 
     def _result(self, stop: str) -> Optimized:
         kept = [f"{n.attrs['kernel']} {json.dumps(n.attrs['params'], sort_keys=True)}"

@@ -16,11 +16,9 @@ their checks and kernel measurements reused: a batch that gains nothing costs on
 
 from __future__ import annotations
 
-from ..kernels.kernel_set import KernelSet, signature
-from .budget import Budget
+from ..kernels.kernel_set import KernelSet
 from .executor import WorkerLost
-from .finalists import Allowed, measure_finalists, uses
-from .journal import graph_hash, source_text
+from .finalists import uses
 from .proposer import Context, Proposal
 
 
@@ -35,29 +33,22 @@ def decide_together(run, proposer: str, proposals: list[Proposal], context: Cont
     for proposal, _, region, result in passed:
         trial = trial.accept(proposal.kernel, region.types, region.attrs, result.params,
                              evidence=result.kernel.evidence)
-    run._apply_library(run.space, trial)
-    signatures = {signature(p.kernel.id, r.types, r.attrs) for p, _, r, _ in passed}
-    finalists = run.space.extract(Allowed(run.cost, run.allowed | signatures), k=run.k).finalists
-    # a finalist that runs none of the batch says nothing about it
-    finalists = [f for f in {graph_hash(f.graph): f for f in finalists}.values()
-                 if any(uses(f.graph, p.kernel.id, r) for p, _, r, _ in passed)]
-    if not finalists:
-        run._emit(kind="together", proposer=proposer, passed=len(passed), used=0, kept=False,
-                  why="no finalist uses any of them")
-        return set()
     try:
-        timed = measure_finalists(run.executor, [(f.graph, f.cost) for f in finalists])
+        best = run.best_finalist(trial)
     except WorkerLost:
         return set()  # decided one by one, where a lost measurement is recorded
-    best_f, best_e = min(zip(finalists, timed, strict=True), key=lambda fe: fe[1].seconds)
-    gain, why = run._gain(best_e)
+    if best is None:
+        run.emit(kind="together", proposer=proposer, passed=len(passed), used=0, kept=False,
+                 why="no finalist uses any of them")
+        return set()
+    best_f, best_e = best
+    gain, why = run.beats_best(best_e)
     used = {key for proposal, key, region, _ in passed if uses(best_f.graph, proposal.kernel.id, region)}
-    run._emit(kind="together", proposer=proposer, passed=len(passed), used=len(used), kept=gain, why=why)
+    run.emit(kind="together", proposer=proposer, passed=len(passed), used=len(used), kept=gain, why=why)
     if not gain or not used:
         return set()
     attempt = None
     for proposal, key, region, result in passed:
-        run.spend.attempts += 1
         kernel, keep = result.kernel, key in used
         measured = kernel.evidence == "measured" and best_e.evidence == "measured"
         if keep:
@@ -71,38 +62,34 @@ def decide_together(run, proposer: str, proposals: list[Proposal], context: Cont
                       kernel_evidence=kernel.evidence, kernel_method=kernel.method)
         if keep:
             fields.update(graph_s=best_e.seconds, graph_evidence=best_e.evidence)
-        attempt_id = run.journal.begin_attempt(run.run_id, key, proposer, region, proposal.kernel, proposal.sweep,
-                                               source_text(proposal.kernel), note=proposal.note)
+        attempt_id = run.begin_attempt(proposer, proposal, region)
         if keep:
-            run._admit(proposal.kernel, region, result.params, measured)
+            run.admit_kernel(proposal.kernel, region, result.params, measured)
             attempt = attempt_id
-        run._pending.pop(key, None)
-        run._record(attempt_id, proposer, region, proposal.kernel, "passed", keep, said, fields,
-                    kind=getattr(result.verdict, "kind", None))
-    run._keep(best_f.graph, best_e, attempt)
+        run.evaluations.drop(key)
+        run.finish_attempt(attempt_id, proposer, region, proposal.kernel, "passed", keep, said, fields,
+                           kind=getattr(result.verdict, "kind", None))
+    run.keep_graph(best_f.graph, best_e, attempt)
     return {key for _, key, _, _ in passed}
 
 
 def _evaluate(run, proposer: str, proposals: list[Proposal], context: Context) -> list[tuple]:
     """(proposal, key, region, evaluation) of each proposal not yet decided, evaluated (submitted ahead
     where the executor is a pool) as far as the budget's attempts and minutes allow."""
-    room = None if run.budget.attempts is None else run.budget.attempts - run.spend.attempts
+    room = run.attempts_left()
     fresh = []
     for proposal in proposals:
         key, region = proposal.key(proposer), context.region(proposal.region)
-        if signature(proposal.kernel.id, region.types, region.attrs) in run.allowed or \
-                run.journal.finished_attempt(run.run_id, key) is not None:
+        if run.already_decided(key, proposal.kernel, region):
             continue  # its own turn replays or skips it
-        if room is not None and len(fresh) >= room or \
-                run.spend.exhausted(Budget(minutes=run.budget.minutes)) is not None:
+        if room is not None and len(fresh) >= room or run.out_of_time() is not None:
             break  # out of attempts or time: what was evaluated is still decided, together
-        if key not in run._pending:
-            run._pending[key] = run._submit(proposal.kernel, region, proposal.sweep)
-        fresh.append((proposal, key, region))
+        pending = run.evaluations.held(key) or run.evaluations.submit(key, proposal.kernel, region, proposal.sweep)
+        fresh.append((proposal, key, region, pending))
     evaluated = []
-    for proposal, key, region in fresh:
+    for proposal, key, region, pending in fresh:
         try:
-            evaluated.append((proposal, key, region, run._pending[key].result()))
+            evaluated.append((proposal, key, region, pending.result()))
         except WorkerLost:
             continue  # decided alone, where it is recorded as failed
     return evaluated
