@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -72,6 +73,8 @@ class Evaluation:
     kernel: Evidence | None = None
     error: str = ""
     retried: str = ""
+    check_s: float | None = None  # wall seconds the check and the measurement took, where it ran here
+    measure_s: float | None = None
 
 
 class WorkerLost(RuntimeError):
@@ -99,17 +102,19 @@ class Executor(Protocol):
 
 def evaluate(executor, spec, region, params: dict, sweep) -> Evaluation:
     """Check, then (passed) measure, in this process: what a candidate's evaluation is, wherever it runs."""
+    start = time.perf_counter()
     try:
         verdict = executor.check(spec, region, params)
     except Exception as e:  # noqa: BLE001  a candidate that cannot even be checked is rejected, not fatal
         return Evaluation(error=f"could not be checked: {type(e).__name__}: {e}")
+    checked = time.perf_counter()
     if not verdict.ok:
-        return Evaluation(verdict)
+        return Evaluation(verdict, check_s=checked - start)
     try:
         params, kernel = executor.measure_kernel(spec, region, sweep)
     except Exception as e:  # noqa: BLE001
-        return Evaluation(verdict, error=f"could not be measured: {type(e).__name__}: {e}")
-    return Evaluation(verdict, params, kernel)
+        return Evaluation(verdict, error=f"could not be measured: {type(e).__name__}: {e}", check_s=checked - start)
+    return Evaluation(verdict, params, kernel, check_s=checked - start, measure_s=time.perf_counter() - checked)
 
 
 def done(value) -> Future:

@@ -27,6 +27,7 @@ resumable.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass
 
 from ..ir import Graph, expect_graph
@@ -117,6 +118,7 @@ class Runner:
     def __init__(self, graph, *, agent, budget, device, journal, rules, k, cache, store, executor, trials, progress):
         self.spend = Spend()  # the budget's clock starts with the call: opening the executor counts
         self.graph, self.budget, self.device, self.rules, self.k = graph, budget, device, rules, k
+        self.finalist_timing: dict = {}  # what the last `best_finalist` spent: extraction, whole-graph timing
         self.proposers = proposers_for(agent)
         self.journal = journal if isinstance(journal, Journal) else Journal(journal)
         self.progress = progress or (lambda event: None)
@@ -310,14 +312,18 @@ class Runner:
         """`trial`'s kernels injected and on trial beside the accepted ones: the fastest of the extraction's
         finalists that run one of them, with its whole-graph `Evidence`; None when none does (a finalist
         without a candidate says nothing about it). Raises `WorkerLost` from the measurement."""
+        start = time.perf_counter()
         self._apply_library(self.space, trial)
         on_trial = {a.signature() for a in trial.accepted}
         finalists = self.space.extract(Allowed(self.cost, self.allowed | on_trial), k=self.k).finalists
         finalists = [f for f in {graph_hash(f.graph): f for f in finalists}.values()
                      if any(uses(f.graph, a.spec.id, a) for a in trial.accepted)]
+        self.finalist_timing = {"extract_s": time.perf_counter() - start, "finalists": len(finalists)}
         if not finalists:
             return None
+        start = time.perf_counter()
         timed = measure_finalists(self.executor, [(f.graph, f.cost) for f in finalists])
+        self.finalist_timing["measure_s"] = time.perf_counter() - start
         return min(zip(finalists, timed, strict=True), key=lambda pair: pair[1].seconds)
 
     def beats_best(self, candidate: Evidence) -> tuple[bool, str]:

@@ -16,6 +16,8 @@ their checks and kernel measurements reused: a batch that gains nothing costs on
 
 from __future__ import annotations
 
+import time
+
 from ..kernels.kernel_set import KernelSet
 from .executor import WorkerLost
 from .finalists import uses
@@ -25,8 +27,13 @@ from .proposer import Context, Proposal
 def decide_together(run, proposer: str, proposals: list[Proposal], context: Context) -> set[str]:
     """Decide `proposals` of `proposer` at once for the loop's `run` (a `loop.Runner`); returns the keys
     of those decided (journaled, kept or passed over), none when they are left to be decided one by one."""
-    passed = [c for c in _evaluate(run, proposer, proposals, context)
-              if c[3].verdict is not None and c[3].verdict.ok and c[3].kernel is not None]
+    start = time.perf_counter()
+    evaluated = _evaluate(run, proposer, proposals, context)
+    passed = [c for c in evaluated if c[3].verdict is not None and c[3].verdict.ok and c[3].kernel is not None]
+    # where a 1-minute budget goes (the H200's warm run spent 61 s on 24 library kernels): said with the event
+    spent = {"evaluate_s": round(time.perf_counter() - start, 2),
+             "check_s": round(sum(e.check_s or 0.0 for *_, e in evaluated), 2),
+             "measure_kernels_s": round(sum(e.measure_s or 0.0 for *_, e in evaluated), 2)}
     if len(passed) < 2:
         return set()
     trial = KernelSet.empty()
@@ -37,14 +44,15 @@ def decide_together(run, proposer: str, proposals: list[Proposal], context: Cont
         best = run.best_finalist(trial)
     except WorkerLost:
         return set()  # decided one by one, where a lost measurement is recorded
+    spent.update({k: round(v, 2) if isinstance(v, float) else v for k, v in run.finalist_timing.items()})
     if best is None:
         run.emit(kind="together", proposer=proposer, passed=len(passed), used=0, kept=False,
-                 why="no finalist uses any of them")
+                 why="no finalist uses any of them", **spent)
         return set()
     best_f, best_e = best
     gain, why = run.beats_best(best_e)
     used = {key for proposal, key, region, _ in passed if uses(best_f.graph, proposal.kernel.id, region)}
-    run.emit(kind="together", proposer=proposer, passed=len(passed), used=len(used), kept=gain, why=why)
+    run.emit(kind="together", proposer=proposer, passed=len(passed), used=len(used), kept=gain, why=why, **spent)
     if not gain or not used:
         return set()
     attempt = None

@@ -57,6 +57,9 @@ def test_the_unused_kernel_of_a_batch_is_passed_over_with_why_and_the_batch_keep
     alone, alone_attempts, _ = _run(tmp_path, "alone", Only("p", FAST_RMSNORM, SLOW_RMSNORM), prices)
     opt, attempts, [event] = _run(tmp_path, "batch", Batch("p", FAST_RMSNORM, SLOW_RMSNORM), prices)
     assert event["passed"] == 2 and event["used"] == 1 and event["kept"]
+    # where the batch's time went, said with it: the checks and kernel timings within the evaluation
+    assert event["evaluate_s"] >= event["check_s"] > 0 and event["measure_kernels_s"] >= 0
+    assert event["finalists"] >= 1 and event["extract_s"] > 0 and event["measure_s"] >= 0
     fast, slow = attempts[FAST_RMSNORM.id], attempts[SLOW_RMSNORM.id]
     assert fast["kept"] and "decided together" in fast["why"] and fast["graph_s"] == pytest.approx(opt.best_s)
     assert slow["verdict"] == "passed" and not slow["kept"] and "chose others" in slow["why"]
