@@ -68,17 +68,36 @@ def _reference(*tensors, body, kernel, version, attrs, params):
 
 
 def body_bytes(body: Graph) -> int:
-    """The bytes a kernel replacing `body` moves: its inputs read once and its outputs written once (a fused
-    kernel keeps its intermediates on chip), but never more than the body's own ops count.
+    """The bytes a kernel replacing `body` moves: each input read once, and no more of it than the body's
+    ops read of it; intermediates kept on chip; each output written once; and never more than the body's
+    own ops count.
 
-    The second bound is what gathers and in-place updates need: `embedding` reads the rows it gathers, not
-    its table, and `index_copy` into a cache writes the new rows, not the cache (each op's own count says
-    so). A kernel that embeds such an op moves no more than the op does, so the kernel is priced by what it
-    touches, not by the size of the tensors it is handed (a whole vocabulary, a whole KV cache)."""
+    Gathers and in-place updates are why the reads and the bound exist: `embedding` reads the rows it
+    gathers, not its table, and `index_copy` into a cache writes the new rows, not the cache (each op's own
+    count says so). A kernel that embeds such an op moves no more than the op does, so it is priced by what
+    it touches, not by the size of the tensors it is handed (a whole vocabulary, a whole KV cache, every
+    expert of a MoE layer). The body's own count alone is not enough where a gather feeds a matmul: it
+    charges the gathered experts three times (read, written out, read again), which the kernel reads once."""
     from ..registry import get_op
 
-    ins = [v.type for v in body.inputs_of_kind("input", "weight", "state")]
-    through = sum(t.nbytes for t in ins) + sum(v.type.nbytes for v in body.outputs)
+    consumers: dict[str, list] = {}
+    for n in body.nodes:
+        for v in n.inputs:
+            consumers.setdefault(v.name, []).append(n)
+
+    def read(value) -> int:  # what the ops computing from `value` read of it, through views
+        total = 0
+        for n in consumers.get(value.name, ()):
+            op = get_op(n.op)
+            if op.is_view:
+                total += sum(read(o) for o in n.outputs)
+            else:
+                outs = [o.type for o in n.outputs]
+                total += max(0, op.count_bytes([i.type for i in n.inputs], outs, n.attrs) - sum(t.nbytes for t in outs))
+        return min(value.type.nbytes, total)
+
+    through = sum(read(v) for v in body.inputs_of_kind("input", "weight", "state")) + sum(
+        v.type.nbytes for v in body.outputs)
     ops = sum(get_op(n.op).count_bytes([v.type for v in n.inputs], [v.type for v in n.outputs], n.attrs)
               for n in body.nodes)
     return min(through, ops)
