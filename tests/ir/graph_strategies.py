@@ -174,6 +174,8 @@ class RandomGraph:
             operands.append(value)
         if index:  # the bounds depend on the final types of the other operands
             bounds = op.index_bounds(types, infer_node(op.name, types, attrs)[1])
+            if any(bounds[i] == 0 and types[i].numel > 0 for i in index):
+                return  # an index into an empty dim (a reused value sliced to nothing): no valid value to feed
             operands = [self._fresh(types[i], bounds[i]) if v is None else v for i, v in enumerate(operands)]
         self._add(op.name, operands, attrs)
 
