@@ -99,7 +99,8 @@ spec (default: the registry); a kernel node it lacks runs its body (with a warni
             "device": _device_name(), "torch": torch.__version__, "kernels": sorted(
                 {n.attrs["kernel"] for n in runtime if n.op == "kernel"}), "fallbacks": lowered.fallbacks,
             "cute": sorted({lowered.kernels[n.outputs[0].name].spec.id for n in runtime
-                            if n.op == "kernel" and lowered.kernels[n.outputs[0].name].spec.backend == "cute"})}
+                            if n.op == "kernel" and lowered.kernels[n.outputs[0].name].spec.backend == "cute"}),
+            "cute_dsl": _cute_dsl_version()}
     tmp = directory.with_name(f".{directory.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     (tmp / "_kernels").mkdir(parents=True)
@@ -222,6 +223,16 @@ def _digest(graph: Graph) -> str:
     from ..ir.text import dumps
 
     return hashlib.sha256(dumps(graph).encode()).hexdigest()[:8]
+
+
+def _cute_dsl_version() -> str | None:
+    """The CuTe DSL installed here (what the package's CuTe kernels were checked with), if any."""
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("nvidia-cutlass-dsl")
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def _this_arch() -> str | None:

@@ -34,12 +34,15 @@ def _interpreting() -> bool:
 
 
 def _have_cute_dsl() -> bool:
+    """NVIDIA's `cutlass` package with its `cute` subpackage, found without importing it (seconds)."""
     import importlib.util
 
     try:
-        return importlib.util.find_spec("cutlass.cute") is not None
+        spec = importlib.util.find_spec("cutlass")
     except (ImportError, ValueError):
         return False
+    return spec is not None and any(os.path.isdir(os.path.join(d, "cute"))
+                                    for d in (spec.submodule_search_locations or ()))
 
 
 def check_device(device) -> None:
@@ -56,7 +59,7 @@ def check_device(device) -> None:
     if cute and not _have_cute_dsl():
         raise MissingDependencyError(
             f"{META['graph']}: its CuTe DSL kernels ({', '.join(cute)}) need NVIDIA's CuTe DSL: "
-            "pip install nvidia-cutlass-dsl (the version the package was exported with, 4.8 or later)")
+            f"pip install nvidia-cutlass-dsl=={META.get('cute_dsl') or '4.8.1'} (the version it was exported with)")
     if archs is None:  # no Triton kernel: torch ops run anywhere torch does
         return
     if device.type == "cuda":
