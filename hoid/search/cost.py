@@ -79,14 +79,18 @@ class AnalyticCost:
     asked for each kernel id and version once (a plain op as its torch kernel: see `measured_as`).
     Unknown efficiencies are 1 (the roofline itself). bound: (seconds, efficiencies) for the calls whose
     floor is at least that long, in place of `efficiency` (`Prices.efficiencies`: a ratio measured where
-    launches and fixed costs dominate says nothing of a call that the floor bounds).
+    launches and fixed costs dominate says nothing of a call that the floor bounds). overhead: with `bound`,
+    the fixed seconds of a call below it, per kernel id or op name (`Prices.overheads`): such a call costs
+    its floor, a launch and that, not its floor divided by a small row's ratio.
     """
 
     def __init__(self, device: Device = H200, *, efficiency=None, in_graph: bool = True,
-                 bound: tuple[float, Mapping[str, float]] | None = None):
+                 bound: tuple[float, Mapping[str, float]] | None = None,
+                 overhead: Mapping[str, float] | None = None):
         self.device, self.in_graph = device, in_graph
         self._efficiency = efficiency if efficiency is not None else {}
         self._bound = bound
+        self._overhead = overhead or {}
         self._known: dict[tuple[str, str], float] = {}
 
     def efficiency(self, call: OpCall) -> float:
@@ -103,6 +107,11 @@ class AnalyticCost:
         return self._known[(kernel, version)]
 
     def __call__(self, call: OpCall) -> float:
+        if self._bound is not None and call.name in self._overhead:
+            floor = max(op_floor(call.op, call.inputs, call.outputs, call.attrs, self.device))
+            if floor < self._bound[0]:  # too small for the floor to bound it: floor, launch, fixed cost
+                time = op_time(call.op, call.inputs, call.outputs, call.attrs, self.device, in_graph=self.in_graph)
+                return time + self._overhead[call.name] if time > 0 else 0.0
         return op_time(call.op, call.inputs, call.outputs, call.attrs, self.device,
                        efficiency=self._efficiency_of(call), in_graph=self.in_graph)
 

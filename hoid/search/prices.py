@@ -125,6 +125,21 @@ class Prices:
                 ratios.setdefault(name, []).append(min(1.0, floor / median))
         return {name: statistics.median(r) for name, r in ratios.items()}
 
+    def overheads(self, below: float, launch: float) -> dict[str, float]:
+        """Per kernel id or op name: the median, over its rows whose floor is under `below` seconds, of what
+        a call took beyond its floor and the `launch` the model adds: the fixed cost (ramp-up, a reduction's
+        tail, host-side work in a graph) of a call too small for its floor to bound it. A small call costs
+        its floor plus this; dividing its floor by a small row's ratio instead priced a prefill's 1 MB
+        rmsnorm (128 rows) at 129 us, a thousand times the 1.45 us the decode-size row measured."""
+        extra: dict[str, list[float]] = {}
+        for key, (median, floor) in self.rows.items():
+            if floor is None or floor >= below:
+                continue
+            kernel = key[1]
+            name = kernel[3:] if kernel.startswith("op.") else kernel
+            extra.setdefault(name, []).append(max(0.0, median - floor - launch))
+        return {name: statistics.median(e) for name, e in extra.items()}
+
 
 def body_calls(body: Graph) -> list[OpCall]:
     """The plain calls of a kernel's body as the e-graph prices them (types without layouts)."""
@@ -151,9 +166,11 @@ class PricedCost:
         self._rivals = rival_kernels(kernels)
         launch = self.device.graph_launch_overhead
         bound = self.prices.efficiencies(BOUND_BY_FLOOR * launch, launch)
+        small = self.prices.overheads(BOUND_BY_FLOOR * launch, launch)
         self.analytic = AnalyticCost(self.device, efficiency=unmeasured_efficiencies(self._measured_efficiency,
                                                                                     self._rivals),
-                                     bound=(BOUND_BY_FLOOR * launch, unmeasured_efficiencies(bound, self._rivals)))
+                                     bound=(BOUND_BY_FLOOR * launch, unmeasured_efficiencies(bound, self._rivals)),
+                                     overhead=unmeasured_overheads(small, self._rivals))
         self._both: dict[tuple, bool] = {}
         self._tainted: set[tuple] = set()
         for impl in kernels.values():
@@ -270,6 +287,17 @@ def unmeasured_efficiencies(measured: Mapping[str, float], rivals: Mapping[str, 
         known = [measured[k] for k in ids if k in measured]
         if kernel_id not in out and known:
             out[kernel_id] = min(known) / UNMEASURED_PENALTY
+    return out
+
+
+def unmeasured_overheads(measured: Mapping[str, float], rivals: Mapping[str, set[str]]) -> dict[str, float]:
+    """`measured` (kernel id or op name -> a small call's fixed seconds), plus, for a kernel with none of its
+    own, the least of its rivals' times `UNMEASURED_PENALTY`: never cheaper than a measured rival."""
+    out = dict(measured)
+    for kernel_id, ids in rivals.items():
+        known = [measured[k] for k in ids if k in measured]
+        if kernel_id not in out and known:
+            out[kernel_id] = min(known) * UNMEASURED_PENALTY
     return out
 
 
