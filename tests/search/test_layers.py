@@ -62,7 +62,11 @@ def test_each_decode_layer_adds_the_same_price(decode_results):
     assert decode_results[3].report.cost > decode_results[2].report.cost
 
 
-def test_n_blocks_are_n_copies_of_one():
-    one, four = (search(block(layers=n, dtype="bf16", hidden=64, inner=192), device="h200") for n in (1, 4))
-    assert calls(four.graph) == Counter({call: 4 * count for call, count in calls(one.graph).items()})
-    assert math.isclose(four.report.cost, 4 * one.report.cost, rel_tol=1e-9)
+def test_each_block_after_the_first_adds_the_same_calls():
+    # not n copies of one block: a block's residual add fuses with the next block's norm (add_rmsnorm),
+    # which the first block has no neighbour for; every later block is priced and rewritten alike
+    found = {n: search(block(layers=n, dtype="bf16", hidden=64, inner=192), device="h200") for n in (2, 3, 4)}
+    added = [calls(found[n + 1].graph) - calls(found[n].graph) for n in (2, 3)]
+    assert added[0] == added[1] and not calls(found[2].graph) - calls(found[3].graph)
+    assert math.isclose(found[4].report.cost - found[3].report.cost, found[3].report.cost - found[2].report.cost,
+                        rel_tol=1e-9)
