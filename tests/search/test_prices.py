@@ -96,3 +96,22 @@ def test_extraction_tells_a_choice_pricing_model_the_e_graphs_kernels():
 
     space.extract(Allowed(Spy(H200), set()))  # through the loop's wrapper too
     assert told and told[-1] and told[-1] == dict(space.encoding.kernels)
+
+
+def test_a_small_call_costs_its_floor_a_launch_and_the_fixed_cost_small_rows_measured():
+    # the decode-size add measured 2 us (its floor 6 ns): a prefill's 128-row add is still too small for its
+    # floor to bound it; dividing its floor by the decode row's ratio would price it at ~100x its time
+    launch = H200.graph_launch_overhead
+    decode = (TensorType((1, 4096), "bf16"),) * 2
+    prefill = (TensorType((128, 4096), "bf16"),) * 2
+    add_decode, add_prefill = OpCall("add", decode, decode[:1], {}), OpCall("add", prefill, prefill[:1], {})
+    roofline = PricedCost(H200).analytic
+    floor_decode, floor_prefill = roofline(add_decode) - launch, roofline(add_prefill) - launch
+    assert floor_prefill < 4 * launch  # below the bound: a small call
+    prices = Prices(H200.name, {price_key(H200.name, add_decode): (2e-6, floor_decode)}, "test")
+    fixed = 2e-6 - floor_decode - launch
+    assert abs(prices.overheads(4 * launch, launch)["add"] - fixed) < 1e-15
+    model = PricedCost(H200, prices)
+    assert abs(model(add_prefill) - (floor_prefill + launch + fixed)) < 1e-12
+    ratio = floor_decode / 2e-6
+    assert model(add_prefill) < (floor_prefill / ratio) / 50  # what the ratio alone said
