@@ -53,11 +53,26 @@ def test_a_user_kernel_registered_before_the_first_lookup_replaces_the_library_o
 
     import hoid.kernels
 
+    # A fresh process: the library not yet imported, the registry empty. Afterwards, exactly the state
+    # before: the modules this test imports again hold launches of their own, and a later lookup (or
+    # KernelSet.default()) must not mix them with the modules before it (hoid.export refuses a launch its
+    # module does not define: CI failed so, in a later test on the same worker).
+    library = {n: m for n, m in sys.modules.items() if n.startswith("hoid.kernels.library")}
     monkeypatch.setattr(registry, "_KERNELS", {})
+    monkeypatch.setattr(registry, "_LIBRARY", {})
     monkeypatch.setattr(registry, "_loaded", False)
     monkeypatch.delattr(hoid.kernels, "library", raising=False)
-    for name in [n for n in sys.modules if n.startswith("hoid.kernels.library")]:
-        monkeypatch.delitem(sys.modules, name)  # a fresh process: the library not yet imported
-    mine = register(relu_spec("torch.matmul"), replace=True)
-    assert get("torch.matmul") is mine
-    assert get("torch.rmsnorm").id == "torch.rmsnorm"
+    for name in library:
+        del sys.modules[name]
+    try:
+        mine = register(relu_spec("torch.matmul"), replace=True)
+        assert get("torch.matmul") is mine
+        assert get("torch.rmsnorm").id == "torch.rmsnorm"
+    finally:
+        for name in [n for n in sys.modules if n.startswith("hoid.kernels.library")]:
+            del sys.modules[name]
+        sys.modules.update(library)
+        if "hoid.kernels.library" in library:  # `from . import library` reads the attribute first
+            hoid.kernels.library = library["hoid.kernels.library"]
+        elif hasattr(hoid.kernels, "library"):
+            del hoid.kernels.library
