@@ -65,8 +65,12 @@ def run_blocks(page: str, text: str, folder) -> None:
     python = os.path.dirname(sys.executable)
     env["PATH"] += os.pathsep + python
     if page != "tutorial.md":  # later pages start where the tutorial's first step left off: mlp.hoid
-        subprocess.run([sys.executable, "-c", "import hoid; from hoid.models.examples import mlp_block; "
-                        "hoid.save(mlp_block(), 'mlp.hoid')"], cwd=folder, env=env, check=True)
+        # written here, not by a process of its own (the same file: mlp_block's weights are seeded), which
+        # imported torch and hoid again for it: ~2 s of CPU a page on the 2-core CI machine
+        import hoid
+        from hoid.models.examples import mlp_block
+
+        hoid.save(mlp_block(), folder / "mlp.hoid")
     for kind, code in blocks:
         command = ["bash", "-e", "-o", "pipefail", "-c", code] if kind == "sh" else [sys.executable, "-c", code]
         if kind == "sh" and "| head" in code:

@@ -1,16 +1,21 @@
-"""Run an exported package where `import hoid` fails: eager, under torch.export, under torch.compile.
+"""Run exported packages where `import hoid` fails: each eager, under torch.export, under torch.compile.
 
-    python export_worker.py <package parent dir> <package name> <inputs.pt> <outputs.pt> <backend>
-    python export_worker.py <package parent dir> <package name> <inputs.pt> <outputs.pt> --cute [--build]
+    python export_worker.py <jobs.json>
 
-Started by tests/runtime/test_export.py in a fresh process whose sys.path holds the package's parent (and
-torch's site-packages); a meta-path blocker makes any import of hoid raise, so the package proves it needs
-none. Writes {"eager": [...], "compiled": [...], "exported": [...]} of CPU tensors. With --cute (a package
-holding CuTe DSL kernels, which run on a GPU only): what `load` says on the CPU and without CuTe DSL, and
-the ops of `torch.export` over the model built from its weights (fakes only: nothing runs); with --build,
-each CuTe GEMV launch of the package's copy built for sm_90 (CuTe DSL compiles without a GPU).
+jobs.json lists {"parent", "name", "inputs", "outputs", "backend"}: a package's parent dir and name, its
+inputs (.pt) and where to write its outputs (.pt), and torch.compile's backend. Started by
+tests/runtime/test_export.py in a fresh process whose sys.path holds torch's site-packages; a meta-path
+blocker makes any import of hoid raise, so each package proves it needs none. The packages run one after
+another in this one process: one import of torch and one warm-up of torch.compile instead of one per
+package (about 2 s of CPU each on the 2-core CI machine). Writes, per package,
+{"eager": [...], "compiled": [...], "exported": [...], "custom_ops": [...], "hoid_loaded": bool}. A job whose
+backend is "--cute" (a package holding CuTe DSL kernels, which run on a GPU only) writes instead what `load`
+says on the CPU and without CuTe DSL, and the ops of `torch.export` over the model built from its weights
+(fakes only: nothing runs); with "build": true, each CuTe GEMV launch of the package's copy built for sm_90
+(CuTe DSL compiles without a GPU).
 """
 
+import json
 import sys
 
 
@@ -25,7 +30,7 @@ class _BlockHoid:
 sys.meta_path.insert(0, _BlockHoid())
 
 
-def main(parent, name, inputs_path, outputs_path, backend):
+def run(parent, name, inputs_path, outputs_path, backend):
     sys.path.insert(0, parent)
     import importlib
 
@@ -49,7 +54,7 @@ def main(parent, name, inputs_path, outputs_path, backend):
                 "hoid_loaded": any(m == "hoid" or m.startswith("hoid.") for m in sys.modules)}, outputs_path)
 
 
-def cute(parent, name, inputs_path, outputs_path):
+def cute(parent, name, inputs_path, outputs_path, build: bool):
     sys.path.insert(0, parent)
     import importlib
 
@@ -75,8 +80,8 @@ def cute(parent, name, inputs_path, outputs_path):
     ops = sorted({str(n.target) for n in program.graph.nodes if n.op == "call_function"
                   and str(n.target).startswith(pkg.META["namespace"])})
     cutlass_loaded = "cutlass" in sys.modules
-    if sys.argv[6:] == ["--build"]:  # each CuTe launch of the package's copy, built for sm_90 over CPU views
-        _BlockHoid.blocked = ("hoid",)
+    _BlockHoid.blocked = ("hoid",)
+    if build:  # each CuTe launch of the package's copy, built for sm_90 over CPU views
         helpers, gemv = import_module(f"{name}._kernels.cute_compile"), import_module(f"{name}._kernels.cute_gemv")
         for launch in ("launch_linear", "launch_linear_add", "launch_linear_swiglu"):
             if hasattr(gemv, launch):
@@ -94,8 +99,15 @@ def cute(parent, name, inputs_path, outputs_path):
                 "hoid_loaded": any(m == "hoid" or m.startswith("hoid.") for m in sys.modules)}, outputs_path)
 
 
+def main(jobs_path):
+    with open(jobs_path) as f:
+        jobs = json.load(f)
+    for job in jobs:
+        if job["backend"] == "--cute":
+            cute(job["parent"], job["name"], job["inputs"], job["outputs"], job.get("build", False))
+        else:
+            run(job["parent"], job["name"], job["inputs"], job["outputs"], job["backend"])
+
+
 if __name__ == "__main__":
-    if sys.argv[5:6] == ["--cute"]:
-        cute(*sys.argv[1:5])
-    else:
-        main(*sys.argv[1:])
+    main(*sys.argv[1:])
