@@ -6,7 +6,32 @@ import random
 import zlib
 
 import pytest
-import torch
+
+
+def _threads_per_worker() -> int | None:
+    """The CPU threads each xdist worker may use so the workers together use the cores once; None outside
+    xdist. xdist sets the count before it imports this file."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if workers < 2:
+        return None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, cores // workers)
+
+
+# With several workers, torch's OpenMP pool and numpy's BLAS pool (Triton's interpreter computes with numpy)
+# default to one thread per core in each worker: on CI's 2 cores, 2 workers ran 4 pool threads, and a pool
+# thread that waits for a descheduled one spins. The tiny SDXL workload smoke took 42 s with 2 threads and
+# 20 s with 1 on the loaded machine. Set before torch and numpy load their pools; processes the tests start
+# inherit the variables.
+THREADS = _threads_per_worker()
+if THREADS is not None:
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(var, str(THREADS))
+
+import torch  # noqa: E402
+
+if THREADS is not None:
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 if not torch.cuda.is_available():
     # Triton decides interpreter-or-compile when first imported: set it before any test module imports it.
@@ -16,7 +41,7 @@ if not torch.cuda.is_available():
 # tenths of a second, and the timer was 100 s of the 146 s the directory proposer's CPU optimize took; what
 # the tests assert of CPU timings (a kernel slower by far is not kept) holds with 3 samples of each.
 os.environ.setdefault("HOID_CPU_TIMER", "warmup=1,min_runs=3,min_seconds=0.01")
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, settings  # noqa: E402
 
 # derandomize: each test draws the same examples on every run (its seed a hash of the test function), so
 # CI is reproducible and its time bounded: a fresh seed per run once drew the looped property test 270 s
