@@ -68,7 +68,7 @@ def export(graph: Graph, directory: str | os.PathLike, *, arch: str | None = Non
 
     arch: the GPU arch the kernels are chosen for ("sm_90"; default: this machine's GPU, else sm_90, the
     H200 the search prices for). kernels: where kernel ids are looked up, a `KernelSet` or a mapping of id ->
-spec (default: the registry); a kernel node it lacks runs its body (with a warning)."""
+    spec (default: the registry); a kernel node it lacks runs its body (with a warning)."""
     graph = expect_graph(graph, "hoid.export").validate()
     directory = Path(directory)
     if not directory.name.isidentifier():
@@ -94,13 +94,15 @@ spec (default: the registry); a kernel node it lacks runs its body (with a warni
     sources.patch(TRITON_HELPERS, _RAW_LAUNCH, _TRACED_LAUNCH)
     sources.patch(CUTE_HELPERS, _HOID_CUTE_INSTALL, _PACKAGE_CUTE_INSTALL)
     ops, kernel_files, archs = _ops(runtime, lowered, sources)
+    cute = sorted({lowered.kernels[n.outputs[0].name].spec.id for n in runtime if n.op == "kernel"
+                   and lowered.kernels[n.outputs[0].name].spec.backend == "cute"})
+    if cute:  # `load` asks the package's copy whether CuTe DSL is there
+        sources.need(CUTE_HELPERS, "have_cute")
     model = _model(lowered, runtime, frozen_names, namespace)
     meta = {"graph": graph.name, "namespace": namespace, "arch": arch, "archs": sorted(archs) if archs else None,
             "device": _device_name(), "torch": torch.__version__, "kernels": sorted(
                 {n.attrs["kernel"] for n in runtime if n.op == "kernel"}), "fallbacks": lowered.fallbacks,
-            "cute": sorted({lowered.kernels[n.outputs[0].name].spec.id for n in runtime
-                            if n.op == "kernel" and lowered.kernels[n.outputs[0].name].spec.backend == "cute"}),
-            "cute_dsl": _cute_dsl_version()}
+            "cute": cute, "cute_dsl": _cute_dsl_version()}
     tmp = directory.with_name(f".{directory.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     (tmp / "_kernels").mkdir(parents=True)

@@ -34,15 +34,9 @@ def _interpreting() -> bool:
 
 
 def _have_cute_dsl() -> bool:
-    """NVIDIA's `cutlass` package with its `cute` subpackage, found without importing it (seconds)."""
-    import importlib.util
+    from ._kernels.cute_compile import have_cute  # torch only: finds CuTe DSL without importing it
 
-    try:
-        spec = importlib.util.find_spec("cutlass")
-    except (ImportError, ValueError):
-        return False
-    return spec is not None and any(os.path.isdir(os.path.join(d, "cute"))
-                                    for d in (spec.submodule_search_locations or ()))
+    return have_cute()
 
 
 def check_device(device) -> None:
@@ -56,7 +50,7 @@ def check_device(device) -> None:
             f"{META['graph']}: its CuTe DSL kernels ({', '.join(cute)}) run on a CUDA GPU only "
             f"({', '.join(archs)}); to run it elsewhere, export it with hoid.export(..., kernels=) a kernel set "
             "without CuTe's, whose nodes then run their bodies")
-    if cute and not _have_cute_dsl():
+    if cute and not _have_cute_dsl():  # hoid's own test, copied with the CuTe launches
         raise MissingDependencyError(
             f"{META['graph']}: its CuTe DSL kernels ({', '.join(cute)}) need NVIDIA's CuTe DSL: "
             f"pip install nvidia-cutlass-dsl=={META.get('cute_dsl') or '4.8.1'} (the version it was exported with)")
