@@ -143,6 +143,7 @@ class LocalExecutor:
             self.cache.merge(SHIPPED)
         self.on_device = self.device.name == self.local.name
         self.profiles_here = self.on_device  # regions are profiled in this process: measured only on the target
+        self._shipped = None  # the shipped prices of the target, read when the plain side is first timed
 
     def submit(self, spec, region, params: dict, sweep) -> Future:
         """The candidate's `Evaluation` (here: computed now)."""
@@ -191,9 +192,11 @@ class LocalExecutor:
         from ..search.cost import AnalyticCost
         from ..search.prices import Prices, body_calls, measure_call
 
-        shipped, analytic = Prices.shipped(self.device.name), AnalyticCost(self.device)
+        if self._shipped is None:  # the shipped file, parsed once per run
+            self._shipped = Prices.shipped(self.device.name)
+        analytic = AnalyticCost(self.device)
         for call in body_calls(region.body):
-            if analytic(call) > 0 and shipped.seconds(call) is None:  # a view launches nothing
+            if analytic(call) > 0 and self._shipped.seconds(call) is None:  # a view launches nothing
                 measure_call(call, self.local, cache=self.cache)
 
     def candidates(self, spec, region, sweep) -> list[dict]:

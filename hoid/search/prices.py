@@ -120,9 +120,7 @@ class Prices:
                     continue
                 median = max(median - launch, floor)
             if floor and median > 0:
-                kernel = key[1]
-                name = kernel[3:] if kernel.startswith("op.") else kernel
-                ratios.setdefault(name, []).append(min(1.0, floor / median))
+                ratios.setdefault(_row_name(key), []).append(min(1.0, floor / median))
         return {name: statistics.median(r) for name, r in ratios.items()}
 
     def overheads(self, below: float, launch: float) -> dict[str, float]:
@@ -135,10 +133,14 @@ class Prices:
         for key, (median, floor) in self.rows.items():
             if floor is None or floor >= below:
                 continue
-            kernel = key[1]
-            name = kernel[3:] if kernel.startswith("op.") else kernel
-            extra.setdefault(name, []).append(max(0.0, median - floor - launch))
+            extra.setdefault(_row_name(key), []).append(max(0.0, median - floor - launch))
         return {name: statistics.median(e) for name, e in extra.items()}
+
+
+def _row_name(key: tuple) -> str:
+    """A row's kernel id, or its op's name (`op.add` -> `add`): what `OpCall.name` calls it."""
+    kernel = key[1]
+    return kernel[3:] if kernel.startswith("op.") else kernel
 
 
 def body_calls(body: Graph) -> list[OpCall]:
