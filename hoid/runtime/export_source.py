@@ -211,17 +211,7 @@ def _defined_names(stmt: ast.stmt) -> set[str]:
 def _free_names(stmt: ast.stmt, annotations: bool = False) -> set[str]:
     """Every name a statement reads (over-approximated: locals too), and `name.attr` for attribute reads,
     annotations included only where `annotations` (a module that evaluates them)."""
-    skip = set()
-    for node in ast.walk(stmt) if not annotations else ():
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            args = node.args
-            for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:
-                if a is not None and a.annotation is not None:
-                    skip |= {id(n) for n in ast.walk(a.annotation)}
-            if node.returns is not None:
-                skip |= {id(n) for n in ast.walk(node.returns)}
-        if isinstance(node, ast.AnnAssign):
-            skip |= {id(n) for n in ast.walk(node.annotation)}
+    skip = set() if annotations else _annotation_nodes(stmt)
     names = set()
     for node in ast.walk(stmt):
         if id(node) in skip:
@@ -231,3 +221,19 @@ def _free_names(stmt: ast.stmt, annotations: bool = False) -> set[str]:
         elif isinstance(node, ast.Name):
             names.add(node.id)
     return names
+
+
+def _annotation_nodes(stmt: ast.stmt) -> set[int]:
+    """The ids of every AST node inside the annotations of `stmt` (arguments, returns, annotated names)."""
+    skip = set()
+    for node in ast.walk(stmt):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            args = node.args
+            for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:
+                if a is not None and a.annotation is not None:
+                    skip |= {id(n) for n in ast.walk(a.annotation)}
+            if node.returns is not None:
+                skip |= {id(n) for n in ast.walk(node.returns)}
+        if isinstance(node, ast.AnnAssign):
+            skip |= {id(n) for n in ast.walk(node.annotation)}
+    return skip
