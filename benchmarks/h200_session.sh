@@ -5,7 +5,7 @@
 #
 # Here, once:   ../shared/tools/gpu-wheels && ../shared/tools/gpu-wheels --cute && bash benchmarks/h200_session.sh split
 #               (and, for SDXL: bash benchmarks/h200_session.sh diffusers-wheels)
-#   split       cuts .cute2/cu13.tar.xz (63.5 MB) into .cute2a/ and .cute2b/: one call carries 64 MiB with the
+#   split       strips egglog's wheel in .whl (below) and cuts .cute2/cu13.tar.xz (63.5 MB) into .cute2a/ and .cute2b/: one call carries 64 MiB with the
 #               working tree, and the tree (3.4 MB) beside the whole tarball left 150 KB to spare
 #   diffusers-wheels  .whl-diffusers/: diffusers 0.42.1 (SDXL, benchmarks/workload_sdxl.py) and the requirements
 #               the H200 lacks beside torch 2.11 and transformers: importlib_metadata, zipp, lazy-importer (pure
@@ -52,7 +52,14 @@ case ${1:-} in
     rm -rf .cute2a .cute2b && mkdir -p .cute2a .cute2b
     split -n 2 -d .cute2/cu13.tar.xz /tmp/cu13.part. && mv /tmp/cu13.part.00 .cute2a/ && mv /tmp/cu13.part.01 .cute2b/
     for d in .cute2a .cute2b; do grep -qx "/$d/" .git/info/exclude || echo "/$d/" >> .git/info/exclude; done
-    du -sh .cute2a .cute2b ;;
+    du -sh .cute2a .cute2b
+    # egglog's wheel ships its bindings with debug info (48.6 MB): stripped (~8 MB) it fits one call beside
+    # .cute1 and .cute2a, so `prep && cute-a` is one call and only cute-b depends on a warm machine
+    if ls .whl/egglog-*.whl >/dev/null 2>&1; then
+      t=$(mktemp -d) && (cd "$t" && unzip -q "$OLDPWD"/.whl/egglog-*.whl && strip --strip-debug egglog/bindings*.so \
+        && w=$(basename "$OLDPWD"/.whl/egglog-*.whl) && rm "$OLDPWD/.whl/$w" && zip -q -r -6 "$OLDPWD/.whl/$w" .)
+      rm -rf "$t"; du -sh .whl
+    fi ;;
   diffusers-wheels)
     exclude=$(git rev-parse --git-path info/exclude)  # a linked worktree's .git is a file: ask git where it is
     grep -qx "/.whl-diffusers/" "$exclude" 2>/dev/null || echo "/.whl-diffusers/" >> "$exclude"
