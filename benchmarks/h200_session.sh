@@ -5,8 +5,9 @@
 #
 # Here, once:   ../shared/tools/gpu-wheels && ../shared/tools/gpu-wheels --cute && bash benchmarks/h200_session.sh split
 #               (and, for SDXL: bash benchmarks/h200_session.sh diffusers-wheels)
-#   split       strips egglog's wheel in .whl (below) and cuts .cute2/cu13.tar.xz (63.5 MB) into .cute2a/ and .cute2b/: one call carries 64 MiB with the
-#               working tree, and the tree (3.4 MB) beside the whole tarball left 150 KB to spare
+#   split       cuts .cute2/cu13.tar.xz (63.5 MB) into .cute2a/ and .cute2b/, and strips egglog's wheel in .whl
+#               of its debug info: one call carries 64 MiB with the working tree, and the tree (3.4 MB) beside
+#               the whole tarball left 150 KB to spare
 #   diffusers-wheels  .whl-diffusers/: diffusers 0.42.1 (SDXL, benchmarks/workload_sdxl.py) and the requirements
 #               the H200 lacks beside torch 2.11 and transformers: importlib_metadata, zipp, lazy-importer (pure
 #               Python) and Pillow (CPython 3.12); huggingface-hub, safetensors, regex, requests and filelock come
@@ -14,7 +15,8 @@
 #               safetensors >= 0.8: prep-diffusers says so when the machine's are older). The folder is added
 #               to git's info/exclude, so it travels only when a call carries it.
 # There, one call each, with the carry named:
-#   prep        [.whl, .cute1]  egglog + openai into /tmp/site, CuTe DSL part 1 into /tmp/cute
+#   prep        [.whl, .cute1]  egglog + openai into /tmp/site, CuTe DSL part 1 into /tmp/cute; with the stripped
+#               wheel, `prep && cute-a` [.whl, .cute1, .cute2a] is one call
 #   prep-diffusers [.whl-diffusers]  diffusers into /tmp/site, and a check that SDXL's modules import; then, e.g.
 #               bash benchmarks/h200_session.sh run benchmarks/workloads.py sdxl-unet --rows eager,hoid --out $OUT
 #   cute-a      [.cute2a]       the first half of CuTe's libraries, kept in /tmp
@@ -54,12 +56,16 @@ case ${1:-} in
     for d in .cute2a .cute2b; do grep -qx "/$d/" .git/info/exclude || echo "/$d/" >> .git/info/exclude; done
     du -sh .cute2a .cute2b
     # egglog's wheel ships its bindings with debug info (48.6 MB): stripped (~8 MB) it fits one call beside
-    # .cute1 and .cute2a, so `prep && cute-a` is one call and only cute-b depends on a warm machine
-    if ls .whl/egglog-*.whl >/dev/null 2>&1; then
-      t=$(mktemp -d) && (cd "$t" && unzip -q "$OLDPWD"/.whl/egglog-*.whl && strip --strip-debug egglog/bindings*.so \
-        && w=$(basename "$OLDPWD"/.whl/egglog-*.whl) && rm "$OLDPWD/.whl/$w" && zip -q -r -6 "$OLDPWD/.whl/$w" .)
+    # .cute1 and .cute2a, so `prep && cute-a` is one call and only cute-b needs the machine still warm.
+    # The stripped wheel is written beside the original and replaces it only once it is whole.
+    for wheel in .whl/egglog-*.whl; do
+      [[ -f $wheel ]] || continue
+      t=$(mktemp -d)
+      unzip -q "$wheel" -d "$t" && strip --strip-debug "$t"/egglog/bindings*.so \
+        && (cd "$t" && zip -q -r -6 stripped.whl egglog egglog-*.dist-info) && mv "$t/stripped.whl" "$wheel" \
+        || echo "split: $wheel left as it was (strip or zip failed); carry it in a call of its own" >&2
       rm -rf "$t"; du -sh .whl
-    fi ;;
+    done ;;
   diffusers-wheels)
     exclude=$(git rev-parse --git-path info/exclude)  # a linked worktree's .git is a file: ask git where it is
     grep -qx "/.whl-diffusers/" "$exclude" 2>/dev/null || echo "/.whl-diffusers/" >> "$exclude"
