@@ -7,7 +7,8 @@
 bfloat16, random weights from `hoid.models.configs` (no download). For each (prompt, batch): the stock
 lattice (`decode_stock.ROWS`), then hoid (`decode_hoid`: optimize cold and warm, compile, export, backend),
 all timed by the one loop (`decode_loop`); hoid's rows are gated against a float32 reference teacher-forced
-on eager transformers' tokens (`decode_gate`). The copy bandwidth is measured first, for the roofline.
+on eager transformers' tokens (`decode_gate`), over enough sequences for --gate-samples (2048: 8 sequences at
+batch 1 and 256 new tokens; the first is the timed prompt). The copy bandwidth is measured first, for the roofline.
 
 Writes DIR/decode-MODEL[-slice].json (format 2: `decode_report` reads and merges them) and
 DIR/reference.json (the reference rule: the first run's stock cells, read from --reference); prints a
@@ -20,14 +21,14 @@ flushed. File names use only [A-Za-z0-9._-] (what a GPU call brings back).
 
 Slices (`benchmarks/h200_session.sh decode SLICE`: one 10-minute device call each) for Qwen3-1.7B p128 b1,
 estimated from what the H200 measured: hf-eager 11 tok/s (256 tokens ~25 s, its teacher-forced baseline as
-long); torch.compile 74 s (reduce-overhead) and 62 s (max-autotune) per specialisation, twice here (the
-prefill is its own; results/decode.json); hoid's rewrite of the step 20 s (same); hoid.optimize's journal
-(results/optimize): saturation and baseline 8 s, then 247 s in the region profile, which then timed every
-one of 2529 nodes (now its 86 signatures). From this CPU (one free core): importing the 28-layer step takes
-24 s, the prefill as long, its rewrite 16 s. Assumed: the attempt in flight when the budget runs out ends
-within 70 s (a sweep's Triton compiles, k = 3 whole-graph compiles), about 25 s to start and build the model,
-and ~130 s (export) and ~200 s (backend: two specialisations, each traced, imported, rewritten, compiled)
-for the rows themselves.
+long a sequence: the gate's 8 take ~5 min, made once and committed); torch.compile 74 s (reduce-overhead) and
+62 s (max-autotune) per specialisation, twice here (the prefill is its own; results/decode.json); hoid's
+rewrite of the step 20 s (same); hoid.optimize's journal (results/optimize): saturation and baseline 8 s, then
+247 s in the region profile, which then timed every one of 2529 nodes (now its 86 signatures). From this CPU
+(one free core): importing the 28-layer step takes 24 s, the prefill as long, its rewrite 16 s. Assumed: the
+attempt in flight when the budget runs out ends within 70 s (a sweep's Triton compiles, k = 3 whole-graph
+compiles), about 25 s to start and build the model, and ~130 s (export) and ~200 s (backend: two
+specialisations, each traced, imported, rewritten, compiled) for the rows themselves.
 """
 
 from __future__ import annotations
@@ -52,7 +53,18 @@ import decode_hoid  # noqa: E402
 import decode_report  # noqa: E402
 import decode_stock  # noqa: E402
 from decode_gate import Gate  # noqa: E402
-from decode_loop import Shape, elapsed, open_device, phase, progress, result_name, run_row, save_json, tokens_per_second  # noqa: E402
+from decode_loop import (  # noqa: E402
+    Shape,
+    elapsed,
+    measure,
+    open_device,
+    phase,
+    progress,
+    result_name,
+    run_row,
+    save_json,
+    tokens_per_second,
+)
 
 from hoid.ir.io import replace_atomically  # noqa: E402  (the one write-then-rename)
 
@@ -96,7 +108,11 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--gate-cache", type=Path, default=None,
                     help="a folder for the gate's teacher tokens and eager baseline per (model, shape, seed): a "
                          "later slice gating hoid rows reads them instead of running hf-eager again (unless "
-                         "--rows names it); h200_session.sh's slices share /tmp/hoid_gate while the machine is warm")
+                         "--rows names it); h200_session.sh's slices read benchmarks/results/decode/gate (committed)")
+    ap.add_argument("--gate-samples", type=int, default=2048,
+                    help="the gate's (step, sequence) samples: ceil(this / (batch x new)) sequences are teacher-"
+                         "forced, the first on the timed prompt, the others on prompts drawn from --seed + 1 "
+                         "(decode_gate's doc: why 256 samples are too few for the one-point top-1 slack)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=HERE / "results" / "decode")
     ap.add_argument("--reference", type=Path, default=None,
@@ -167,16 +183,24 @@ def run_shape(lm, shape: Shape, keys: list[str], args, device, cell: dict, save)
     stock_ctx = decode_stock.Context(device, compile_prefill=not args.eager_prefill, cpu_inductor=args.cpu_inductor)
     rows = cell["rows"]
 
-    gate_file = None if args.gate_cache is None else args.gate_cache / _gate_name(args, shape)
+    prompts = [prompt, *gate_prompts(args, shape, lm.config.vocab_size, device)]
+    gate_file = None if args.gate_cache is None else args.gate_cache / _gate_name(args, shape, len(prompts))
 
     def eager_after(decoder, row, tokens):  # hf-eager's tokens are the gate's teacher
         if gate_wanted:
             with phase("gate: float32 reference logits (once per shape)"):
-                held["gate"] = Gate(lm, prompt, tokens)
-            with phase("gate: eager bfloat16 baseline, teacher-forced"):
-                row["gate_baseline"] = cell["gate_baseline"] = held["gate"].set_baseline(decoder)
+                gate = Gate(lm, prompt, tokens)
+            if len(prompts) > 1:  # one batched eager generation gives the other sequences' teacher tokens
+                with phase(f"gate: eager teacher tokens and references for {len(prompts) - 1} more sequence(s)"):
+                    _, more = measure(decoder, torch.cat(prompts[1:]), shape.new, warmup=0, ttft_repeats=1)
+                    for i, other in enumerate(prompts[1:]):
+                        gate.add(other, more[i * shape.batch:(i + 1) * shape.batch])
+            held["gate"] = gate
+            with phase(f"gate: eager bfloat16 baseline, teacher-forced over {len(prompts)} sequence(s)"):
+                row["gate_baseline"] = cell["gate_baseline"] = gate.set_baseline(decoder)
+            cell["gate_sequences"] = len(prompts)
             if gate_file is not None:
-                _save_gate(gate_file, lm, prompt, tokens, row["gate_baseline"])
+                _save_gate(gate_file, lm, gate, row["gate_baseline"])
 
     def stock_after(decoder, row, tokens):
         if "gate" in held:
@@ -198,10 +222,11 @@ def run_shape(lm, shape: Shape, keys: list[str], args, device, cell: dict, save)
 
     if gate_wanted and "hf-eager" not in keys and gate_file is not None and gate_file.is_file():
         with phase(f"gate: teacher tokens and eager baseline from {gate_file} (hf-eager not run again)"):
-            loaded = _load_gate(gate_file, lm, prompt)
+            loaded = _load_gate(gate_file, lm, prompts)
         if loaded is not None:
             held["gate"] = loaded
             cell["gate_baseline"], cell["gate_from"] = loaded.baseline.to_json(), str(gate_file)
+            cell["gate_sequences"] = len(prompts)
     # hf-eager runs first, and always where the gate needs it: its tokens are what every gated row is fed
     for key in [k for k in decode_stock.ROWS
                 if k in keys or (k == "hf-eager" and gate_wanted and "gate" not in held)]:
@@ -243,8 +268,17 @@ def run_shape(lm, shape: Shape, keys: list[str], args, device, cell: dict, save)
         plan.close()
 
 
-def _gate_name(args, shape: Shape) -> str:
-    return result_name("gate", args.model, shape.key, f"s{args.seed}", suffix=".pt")
+def gate_prompts(args, shape: Shape, vocab: int, device) -> list[torch.Tensor]:
+    """The gate's prompts beyond the timed one: enough sequences for --gate-samples, each [batch, prompt],
+    drawn on the host from --seed + 1 (the timed prompt, from --seed, is what it always was)."""
+    sequences = max(1, -(-args.gate_samples // (shape.batch * shape.new)))
+    generator = torch.Generator().manual_seed(args.seed + 1)
+    return [torch.randint(0, vocab, (shape.batch, shape.prompt), generator=generator).to(device)
+            for _ in range(sequences - 1)]
+
+
+def _gate_name(args, shape: Shape, sequences: int) -> str:
+    return result_name("gate", args.model, shape.key, f"s{args.seed}", f"g{sequences}", suffix=".pt")
 
 
 def _fingerprint(lm) -> float:
@@ -252,21 +286,29 @@ def _fingerprint(lm) -> float:
     return float(lm.lm_head.weight.float().sum()) + float(lm.model.embed_tokens.weight[:64].float().sum())
 
 
-def _save_gate(path: Path, lm, prompt, tokens, baseline: dict) -> None:
+def _save_gate(path: Path, lm, gate: Gate, baseline: dict) -> None:
+    """The gate's prompts, teacher tokens and eager baseline (not its references: a float32 forward remakes
+    them in seconds, and they are 155 MB a sequence at Qwen3's vocabulary)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = {"prompt": prompt.cpu(), "tokens": tokens.cpu(), "baseline": baseline, "weights": _fingerprint(lm)}
+    data = {"prompts": [p.cpu() for p, _, _ in gate.sequences], "tokens": [t.cpu() for _, t, _ in gate.sequences],
+            "baseline": baseline, "weights": _fingerprint(lm)}
     replace_atomically(path, lambda tmp: torch.save(data, tmp))
 
 
-def _load_gate(path: Path, lm, prompt) -> Gate | None:
-    """The gate from a file `_save_gate` wrote for this prompt and these weights, else None (hf-eager runs)."""
+def _load_gate(path: Path, lm, prompts: list[torch.Tensor]) -> Gate | None:
+    """The gate from a file `_save_gate` wrote for these prompts and these weights, else None (hf-eager runs)."""
     from hoid.testing.gate import Stats
 
     data = torch.load(path, map_location="cpu")
-    if not torch.equal(data["prompt"], prompt.cpu()) or data["weights"] != _fingerprint(lm):
-        progress(f"gate: {path} is for another prompt or other weights: hf-eager runs")
+    saved = data.get("prompts", [])
+    same = len(saved) == len(prompts) and all(torch.equal(s, p.cpu()) for s, p in zip(saved, prompts))
+    if not same or data["weights"] != _fingerprint(lm):
+        progress(f"gate: {path} is for other prompts or other weights: hf-eager runs")
         return None
-    gate = Gate(lm, prompt, data["tokens"].to(prompt.device))
+    device = prompts[0].device
+    gate = Gate(lm, prompts[0], data["tokens"][0].to(device))
+    for other, tokens in zip(prompts[1:], data["tokens"][1:]):
+        gate.add(other, tokens.to(device))
     gate.baseline = Stats(**data["baseline"])
     return gate
 

@@ -158,7 +158,7 @@ def load(where, *, legacy: Path | None = RESULTS / "decode.json") -> list[dict]:
                 merged[name] = {**cell, "rows": {}}
             else:
                 merged[name]["sources"] += cell["sources"]
-                for k in ("roofline_tokens_per_s", "gate_baseline"):
+                for k in ("roofline_tokens_per_s", "gate_baseline", "gate_sequences"):
                     merged[name][k] = cell.get(k) or merged[name].get(k)
             rows = merged[name]["rows"]
             for r in cell["rows"]:

@@ -212,10 +212,8 @@ def reference_logits(lm, prompt: torch.Tensor, tokens: torch.Tensor) -> torch.Te
 
 
 class LayerwiseGate(decode_gate.Gate):
-    def __init__(self, lm, prompt: torch.Tensor, tokens: torch.Tensor):  # noqa: D107 (the gate, other reference)
-        self.prompt, self.tokens = prompt, tokens
-        self.reference = reference_logits(lm, prompt, tokens)
-        self.baseline = None
+    def reference(self, prompt: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:  # one layer at a time
+        return reference_logits(self.lm, prompt, tokens)
 
 
 def active_weight_bytes(lm, batch: int = 1) -> int:

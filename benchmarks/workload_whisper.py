@@ -215,17 +215,19 @@ class DecodeGate(Gate):
     upcast) run once over start + tokens gives the reference logits of every teacher-forced step."""
 
     def __init__(self, model, cache_len: int, cross, start: torch.Tensor, tokens: torch.Tensor):
+        self.cache_len, self.cross = cache_len, cross
+        super().__init__(model, start, tokens)
+
+    def reference(self, start: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
         from hoid.models import whisper
 
-        self.prompt, self.tokens = start, tokens
-        reference = whisper.WhisperDecodeStep(copy.deepcopy(model).float(), cache_len).eval()
+        reference = whisper.WhisperDecodeStep(copy.deepcopy(self.lm).float(), self.cache_len).eval()
         sequence = torch.cat([start, tokens[:, :-1]], dim=1)
         position = torch.zeros((1,), dtype=torch.long, device=start.device)
-        logits = reference(sequence, position, *[c.float() for c in cross])  # [1, N, V]
-        self.reference = logits.float().transpose(0, 1).contiguous()  # [N, 1, V]
-        self.baseline = None
+        logits = reference(sequence, position, *[c.float() for c in self.cross])  # [1, N, V]
         del reference
         release(start.device)
+        return logits.float().transpose(0, 1).contiguous()  # [N, 1, V]
 
 
 # --- report ----------------------------------------------------------------------------------------

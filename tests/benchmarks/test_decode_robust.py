@@ -104,7 +104,7 @@ def test_no_warm_runs_the_cold_optimize_only_and_says_so(tmp_path, capsys):
 def test_a_backend_slice_imports_no_prefill_and_a_later_slice_reuses_the_gate(tmp_path, capsys):
     out, gates = tmp_path / "out", tmp_path / "gates"
     argv = [*TINY, "--rows", "hoid-backend", "--no-warm", "--agent", "library", "--optimize-budget", "0m",
-            "--gate-cache", str(gates)]
+            "--gate-cache", str(gates), "--gate-samples", "24"]  # 3 sequences of 8 tokens
     runs = []
     for i in range(2):
         code = decode.main([*argv, "--out", str(out / str(i))])
@@ -114,10 +114,11 @@ def test_a_backend_slice_imports_no_prefill_and_a_later_slice_reuses_the_gate(tm
         runs.append((result["cells"][0], printed))
     (first, printed), (second, again) = runs
     assert [r["key"] for r in first["rows"]] == ["hf-eager", "hoid-backend"] and "gate_from" not in first
-    assert [p.name for p in gates.iterdir()] == ["gate-qwen3-1.7b-tiny-p8-n8-b1-s0.pt"]
+    assert [p.name for p in gates.iterdir()] == ["gate-qwen3-1.7b-tiny-p8-n8-b1-s0-g3.pt"]
     assert [r["key"] for r in second["rows"]] == ["hoid-backend"] and "hf-eager: build" not in again
-    assert second["gate_from"] == str(gates / "gate-qwen3-1.7b-tiny-p8-n8-b1-s0.pt")
-    assert second["gate_baseline"] == first["gate_baseline"]
+    assert second["gate_from"] == str(gates / "gate-qwen3-1.7b-tiny-p8-n8-b1-s0-g3.pt")
+    assert second["gate_baseline"] == first["gate_baseline"] and first["gate_baseline"]["samples"] == 24
+    assert second["gate_sequences"] == 3
     row = second["rows"][0]
     assert row["status"] == "ok" and row["gate"]["baseline"] == first["gate_baseline"]
     assert row["gate"]["candidate"] == first["rows"][1]["gate"]["candidate"]  # the same teacher, the same verdict

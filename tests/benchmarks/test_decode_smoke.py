@@ -25,7 +25,8 @@ def _run(tmp, *argv) -> tuple[int, str]:
 @pytest.fixture(scope="module")
 def smoke(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("decode")
-    code, stdout = _run(tmp, "--prompt", "8", "--batch", "2", "--optimize-budget", "0 attempts", "--agent", "library")
+    code, stdout = _run(tmp, "--prompt", "8", "--batch", "2", "--optimize-budget", "0 attempts", "--agent", "library",
+                        "--gate-samples", "17")  # batch 2 x 8 new tokens: 16 a sequence, so two sequences
     assert code == 0, stdout[-3000:]
     path = tmp / "out" / "decode-qwen3-1.7b-tiny-p8-b2-n8.json"
     return tmp, json.loads(path.read_text()), stdout
@@ -60,11 +61,12 @@ def test_hoid_rows_are_gated_against_eager(smoke):
     [cell] = result["cells"]
     rows = {r["key"]: r for r in cell["rows"]}
     baseline = rows["hf-eager"]["gate_baseline"]
-    assert baseline == cell["gate_baseline"] and baseline["samples"] == 2 * 8  # batch x new tokens
+    assert cell["gate_sequences"] == 2  # ceil(17 / (batch 2 x 8 new tokens))
+    assert baseline == cell["gate_baseline"] and baseline["samples"] == 2 * 2 * 8  # sequences x batch x new tokens
     assert 0 < baseline["median"] <= baseline["p99"] and 0 <= baseline["top1"] <= 1
     for key in ("hoid-compile", "hoid-export", "hoid-backend"):
         gate = rows[key]["gate"]
-        assert gate["baseline"] == baseline and gate["candidate"]["samples"] == 16
+        assert gate["baseline"] == baseline and gate["candidate"]["samples"] == 32 and gate["sequences"] == 2
         assert rows[key]["failed"] is (not gate["passed"])
         assert gate["passed"] == (gate["reasons"] == [])
 
