@@ -316,7 +316,13 @@ def _load_gate(path: Path, lm, prompts: list[torch.Tensor]) -> Gate | None:
 def _line(row: dict) -> str:
     if row.get("status") != "ok":
         return f"  {row['key']:<28} {row['status']}: {row.get('reason')}"
-    gate = "" if "gate" not in row else ("  gate FAILED" if row.get("failed") else "  gate ok")
+    gate = row.get("gate")
+    if gate is None:
+        gate = ""
+    elif gate.get("informational"):  # never `failed`: say what the verdict was, or that there was none
+        gate = "  gate (info) " + ("error" if "error" in gate else "ok" if gate["passed"] else "failed")
+    else:
+        gate = "  gate FAILED" if row.get("failed") else "  gate ok"
     return (f"  {row['key']:<28} {row['tokens_per_s']:9.1f} tok/s  TTFT {row['ttft_s'] * 1e3:8.2f} ms  "
             f"roofline {row.get('roofline_fraction', 0):5.1%}{gate}")
 

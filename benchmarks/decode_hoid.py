@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 from decode_fast import FastModel
-from decode_loop import Decoder, Shape, greedy, last_logits, phase, progress
+from decode_loop import Decoder, Shape, greedy, last_logits, logits_and_token, paired, phase, progress
 
 
 @dataclass
@@ -147,10 +147,16 @@ def _profile(compiled) -> dict:
 
     prof = profile(compiled, example_inputs(compiled))
     print(prof.table(limit=25))
+    by: dict[str, list] = {}  # kernel (or op) -> [nodes, seconds, floor seconds]: where a long graph's time goes
+    for r in prof.rows:
+        acc = by.setdefault(r.kernel or r.op, [0, 0.0, 0.0])
+        acc[0], acc[1], acc[2] = acc[0] + 1, acc[1] + r.seconds, acc[2] + (r.floor or 0.0)
     return {"step_s": prof.step, "kernels_s": prof.kernels,
             "gap_s": prof.step - prof.kernels if prof.kernels is not None and prof.step is not None else None,
             "rows": [dict(node=r.node, op=r.op, kernel=r.kernel, seconds=r.seconds, share=r.share, floor=r.floor)
-                     for r in prof.rows[:40]]}
+                     for r in prof.rows[:40]],
+            "by_kernel": [dict(name=k, nodes=n, seconds=t, floor=f)
+                          for k, (n, t, f) in sorted(by.items(), key=lambda kv: -kv[1][1])]}
 
 
 def hoid_compile(lm, shape: Shape, ctx: Context, plan: Plan) -> Decoder:
@@ -178,6 +184,8 @@ def hoid_compile(lm, shape: Shape, ctx: Context, plan: Plan) -> Decoder:
                "compiled_memory": vars(step.memory), "optimize": plan.optimize}
         if ctx.profile:
             out["profile"] = _profile(step)
+            # the time to first token lags best stock's (issue 21's must): where the prefill's time goes
+            out["prefill_profile"] = _profile(prefill)
         return out
 
     return Decoder(prefill=lambda ids, pos: greedy(prefill(ids, pos, *state)[0]),
@@ -208,7 +216,7 @@ class _Stateful(torch.nn.Module):
         logits, *new = self.model(ids, pos, *state)
         for i in self.copy_back:
             state[i].copy_(new[i])
-        return last_logits(logits), greedy(logits)
+        return logits_and_token(logits)
 
 
 def _import_package(graph, folder: Path, name: str, device):
@@ -248,9 +256,7 @@ def hoid_export(lm, shape: Shape, ctx: Context, plan: Plan) -> Decoder:
             for module in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
                 del sys.modules[module]
 
-    return Decoder(prefill=lambda ids, pos: prefill(ids, pos)[1], step=lambda tok, pos: run(tok, pos)[1],
-                   prefill_logits=lambda ids, pos: prefill(ids, pos)[0],
-                   step_logits=lambda tok, pos: run(tok, pos)[0], info=info, close=close)
+    return paired(prefill, run, info=info, close=close)
 
 
 def hoid_backend(lm, shape: Shape, ctx: Context, plan: Plan) -> Decoder:
@@ -261,8 +267,7 @@ def hoid_backend(lm, shape: Shape, ctx: Context, plan: Plan) -> Decoder:
     model = FastModel(lm, shape.cache_len, shape.batch).eval()
 
     def forward(ids, pos):
-        logits = model(ids, pos)
-        return last_logits(logits), greedy(logits)
+        return logits_and_token(model(ids, pos))
 
     fn = torch.compile(forward, backend=backend, fullgraph=True, dynamic=False)
 
@@ -272,11 +277,8 @@ def hoid_backend(lm, shape: Shape, ctx: Context, plan: Plan) -> Decoder:
         else:
             os.environ["HOID_KERNELS"] = saved
 
-    return Decoder(prefill=lambda ids, pos: fn(ids, pos)[1], step=lambda tok, pos: fn(tok, pos)[1],
-                   prefill_logits=lambda ids, pos: fn(ids, pos)[0], step_logits=lambda tok, pos: fn(tok, pos)[0],
-                   info={"store": f"the {plan.optimize['rows_run']} optimize run's accepted kernels",
-                         "optimize": plan.optimize},
-                   close=close)
+    return paired(fn, fn, info={"store": f"the {plan.optimize['rows_run']} optimize run's accepted kernels",
+                                "optimize": plan.optimize}, close=close)
 
 
 ROWS = {

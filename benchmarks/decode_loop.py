@@ -191,6 +191,19 @@ def greedy(logits: torch.Tensor) -> torch.Tensor:
     return logits[:, -1:].argmax(dim=-1)
 
 
+def logits_and_token(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """[B, T, V] -> (the last position's logits [B, V], the greedy token [B, 1]): what a compiled step
+    returns so that the gate reads the logits of the very program that is timed."""
+    return last_logits(logits), greedy(logits)
+
+
+def paired(prefill: Callable, step: Callable, **kw) -> Decoder:
+    """A Decoder over a prefill and a step that each return (logits [B, V], token [B, 1])."""
+    return Decoder(prefill=lambda ids, pos: prefill(ids, pos)[1], step=lambda tok, pos: step(tok, pos)[1],
+                   prefill_logits=lambda ids, pos: prefill(ids, pos)[0],
+                   step_logits=lambda tok, pos: step(tok, pos)[0], **kw)
+
+
 def release(device: torch.device) -> None:
     """Free what the last row left: dynamo's caches (compiled graphs hold weights), Python garbage, the
     allocator's cached blocks, so the next row's peak memory is its own."""

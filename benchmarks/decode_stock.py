@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 from decode_fast import FastModel
-from decode_loop import Decoder, Shape, Skip, greedy, last_logits
+from decode_loop import Decoder, Shape, Skip, greedy, last_logits, logits_and_token, paired
 
 
 @dataclass
@@ -105,17 +105,19 @@ def compile_stock(fn, mode: str, device: torch.device, *, fullgraph: bool, cd: b
 
 
 def _compiled(module, mode: str, ctx: Context, *, fullgraph: bool, cd: bool = False) -> Decoder:
-    """`greedy(module(ids, pos))` under torch.compile `mode`: one compiled function for prefill and step."""
+    """`logits_and_token(module(ids, pos))` under torch.compile `mode`: one compiled function for prefill and
+    step, the greedy token computed inside it (as gpt-fast samples inside its compiled step) and the last
+    logits returned beside it, for the gate (they are computed anyway: the argmax reads them)."""
 
     def step(ids, pos):
-        return greedy(module(ids, pos))
+        return logits_and_token(module(ids, pos))
 
     fn, info, close = compile_stock(step, mode, ctx.device, fullgraph=fullgraph, cd=cd, cpu_inductor=ctx.cpu_inductor)
     info["compiled_prefill"] = ctx.compile_prefill
     if "compiler" in info:
         info["compiler"] += " (--cpu-inductor)"
     prefill = fn if ctx.compile_prefill else step
-    return Decoder(prefill=prefill, step=fn, info=info, close=close)
+    return paired(prefill, fn, info=info, close=close)
 
 
 def hf_compiled(mode: str):
@@ -143,7 +145,7 @@ def fast_cuda_graph(lm, shape: Shape, ctx: Context) -> Decoder:
     model = FastModel(lm, shape.cache_len, shape.batch).eval()
     token = torch.zeros((shape.batch, 1), dtype=torch.long, device=ctx.device)
     position = torch.zeros((1,), dtype=torch.long, device=ctx.device)
-    step = lambda t, p: greedy(model(t, p))
+    step = lambda t, p: logits_and_token(model(t, p))
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):  # warm-up off the capture stream, as torch.cuda.graph's docs ask
@@ -160,7 +162,7 @@ def fast_cuda_graph(lm, shape: Shape, ctx: Context) -> Decoder:
         graph.replay()
         return outputs
 
-    return Decoder(prefill=step, step=replay, info={"captured": True})
+    return paired(step, replay, info={"captured": True})
 
 
 # key -> (name, builder), in the order the rows run and print

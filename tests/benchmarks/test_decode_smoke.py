@@ -83,6 +83,12 @@ def test_hoid_reports_its_optimization_and_profile(smoke):
     assert opt["rows_run"] == ("warm" if opt["warm"]["best_s"] < opt["cold"]["best_s"] else "cold")
     assert opt["agents"] == ["library"]  # --agent reaches hoid.optimize
     assert hoid["profile"]["rows"] and hoid["profile"]["step_s"] > 0
+    for prof in (hoid["profile"], hoid["prefill_profile"]):  # the prefill's too: where the TTFT goes
+        by = prof["by_kernel"]
+        assert sum(b["nodes"] for b in by) >= len(prof["rows"]) and by == sorted(by, key=lambda b: -b["seconds"])
+        assert sum(b["seconds"] for b in by) >= sum(r["seconds"] for r in prof["rows"]) * (1 - 1e-9)
+    assert "embedding" in {b["name"] for b in hoid["prefill_profile"]["by_kernel"]} | {
+        b["name"].split(".")[-1] for b in hoid["prefill_profile"]["by_kernel"]}
     assert hoid["captured"] is False and hoid["cuda_graph_reason"] == "the device is not a GPU"
 
 
@@ -123,10 +129,15 @@ def test_slices_over_gpus_merge_into_one_table(tmp_path):
 
 @pytest.mark.slow
 def test_stock_rows_are_gated_for_information_only(tmp_path):
-    code, stdout = _run(tmp_path, "--prompt", "8", "--batch", "1", "--rows", "hf-static", "--gate-stock")
+    code, stdout = _run(tmp_path, "--prompt", "8", "--batch", "1", "--rows", "hf-static,hf-compile-default",
+                        "--gate-stock", "--gate-samples", "8")
     assert code == 0, stdout[-3000:]
-    [cell] = json.loads((tmp_path / "out" / "decode-qwen3-1.7b-tiny-p8-b1-n8-hf-static.json").read_text())["cells"]
+    path = tmp_path / "out" / "decode-qwen3-1.7b-tiny-p8-b1-n8-hf-static_hf-compile-default.json"
+    [cell] = json.loads(path.read_text())["cells"]
     rows = {r["key"]: r for r in cell["rows"]}
     assert "gate_baseline" in rows["hf-eager"]  # the teacher ran for the gate, though --rows did not name it
-    gate = rows["hf-static"]["gate"]
-    assert gate["informational"] and "candidate" in gate and "failed" not in rows["hf-static"]
+    # a compiled stock row too: its step returns the logits beside the token, so the gate reads what is timed
+    for key in ("hf-static", "hf-compile-default"):
+        gate = rows[key]["gate"]
+        assert gate["informational"] and "candidate" in gate and "failed" not in rows[key], gate
+        assert f"gate (info) {'ok' if gate['passed'] else 'failed'}" in stdout
