@@ -145,8 +145,8 @@ def regions(args: argparse.Namespace) -> int:
             print(f"{args.file}: {len(found)} regions on {device.name}, hottest first (share of the graph's time)")
             for i, r in enumerate(found, 1):
                 floor = region_floor(r.body, device)
-                print(f"{i:3d}. {r.share:6.1%}  {format_seconds(r.seconds):>10} ({r.evidence}, floor "
-                      f"{format_seconds(floor)})  {r.key}")
+                print(f"{i:3d}. {r.share:6.1%}  {r.matches:3d} x {format_seconds(r.seconds):>10} ({r.evidence}, "
+                      f"floor {format_seconds(floor)})  {r.key}")
             print("print one as a document with --show N (--out FILE to write it); cut your own with --cut t1,t2,...")
             return 0
         if not 1 <= args.show <= len(found):

@@ -39,7 +39,10 @@ class CodegenProposer:
         for refusal in found.refusals:
             context.skip(self.name, f"{refusal.kind}: {', '.join(refusal.nodes)}", refusal.reason)
         arch = getattr(context.device, "arch", "sm_90")
-        total = sum(r.seconds for r in context.regions) or None
+        total = sum(r.total_seconds for r in context.regions) or None
+        matches: dict[str, int] = {}  # generated kernel id -> the regions it was generated for (one per layer)
+        for fused in found.regions:
+            matches[fused.generated.spec.id] = matches.get(fused.generated.spec.id, 0) + 1
         seen: set[str] = set()
         infos = []
         for fused in found.regions:
@@ -52,12 +55,14 @@ class CodegenProposer:
                 continue
             body = fused.generated.body
             seconds = profile_graph(body, mode="analytic", device=context.device).total
-            share = min(1.0, seconds / total) if total else 0.0
+            count = matches[spec.id]
+            share = min(1.0, seconds * count / total) if total else 0.0
             types = fused.generated.types
             info = RegionInfo(RegionInfo.key_of(spec.pattern.name, types, {}), spec.pattern.name, types, {}, body,
-                              seconds, share, "modelled")
+                              seconds, share, "modelled", count)
             infos.append((info, fused))
-        infos.sort(key=lambda item: (-item[0].seconds, item[0].key))  # hottest first, as the context's regions
+        # hottest first over every match, as the context's regions
+        infos.sort(key=lambda item: (-item[0].total_seconds, item[0].key))
         for info, fused in infos:
             context.add_region(info)
             ops = " -> ".join(n.op for n in fused.region.nodes)

@@ -102,8 +102,8 @@ class Toolbox:
         for i, r in enumerate(self.base, 1):
             floor = self.floor(r)
             above = f"{r.seconds / floor:.1f}x its floor" if floor > 0 else "floor unknown"
-            lines.append(f"{i}. share {r.share:.1%}, {format_seconds(r.seconds)} ({r.evidence}), floor "
-                         f"{format_seconds(floor)}, {above}: {r.key}")
+            lines.append(f"{i}. share {r.share:.1%}, {format_seconds(r.seconds)} ({r.evidence}) at each of "
+                         f"{r.matches} match(es), floor {format_seconds(floor)}, {above}: {r.key}")
         return _cut("\n".join(lines))
 
     def floor(self, region: RegionInfo) -> float:

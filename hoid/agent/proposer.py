@@ -43,8 +43,11 @@ from ..kernels.spec import KernelSpec
 class RegionInfo:
     """A region the loop can replace: a pattern (`pattern`, the name of a `hoid.kernels.Pattern`) matched
     in the graph's e-graph at input `types` with `attrs`; `body`: that region as a graph (the reference a
-    kernel is checked against); `seconds`, `share`: its time and share of the graph's (how it ranks);
-    `evidence`: "measured" or "modelled" (where `seconds` came from)."""
+    kernel is checked against); `seconds`: one match's time; `matches`: how many places in the graph it
+    matches (a kernel accepted for the region is injected at every one); `share`: all of them together as a
+    share of the graph's time (how it ranks: Amdahl's law, so the RMSNorm of every layer, 57 matches of 7 us
+    each in the Qwen3-1.7B step, ranks above a single 200 us lm head); `evidence`: "measured" or
+    "modelled" (where `seconds` came from)."""
 
     key: str
     pattern: str
@@ -54,6 +57,12 @@ class RegionInfo:
     seconds: float
     share: float
     evidence: str
+    matches: int = 1
+
+    @property
+    def total_seconds(self) -> float:
+        """Its time at every match: what a kernel for it could save, at most."""
+        return self.seconds * self.matches
 
     @staticmethod
     def key_of(pattern: str, types: Sequence[TensorType], attrs: dict) -> str:

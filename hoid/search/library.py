@@ -122,29 +122,38 @@ def attr_sites(pattern, types, attrs: dict) -> dict[str, list[tuple[int, str]]]:
     return sites
 
 
-def _signatures(snapshot: Snapshot, spec, by_op: dict[str, list] | None = None,
-                missed: list[str] | None = None) -> list[tuple[tuple[TensorType, ...], dict]]:
-    """(input types, attrs) at every match of the kernel's pattern, each signature once."""
-    return list({(t, attr_key(a)): (t, a) for t, a, _ in _matches(snapshot, spec, by_op, missed)}.values())
+def _signatures(snapshot: Snapshot, spec, by_op: dict[str, list] | None = None, missed: list[str] | None = None,
+                counts: dict | None = None) -> list[tuple[tuple[TensorType, ...], dict]]:
+    """(input types, attrs) at every match of the kernel's pattern, each signature once. `counts`, when
+    given, receives {(types, attr_key(attrs)): how many places in the graph match there}: the regions the
+    loop ranks by their share (`hoid.agent.regions`) are worth their time at every match."""
+    matched_at: dict = {}
+    found = _matches(snapshot, spec, by_op, missed, matched_at)
+    if counts is not None:
+        counts.update((k, len(v)) for k, v in matched_at.items())
+    return list({(t, attr_key(a)): (t, a) for t, a, _ in found}.values())
 
 
 def _matches(snapshot: Snapshot, spec, by_op: dict[str, list] | None = None,
-             missed: list[str] | None = None) -> list[tuple[tuple[TensorType, ...], dict, tuple | None]]:
+             missed: list[str] | None = None,
+             matched_at: dict | None = None) -> list[tuple[tuple[TensorType, ...], dict, tuple | None]]:
     """(input types, attrs, pins) at every match of the kernel's pattern. A fused pattern's attrs are read
     off the e-nodes it matched structurally; `missed` collects why a structural match was not an exact one.
 
     pins is None where some output of the pattern reaches every input: matching from it finds the whole
     region, and a rule at that signature joins every match (each signature once). Otherwise (the attention
     prelude: q's rotation, the k and the v cache appends) the outputs are matched together
-    (`joint.joint_matches`) and pins holds the input classes of that one match, one entry per match."""
+    (`joint.joint_matches`) and pins holds the input classes of that one match, one entry per match.
+    `matched_at` receives {(types, attr_key(attrs)): the set of e-classes (or pins) matched there}: one per place
+    in the graph, however many equivalent e-nodes a class holds."""
     try:
-        return _matches_of(snapshot, spec, by_op, missed)
+        return _matches_of(snapshot, spec, by_op, missed, {} if matched_at is None else matched_at)
     finally:
         _INDEXES.clear()
 
 
-def _matches_of(snapshot: Snapshot, spec, by_op: dict[str, list] | None,
-                missed: list[str] | None) -> list[tuple[tuple[TensorType, ...], dict, tuple | None]]:
+def _matches_of(snapshot: Snapshot, spec, by_op: dict[str, list] | None, missed: list[str] | None,
+                matched_at: dict) -> list[tuple[tuple[TensorType, ...], dict, tuple | None]]:
     pattern = spec.pattern
     if by_op is None:
         by_op = _nodes_by_op(snapshot)
@@ -155,6 +164,7 @@ def _matches_of(snapshot: Snapshot, spec, by_op: dict[str, list] | None,
             if len(kids) == len(pattern.operands):
                 types = tuple(snapshot.types[c] for c in kids)
                 found[(types, attr_key(node.attrs))] = (types, dict(node.attrs), None)
+                matched_at.setdefault((types, attr_key(node.attrs)), set()).add(node.eclass)
         return list(found.values())
     example_types, example_attrs = spec.examples(random.Random(0))
     defaults = {a.name: a.default for a in pattern.attrs}
@@ -191,6 +201,7 @@ def _matches_of(snapshot: Snapshot, spec, by_op: dict[str, list] | None,
             pins = None if rooted else (tuple(exact_bind[v.name] for v in exact.inputs_of_kind("input")),
                                         tuple(exact_bind[v.name] for v in exact.outputs))
             found[(types, attr_key(attrs), pins)] = (types, attrs, pins)
+            matched_at.setdefault(signature, set()).add(pins if pins is not None else tuple(sorted(roots.values())))
         elif missed is not None:
             missed.append(f"the pattern matched e-class {', '.join(roots.values())} structurally at "
                           f"{', '.join(map(str, types))} but not with attrs {attrs}")
