@@ -29,6 +29,7 @@ from ..errors import InputError
 from ..ir import Graph, expect_graph
 from ..ir.interpreter import run_node
 from ..kernels.spec import PDL_MIN_ARCH, supports_pdl
+from . import folded
 from .codegen import FUNCTION, Program, generate
 from .graphs import capture
 from .launches import LaunchPlan, launch_plan
@@ -49,9 +50,11 @@ class Stats:
 @dataclass
 class Memory:
     """Bytes on the device after binding: bound weights and bind-time values, planned buffers, state, and
-    the peak the allocator saw while binding (CUDA only; None on the CPU)."""
+    the peak the allocator saw while binding (CUDA only; None on the CPU). `shared`: the part of `weights`
+    already bound by another executable from the same weights (`folded.py`: held once, counted in both)."""
 
     weights: int = 0
+    shared: int = 0
     buffers: int = 0
     state: int = 0
     peak: int | None = None
@@ -209,8 +212,9 @@ def compile(graph: Graph, *, device: str | torch.device | None = None, cuda_grap
     planned = plan(lowered)
     program = generate(lowered, planned, sample=sample)
     memory = Memory()
-    values = _bind_values(lowered, program, device)
+    values, shared = _bind_values(lowered, program, device)
     memory.weights = sum(t.numel() * t.element_size() for t in values.values())
+    memory.shared = sum(t.numel() * t.element_size() for name, t in values.items() if name in shared)
     slots = [torch.empty(n, dtype=_dtype(d), device=device) for n, d in planned.slots]
     memory.buffers = planned.slot_bytes()
     own_state = _state(graph, device, state)
@@ -259,10 +263,12 @@ def _state(graph: Graph, device, given) -> list[torch.Tensor]:
     return given
 
 
-def _bind_values(lowered: Lowered, program: Program, device) -> dict[str, torch.Tensor]:
-    """The weights and bind-time values the program reads, on `device`. Bind-time nodes run here, in
-    graph order; a weight or intermediate no later node and no call reads is dropped as soon as it is
-    used up, so a merged weight does not keep its parts (memory does not double)."""
+def _bind_values(lowered: Lowered, program: Program, device) -> tuple[dict[str, torch.Tensor], set[str]]:
+    """(the weights and bind-time values the program reads, on `device`; the names of those another
+    executable had already bound). Bind-time nodes run here, in graph order, unless `folded` holds their
+    result from the same weights (a step and its prefill share their merged weights); a weight or
+    intermediate no later node and no call reads is dropped as soon as it is used up, so a merged weight
+    does not keep its parts (memory does not double)."""
     graph = lowered.graph
     needed = {value for kind, value in program.tensors.values() if kind == "value"}
     nodes = [n for n in graph.nodes if n.outputs[0].name in lowered.static]
@@ -272,27 +278,49 @@ def _bind_values(lowered: Lowered, program: Program, device) -> dict[str, torch.
             last[v.name] = i
     weights = graph.weights
     env: dict[str, torch.Tensor] = {}
+    keys: dict[str, tuple] = {}  # value -> its `folded` key
+    sources: dict[str, tuple[torch.Tensor, ...]] = {}  # value -> the weight tensors it is computed from
+    shared: set[str] = set()
 
     def get(name: str) -> torch.Tensor:
         if name not in env:
             if name not in weights:
                 raise InputError(f"graph {graph.name!r}: no tensor bound for weight %{name}")
-            env[name] = weights[name].to(device)
+            source = weights[name]
+            keys[name], sources[name] = folded.weight_key(source, device), (source,)
+            moved = folded.lookup(keys[name])
+            if moved is None:
+                moved = source.to(device)
+                folded.remember(keys[name], moved, (source,))
+            elif moved is not source:
+                shared.add(name)
+            env[name] = moved
         return env[name]
 
     for i, node in enumerate(nodes):
         args = [get(v.name) for v in node.inputs]
-        bound = lowered.kernels.get(node.outputs[0].name) if node.op == "kernel" else None
-        outs = bound(*args) if bound is not None else run_node(node, args)
-        for v, t in zip(node.outputs, outs):
-            t = t.to(device)
-            if v.type.strides is None and not t.is_contiguous():
-                t = t.contiguous()  # as the interpreter does: kernels may rely on the declared layout
-            env[v.name] = t
+        inputs = [keys[v.name] for v in node.inputs]
+        came_from = tuple({id(t): t for v in node.inputs for t in sources[v.name]}.values())
+        out_keys = [folded.node_key(node, inputs, k, device) for k in range(len(node.outputs))]
+        found = [folded.lookup(key) for key in out_keys]
+        if all(t is not None for t in found):
+            outs = found
+            shared.update(v.name for v in node.outputs)
+        else:
+            bound = lowered.kernels.get(node.outputs[0].name) if node.op == "kernel" else None
+            outs = bound(*args) if bound is not None else run_node(node, args)
+        for v, t, key in zip(node.outputs, outs, out_keys):
+            if v.name not in shared:
+                t = t.to(device)
+                if v.type.strides is None and not t.is_contiguous():
+                    t = t.contiguous()  # as the interpreter does: kernels may rely on the declared layout
+                folded.remember(key, t, came_from)
+            env[v.name], keys[v.name], sources[v.name] = t, key, came_from
         for v in node.inputs:
             if last.get(v.name) == i and v.name not in needed:
                 env.pop(v.name, None)  # used up: freed now, not after the whole bind
     missing = [n for n in needed if n not in env and n not in weights]
     if missing:
         raise InputError(f"graph {graph.name!r}: no tensor bound for weight(s) {', '.join(sorted(missing)[:5])}")
-    return {name: get(name) for name in needed}
+    values = {name: get(name) for name in needed}
+    return values, shared & set(values)

@@ -88,7 +88,7 @@ def export(graph: Graph, directory: str | os.PathLike, *, arch: str | None = Non
     runtime = [n for n in flat.nodes if n.outputs[0].name not in lowered.static]
     frozen_names = sorted(({v.name for n in runtime for v in n.inputs} | {v.name for v in flat.outputs})
                           & (lowered.static | {v.name for v in flat.weight_inputs}))
-    frozen = _bind_values(lowered, _Values(frozen_names), "cpu")
+    frozen, _ = _bind_values(lowered, _Values(frozen_names), "cpu")
     namespace = "hoid_" + re.sub(r"\W", "_", graph.name)[:24] + "_" + _digest(graph)
     sources = SourceSet()
     sources.patch(TRITON_HELPERS, _RAW_LAUNCH, _TRACED_LAUNCH)

@@ -181,3 +181,51 @@ def test_compile_given_a_module_says_how_to_get_a_graph():
 
     with pytest.raises(hoid.NotAGraphError, match="from_torch"):
         hoid.compile(torch.nn.Linear(2, 2))
+
+
+def test_two_executables_of_the_same_weights_share_their_folded_values(tiny_rewritten):
+    # a step and its prefill fold the same merges: held once (on the H200 the Qwen3-1.7B row bound 1.9 GB twice)
+    import gc
+    import weakref
+
+    from hoid.ir.analysis import weight_only_values
+
+    def with_weights(weights):
+        g = tiny_rewritten
+        return type(g)(g.name, g.inputs, g.nodes, g.outputs, g.state_updates, weights)
+
+    # weights of its own: no executable of another test binds them
+    graph = with_weights({n: t.clone() for n, t in tiny_rewritten.weights.items()})
+    merges = weight_only_values(graph) - {v.name for v in graph.weight_inputs}
+    first = compile(graph, device="cpu")
+    second = compile(graph, device="cpu")
+    bound = {v: first.namespace[k] for k, (kind, v) in first.program.tensors.items() if kind == "value" and v in merges}
+    again = {v: second.namespace[k] for k, (kind, v) in second.program.tensors.items() if v in bound}
+    assert bound, "the rewrite merges Q/K/V and gate/up weights"
+    assert all(again[n] is bound[n] for n in bound)
+    # (values of no weight, the positions' constants, are shared by any two binds: first's `shared`)
+    merged_bytes = sum(t.numel() * t.element_size() for t in bound.values())
+    assert first.memory.shared + merged_bytes <= second.memory.shared <= second.memory.weights
+
+    # another tensor of equal values is other weights: its merge is folded again; the rest is still shared
+    name = next(n for n in graph.weights if any(n in {v.name for v in node.inputs} for node in graph.nodes
+                                                 if node.outputs[0].name in merges))
+    third = compile(with_weights({**graph.weights, name: graph.weights[name].clone()}), device="cpu")
+    assert 0 < third.memory.shared < second.memory.shared
+    args = _inputs(graph)
+    for a, b in zip(first(*args), third(*args)):
+        assert torch.equal(a, b)
+
+    # a weight written in place is a new version: a later bind folds it again, and computes with the new values
+    with torch.no_grad():
+        graph.weights[name].mul_(2)
+    fourth = compile(graph, device="cpu")
+    for a, b in zip(fourth(*args), hoid.run(graph, *args)):
+        torch.testing.assert_close(a, b)
+    assert fourth.memory.shared < second.memory.shared
+
+    # the table keeps nothing alive: once the executables are gone, so are their folded values
+    refs = [weakref.ref(t) for t in bound.values()]
+    del first, second, third, fourth, bound, again
+    gc.collect()
+    assert all(r() is None for r in refs)
