@@ -131,7 +131,7 @@ def _measure_nodes(graph: Graph, device: Device, inputs, weights, timer_options,
                    ) -> list[tuple[Node, float, str]]:
     """Run the graph once to capture every value, then time each node alone on its real inputs (each
     signature once; with `cache`, only those it does not hold, and nothing runs when it holds them all)."""
-    signatures = {id(n): _signature(n) for n in graph.nodes}
+    signatures = {id(n): signature(n) for n in graph.nodes}
     keys = {id(n): _cache_key(signatures[id(n)], n.op, device) for n in graph.nodes} if cache is not None else {}
     held = {}
     for node in graph.nodes:
@@ -187,7 +187,7 @@ def _cache_key(signature, op: str, device: Device) -> MeasureKey | None:
     return MeasureKey.of(device.name, f"profile:{op}", "", {}, [*signature[1], *signature[2]], {"attrs": attrs})
 
 
-def _signature(node: Node):
+def signature(node: Node):
     """What a node's time depends on: its op, attrs and the types (strides included) of what it reads and
     writes. A model's layers repeat: the 28-layer Qwen3-1.7B decode step has 86 signatures in 2529 nodes
     (39 in 556 once rewritten), so each is timed once, on the first node that has it (inputs are rotated

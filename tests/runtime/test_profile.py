@@ -25,3 +25,29 @@ def test_cli_prints_the_table(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "x floor" in out and "step" in out
     assert print_profile is not None
+
+
+def test_each_signature_is_timed_once_and_its_time_given_to_every_node_of_it(tiny_step, monkeypatch):
+    import hoid.runtime.profile as module
+
+    compiled = compile(tiny_step, device="cpu")
+    calls = []
+    real = module.time_on
+    monkeypatch.setattr(module, "time_on", lambda *a, **k: calls.append(1) or real(*a, **k))
+    options = dict(min_runs=1, min_seconds=0.0, warmup=0)
+    result = profile(compiled, example_inputs(compiled), **options)
+    keys = [module.signature(n) for n in compiled.plan.steps]
+    timings = len({k for k in keys if k is not None}) + keys.count(None)
+    # the two layers repeat their signatures: fewer timings than nodes, one per signature (and the step)
+    assert len(calls) == timings + 1 < len(compiled.plan.steps) + 1
+    assert len(result.rows) == len(compiled.plan.steps)
+    seconds = {r.node: r.seconds for r in result.rows}
+    by_signature = {}
+    for node, key in zip(compiled.plan.steps, keys):
+        if key is not None:
+            by_signature.setdefault(key, set()).add(seconds[node.name])
+    assert all(len(times) == 1 for times in by_signature.values())
+    assert any("once per signature" in r.method for r in result.rows)
+    calls.clear()
+    every = profile(compiled, example_inputs(compiled), per_signature=False, **options)
+    assert len(calls) == len(compiled.plan.steps) + 1 and not any("once per signature" in r.method for r in every.rows)
