@@ -36,16 +36,19 @@
 #               in $OUT/gate: commit it there, so no later slice runs hf-eager. The hoid slices need egglog: on a cold machine carry
 #               [.whl] with the call (installed into /tmp/site when missing); without CuTe (no cute-a/cute-b) the
 #               library's CuTe kernels are skipped, saying why.
-#     gate      hf-eager and the gate file (only where benchmarks/results/decode/gate lacks it)        5 / 6 min
-#     hoid-compile  hoid.optimize cold and warm (budget $BUDGET each, default 1m) + hoid.compile   7.5 / 8.8 min
-#     hoid-export   cold optimize only (--no-warm) + the exported package, reduce-overhead        6 / 6.5 min
-#     hoid-backend  cold optimize only (--no-warm) + torch.compile(backend=hoid); no prefill      6 / 6.7 min
-#     fast-a    fast-reduce-overhead, fast-max-autotune, fast-cuda-graph                          6 / 6.5 min
-#     fast-b    fast-max-autotune-cd                                                              3 / 3.6 min
+#     Measured on the H200 2026-12-02 (afternoon; a slower host than the morning's):
+#     gate      hf-eager and the gate file (only where benchmarks/results/decode/gate lacks it)      3.5 min
+#     hoid-compile  hoid.optimize cold and warm (budget $BUDGET each, default 1m) + hoid.compile    6.5 min
+#               (138 s of it the in-context profiles of step and prefill, node by node: now per signature)
+#     hoid-export   cold optimize only (--no-warm) + the exported package, reduce-overhead          5 min
+#     hoid-backend  cold optimize only (--no-warm) + torch.compile(backend=hoid); no prefill        3.5 min
+#     fast-a    fast-reduce-overhead, fast-max-autotune, fast-cuda-graph                            6.7 min
+#     fast-b    fast-max-autotune-cd                                                                3 / 3.6 min
 #               The fast slices gate their rows for information (--gate-stock: is the backend's fast model
 #               itself within the gate?), from the gate file.
-#               All five: ~27 min typical, ~31 worst, against a session's 30 min of device time: the first four
-#               fit one session; fast-b (or any slice whose JSON says `stopped`) goes first in the next.
+#               One session: prep && cute-a, cute-b && decode hoid-compile, (decode hoid-export; decode
+#               hoid-backend) in one call, decode fast-a: ~26 min with the machine's start; fast-b and
+#               `tests` go first in the next (or any slice whose JSON says `stopped`).
 #               Merge the files here: python benchmarks/decode_report.py FOLDER (rows merge by key).
 set -uo pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD:/tmp/site
