@@ -1,0 +1,153 @@
+"""Prefill attention over a static KV cache with a mask, in Triton, flash-attention style:
+`triton.prefill_attention` (op `sdpa(q, k, v, mask)`, several query tokens, grouped KV heads).
+
+Why: the prompt's attention reaches torch's SDPA with a bool mask (the prompt's causal mask over the whole
+cache) and grouped KV heads, a combination that takes its math path; on the H200 the Qwen3-1.7B prefill's
+28 `sdpa` nodes took 636 us of a 2.72 ms prefill against a roofline floor of 18 us (the in-context profile
+in `benchmarks/results/decode/`), the largest share of the time to first token after the matmuls.
+
+One program per (block of query rows, batch, query head) walks the cache in tiles: it reads the mask's
+tile first, and where the tile is wholly masked out its K and V loads are predicated off (as in
+`triton_decode_attention`: a branch would stop the pipeliner issuing the next tiles' loads ahead), so the
+empty slots of a static cache cost only their mask. Scores and the online softmax are kept in float32; K
+and V are read through the query head's KV head (grouped query attention without expanding the cache).
+A query row with no valid key gets zeros, as `triton_decode_attention` and torch's SDPA give.
+
+The defaults are not yet measured on a GPU (block 64 x 64, 4 warps, 2 stages: the shapes Triton's own
+flash-attention tutorial starts from); the sweep times the others, and the kernel is kept only where the
+whole graph measures faster.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import torch
+
+from ...ir import TensorType
+from ..pattern import op_pattern
+from ..spec import Constraint, KernelSpec, Param
+from . import _constraints as C
+from ._triton_build import compile_for, pointer_type
+from ._triton_compile import cdiv, example_floats, tl, triton_kernel
+
+PARAMS = (
+    Param("block_m", (16, 32, 64, 128), 64),
+    Param("block_n", (32, 64, 128), 64),
+    Param("num_warps", (4, 8), 4),
+    Param("num_stages", (1, 2, 3), 2),
+)
+
+
+@triton_kernel
+def attend_rows(q_ptr, k_ptr, v_ptr, mask_ptr, out_ptr, P, S, scale,
+                s_qb, s_qh, s_qm, s_kb, s_kh, s_mb, s_mh, s_mm, s_mn, s_ob, s_oh, s_om,
+                HQ: tl.constexpr, GROUP: tl.constexpr, D: tl.constexpr,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, PRECISION: tl.constexpr):
+    block, pid = tl.program_id(0), tl.program_id(1)
+    b, head = pid // HQ, pid % HQ
+    kv_head = head // GROUP
+    rows = block * BLOCK_M + tl.arange(0, BLOCK_M)
+    d = tl.arange(0, D)
+    q = tl.load(q_ptr + b.to(tl.int64) * s_qb + head.to(tl.int64) * s_qh + rows[:, None] * s_qm + d[None, :],
+                mask=rows[:, None] < P, other=0.0)
+    k_base = k_ptr + b.to(tl.int64) * s_kb + kv_head.to(tl.int64) * s_kh
+    v_base = v_ptr + b.to(tl.int64) * s_kb + kv_head.to(tl.int64) * s_kh
+    m_base = mask_ptr + b.to(tl.int64) * s_mb + head.to(tl.int64) * s_mh
+    m_i = tl.full((BLOCK_M,), -float("inf"), tl.float32)
+    l_i = tl.zeros((BLOCK_M,), tl.float32)
+    acc = tl.zeros((BLOCK_M, D), tl.float32)
+    for start in range(0, S, BLOCK_N):
+        n = start + tl.arange(0, BLOCK_N)
+        valid = (rows[:, None] < P) & (n[None, :] < S)
+        keep = tl.load(m_base + rows[:, None] * s_mm + n[None, :] * s_mn, mask=valid, other=0)
+        valid = valid & (keep != 0)
+        live = tl.max(tl.max(valid.to(tl.int32), axis=1), axis=0) > 0
+        kv_offs = n[:, None].to(tl.int64) * D + d[None, :]
+        kv_mask = (n[:, None] < S) & live
+        k = tl.load(k_base + kv_offs, mask=kv_mask, other=0.0)
+        scores = tl.dot(q, tl.trans(k), input_precision=PRECISION) * scale
+        scores = tl.where(valid, scores, -float("inf"))
+        m_new = tl.maximum(m_i, tl.max(scores, axis=1))
+        # rows with nothing valid yet keep m = -inf; exp(-inf - -inf) would be NaN, so shift by 0 there
+        shift = tl.where(m_new == -float("inf"), 0.0, m_new)
+        p = tl.exp(scores - shift[:, None])
+        alpha = tl.exp(m_i - shift)
+        v = tl.load(v_base + kv_offs, mask=kv_mask, other=0.0)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        m_i = m_new
+    out = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]  # a row that saw no valid key: zeros
+    tl.store(out_ptr + b.to(tl.int64) * s_ob + head.to(tl.int64) * s_oh + rows[:, None] * s_om + d[None, :],
+             out.to(out_ptr.dtype.element_ty), mask=rows[:, None] < P)
+
+
+def launch(q, k, v, mask, out, *, is_causal=False, scale=None, enable_gqa=False, block_m=64, block_n=64,
+           num_warps=4, num_stages=2) -> None:
+    """out <- sdpa(q, k, v, mask) for P query tokens: q, out [B, Hq, P, D]; k, v [B, Hkv, S, D]."""
+    B, HQ, P, D = q.shape
+    HKV, S = k.shape[1], k.shape[2]
+    scale = 1.0 / math.sqrt(D) if scale is None else scale
+    m = torch.broadcast_to(mask, (B, HQ, P, S)).view(torch.uint8)
+    precision = "ieee" if q.dtype == torch.float32 else "tf32"
+    attend_rows[(cdiv(P, block_m), B * HQ)](
+        q, k, v, m, out, P, S, scale, q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1),
+        m.stride(0), m.stride(1), m.stride(2), m.stride(3), out.stride(0), out.stride(1), out.stride(2),
+        HQ=HQ, GROUP=HQ // HKV, D=D, BLOCK_M=block_m, BLOCK_N=block_n, PRECISION=precision,
+        num_warps=num_warps, num_stages=num_stages)
+
+
+def _compile(arch: str):
+    """The kernel built for `arch` at Qwen3-1.7B's prefill (16 query heads over 8 KV heads of 128)."""
+    bf16 = pointer_type("bf16")
+    sig = {"q_ptr": bf16, "k_ptr": bf16, "v_ptr": bf16, "mask_ptr": pointer_type("u8"), "out_ptr": bf16,
+           "P": "i32", "S": "i32", "scale": "fp32",
+           **{name: "i32" for name in ("s_qb", "s_qh", "s_qm", "s_kb", "s_kh", "s_mb", "s_mh", "s_mm", "s_mn",
+                                       "s_ob", "s_oh", "s_om")}}
+    consts = {"HQ": 16, "GROUP": 2, "D": 128, "BLOCK_M": 64, "BLOCK_N": 64, "PRECISION": "tf32"}
+    strides = ("s_kb", "s_kh")  # multiples of D = 128 in a contiguous cache
+    return [compile_for(attend_rows, arch, sig, consts, num_warps=4, num_stages=2, divisible_by_16=strides)]
+
+
+def _examples(rng: random.Random):
+    B, HKV, group = rng.randint(1, 2), rng.randint(1, 2), rng.choice((1, 2, 4))
+    P = rng.choice((2, 5, 17))
+    S = P + rng.choice((0, 23))  # a static cache longer than the prompt, or just the prompt
+    D, dtype = rng.choice((16, 32)), rng.choice(example_floats())
+    types = [TensorType((B, HKV * group, P, D), dtype), TensorType((B, HKV, S, D), dtype),
+             TensorType((B, HKV, S, D), dtype), TensorType(rng.choice(((B, 1, P, S), (1, 1, P, S))), "bool")]
+    return types, {"enable_gqa": group > 1, "scale": rng.choice((None, 0.1)), "is_causal": False}
+
+
+def _prefill_shapes(t, attrs) -> bool:
+    q, k, v, mask = t
+    return (q.rank == k.rank == v.rank == 4 and q.shape[2] >= 2 and k.shape == v.shape
+            and q.shape[0] == k.shape[0] and q.shape[3] == k.shape[3] and q.shape[1] % k.shape[1] == 0
+            and q.shape[3] in C.HEAD_DIMS and (attrs["enable_gqa"] or q.shape[1] == k.shape[1]))
+
+
+def _mask_broadcasts(t, attrs) -> bool:
+    q, k, _, mask = t
+    want = (q.shape[0], q.shape[1], q.shape[2], k.shape[2])
+    return (mask.dtype == "bool" and mask.rank <= 4
+            and all(m in (1, w) for m, w in zip(mask.shape[::-1], want[::-1])) and mask.shape[-1] == k.shape[2])
+
+
+_PATTERN = op_pattern("sdpa")
+
+SPEC = KernelSpec(
+    id="triton.prefill_attention", pattern=_PATTERN, backend="triton", launch=launch,
+    constraints=(
+        C.float_dtype(_PATTERN.operands, "q", "k", "v"),
+        C.contiguous(_PATTERN.operands, "k", "v"),
+        Constraint("q [B, Hq, P, D] with P >= 2 (one token: triton.decode_attention), k and v [B, Hkv, S, D], "
+                   "Hq a multiple of Hkv, D a power of 2 in 16..256", _prefill_shapes),
+        C.last_dim_contiguous(_PATTERN.operands, "q"),
+        Constraint("mask: bool, broadcast to [B, Hq, P, S]", _mask_broadcasts),
+        Constraint("not causal (the mask says which keys each query sees)", lambda t, attrs: not attrs["is_causal"]),
+    ),
+    params=PARAMS, deterministic=True, examples=_examples, compile=_compile,
+    doc="several query tokens' attention over a static KV cache with a bool mask, grouped KV heads; "
+        "wholly masked tiles read no K or V",
+)
