@@ -9,7 +9,15 @@ L2): a kernel by `measure_kernel`; a plain op by the library's torch kernel of t
 (as `cost.measured_as` keys it), else by the op's torch reference. Rows go to
 `benchmarks/results/decode_prices.json`, which `hoid.search` reads on any machine.
 
+`--graphs prefill` prices the prompts' graphs instead (prompts of 128 and 1024 tokens, the cache 256 longer:
+`benchmarks/decode.py`'s shapes): the prefill `decode.py` rewrites is priced by these rows, and until a
+prefill call has one, its kernels are modelled, never below a measured rival (the masked prefill attention,
+`triton.prefill_attention`, cannot replace torch's SDPA there before it is measured). Either run merges
+its rows into the file: a row measured again replaces the old one, the other kind's rows stay, and a row of
+a kernel version that is no longer the library's is dropped.
+
     python benchmarks/decode_prices.py                 # on the H200: < 6 minutes
+    python benchmarks/decode_prices.py --graphs prefill --only triton.prefill_attention,torch.sdpa_masked
     python benchmarks/decode_prices.py --dry-run       # anywhere: the calls it would measure, no timing
 """
 
@@ -27,33 +35,71 @@ import torch
 
 MODELS = ("qwen3-1.7b", "qwen3-4b", "llama-3.2-1b", "llama-3.1-8b")
 CACHE_LENGTHS = (384, 1280, 4096)  # the decode benchmark's prompt + new tokens, and the kernel table's
+PROMPTS = (128, 1024)  # the decode benchmark's prompts, each over a cache of prompt + 256 new tokens
 
 
-def decode_graph(name: str, cache_len: int, layers: int = 2):
-    """The model's decode step at full width with `layers` layers (meta weights: never run, only searched)."""
+def _meta_lm(name: str, layers: int):
+    """The model at full width with `layers` layers, on meta weights (never run, only searched)."""
     from transformers import AutoModelForCausalLM
 
     from hoid.models.configs import config
-    from hoid.models.llm import decode_step_graph
 
     cfg = config(name)
     cfg.num_hidden_layers = layers
     with torch.device("meta"):
-        lm = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16).eval()
-    return decode_step_graph(lm, cache_len)
+        return AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16).eval()
 
 
-def all_calls(device) -> dict:
-    """price key -> (call, models it appears in), over every model and cache length."""
+def decode_graph(name: str, cache_len: int, layers: int = 2):
+    """The model's decode step at full width with `layers` layers (meta weights: never run, only searched)."""
+    from hoid.models.llm import decode_step_graph
+
+    return decode_step_graph(_meta_lm(name, layers), cache_len)
+
+
+def prefill_graph(name: str, prompt: int, layers: int = 2):
+    """The graph of a `prompt`-token prompt over a cache of prompt + 256 slots, as `decode_graph`."""
+    from hoid.models.llm import prefill_graph as build
+
+    return build(_meta_lm(name, layers), prompt, prompt + 256)
+
+
+def graphs(which: str):
+    """(graph, label) of every model: decode steps at each cache length, or prefills at each prompt."""
+    for name in MODELS:
+        if which == "decode":
+            for cache_len in CACHE_LENGTHS:
+                yield decode_graph(name, cache_len), f"{name}@{cache_len}"
+        else:
+            for prompt in PROMPTS:
+                yield prefill_graph(name, prompt), f"{name}@prefill{prompt}"
+
+
+def all_calls(device, which: str = "decode") -> dict:
+    """price key -> (call, models it appears in), over every model and cache length (or prompt)."""
     from hoid.search.prices import price_key, priced_calls
 
     calls: dict = {}
-    for name in MODELS:
-        for cache_len in CACHE_LENGTHS:
-            for call in priced_calls(decode_graph(name, cache_len), device):
-                entry = calls.setdefault(price_key(device.name, call), (call, set()))
-                entry[1].add(f"{name}@{cache_len}")
+    for graph, label in graphs(which):
+        for call in priced_calls(graph, device):
+            entry = calls.setdefault(price_key(device.name, call), (call, set()))
+            entry[1].add(label)
     return calls
+
+
+def _row_key(row: dict) -> tuple:
+    return tuple(json.dumps(row[k], sort_keys=True) for k in ("device", "kernel", "version", "params", "types",
+                                                              "attrs"))
+
+
+def merged(old: dict, result: dict, versions: dict[str, str]) -> dict:
+    """`result` with the rows of `old` (the file as it was) that it did not measure again, except those of a
+    kernel whose version is no longer `versions`' (kernel id -> the library's version today)."""
+    fresh = {_row_key(r) for r in result["rows"]}
+    kept = [r for r in old.get("rows", []) if _row_key(r) not in fresh
+            and versions.get(r["kernel"], r["version"]) == r["version"]]
+    return {**result, "rows": kept + result["rows"], "merged_with": old.get("date"),
+            "models": sorted(set(old.get("models", [])) | set(result["models"]))}
 
 
 def main() -> int:
@@ -62,6 +108,11 @@ def main() -> int:
     ap.add_argument("--dry-run", action="store_true", help="list the calls (no GPU needed)")
     ap.add_argument("--repeat", type=int, default=20, help="timer samples per call")
     ap.add_argument("--deadline", type=float, default=330, help="seconds; calls left are not measured past it")
+    ap.add_argument("--graphs", choices=("decode", "prefill"), default="decode",
+                    help="the decode steps' calls, or the prompts' graphs' (merged into the file either way)")
+    ap.add_argument("--only", default=None,
+                    help="measure only the calls of these kernels (names joined by commas; a plain op is named "
+                         "by the torch kernel it is timed as): a prefill's 538 calls do not fit one device call")
     args = ap.parse_args()
     from hoid.kernels import get
     from hoid.measure.devices import H200
@@ -70,7 +121,10 @@ def main() -> int:
 
     start = time.perf_counter()
     device = local_device() if (has_cuda() and not args.dry_run) else H200
-    calls = all_calls(device)
+    calls = all_calls(device, args.graphs)
+    if args.only:
+        wanted = set(args.only.split(","))
+        calls = {k: v for k, v in calls.items() if v[0].name in wanted}
     kinds = Counter(call.name for call, _ in calls.values())
     print(f"{len(calls)} calls to measure on {device.name} ({time.perf_counter() - start:.1f} s to find them): "
           + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())), flush=True)
@@ -102,9 +156,16 @@ def main() -> int:
         pass
     result = {"benchmark": "decode_prices", "device": device.name,
               "date": datetime.now(UTC).isoformat(timespec="seconds"), "versions": versions,
-              "models": list(MODELS), "cache_lengths": list(CACHE_LENGTHS),
+              "models": list(MODELS), "cache_lengths": list(CACHE_LENGTHS), "graphs": args.graphs,
               "seconds": round(time.perf_counter() - start, 1), "not_measured_past_deadline": left,
               "failed": failed, "rows": rows}
+    if args.graphs == "prefill":
+        result["prompts"] = list(PROMPTS)
+    if Path(args.out).is_file():
+        from hoid.kernels import all_kernels
+
+        versions = {spec.id: spec.version for spec in all_kernels().values()}
+        result = merged(json.loads(Path(args.out).read_text()), result, versions)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
     by_name: dict[str, list[float]] = {}

@@ -23,6 +23,7 @@
 #   cute-b      [.cute2b]       the second half; CuTe DSL importable from here on (sitecustomize)
 #   tests       []              python -m pytest -m gpu (every GPU test; CuTe's too once installed)
 #   prices      []              benchmarks/decode_prices.py (after any kernel edit: the shipped prices)
+#   prices-prefill []           the same for the prompts' graphs (the prefill's kernels, priced measured)
 #   run ARGS    `python3 ARGS` with the environment set, under `timeout` ($LIMIT s, default 560: SIGTERM, which
 #               decode.py records, before the device's 600 s), its whole log teed into $OUT/run-SCRIPT-HHMMSS.log
 #               so that a call cut off still brings its log back, e.g.
@@ -104,8 +105,12 @@ case ${1:-} in
     [[ -f /tmp/site/sitecustomize.py ]] && export HOID_REQUIRE_CUTE=1
     timeout "${2:-540}" python3 -m pytest -m gpu -q -p no:cacheprovider --durations=15 -rs 2>&1 | tee "$out/gpu_pytest.txt" \
       | grep -v '^DEBUG' | tail -40 ;;
-  prices)
-    timeout 330 python3 benchmarks/decode_prices.py --deadline 300 --out "$out/decode_prices.json" 2>&1 | tail -5 ;;
+  prices|prices-prefill)  # each merges its rows into the committed file, copied to $OUT: commit the copy
+    cp benchmarks/results/decode_prices.json "$out/decode_prices.json"
+    args=(--graphs decode)  # prefill: the attention's two sides (all 538 calls do not fit one call)
+    [[ $1 == prices-prefill ]] && args=(--graphs prefill --only "${ONLY:-triton.prefill_attention,torch.sdpa_masked}")
+    timeout 330 python3 benchmarks/decode_prices.py "${args[@]}" --deadline 300 --out "$out/decode_prices.json" \
+      2>&1 | tail -5 ;;
   run)
     shift
     log="$out/run-$(basename "${1:-python}" .py)-$(date +%H%M%S).log"
@@ -135,6 +140,6 @@ case ${1:-} in
     bash "$0" run "${common[@]}" "${rows[@]}"; code=$?
     mkdir -p "$out/gate" && cp "$gates"/*.pt "$out/gate/" 2>/dev/null  # the gate file a slice made, to commit
     exit $code ;;
-  *) echo "usage: $0 split|diffusers-wheels|prep|prep-diffusers|cute-a|cute-b|tests|prices|run SCRIPT ARGS|decode SLICE" >&2
+  *) echo "usage: $0 split|diffusers-wheels|prep|prep-diffusers|cute-a|cute-b|tests|prices|prices-prefill|run SCRIPT ARGS|decode SLICE" >&2
      exit 2 ;;
 esac

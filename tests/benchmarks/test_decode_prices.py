@@ -1,0 +1,39 @@
+"""benchmarks/decode_prices.py: the prompts' graphs price the prefill's kernels, and a run merges its rows
+into the shipped file (a row measured again replaces the old one; a stale kernel version is dropped)."""
+
+import pytest
+
+pytest.importorskip("transformers")
+
+
+def _row(kernel, version, types, median):
+    return {"device": "NVIDIA H200", "kernel": kernel, "version": version, "params": {}, "types": types,
+            "attrs": {}, "median": median}
+
+
+def test_a_run_merges_its_rows_into_the_file():
+    from decode_prices import merged
+
+    old = {"date": "2026-11-30", "models": ["qwen3-1.7b"], "rows": [
+        _row("triton.rmsnorm", "v1", ["bf16[1,2048]"], 2e-6),  # decode row: kept
+        _row("torch.sdpa_masked", "t1", ["bf16[1,16,128,128]"], 22e-6),  # measured again: replaced
+        _row("triton.rope", "old", ["bf16[1,8]"], 1e-6),  # a version the library no longer has: dropped
+    ]}
+    new = {"date": "2026-12-03", "models": ["qwen3-4b"], "rows": [
+        _row("torch.sdpa_masked", "t1", ["bf16[1,16,128,128]"], 21e-6),
+        _row("triton.prefill_attention", "p1", ["bf16[1,16,128,128]"], 6e-6)]}
+    out = merged(old, new, {"triton.rmsnorm": "v1", "torch.sdpa_masked": "t1", "triton.rope": "new"})
+    assert [(r["kernel"], r["median"]) for r in out["rows"]] == [
+        ("triton.rmsnorm", 2e-6), ("torch.sdpa_masked", 21e-6), ("triton.prefill_attention", 6e-6)]
+    assert out["merged_with"] == "2026-11-30" and out["models"] == ["qwen3-1.7b", "qwen3-4b"]
+
+
+def test_the_prompt_s_graph_prices_the_prefill_attention():
+    from decode_prices import prefill_graph
+
+    from hoid.measure.devices import H200
+    from hoid.search.prices import priced_calls
+
+    names = {call.name for call in priced_calls(prefill_graph("qwen3-1.7b", 128), H200)}
+    assert "triton.prefill_attention" in names and "torch.sdpa_masked" in names
+    assert "triton.decode_attention" not in names  # one query token only
