@@ -29,6 +29,7 @@ from ...ir import TensorType
 from ..pattern import op_pattern
 from ..spec import Constraint, KernelSpec, Param
 from . import _constraints as C
+from ._attention_tile import online_softmax_tile
 from ._triton_build import compile_for, pointer_type
 from ._triton_compile import cdiv, example_floats, tl, triton_kernel
 
@@ -63,21 +64,8 @@ def attend_rows(q_ptr, k_ptr, v_ptr, mask_ptr, out_ptr, P, S, scale,
         valid = (rows[:, None] < P) & (n[None, :] < S)
         keep = tl.load(m_base + rows[:, None] * s_mm + n[None, :] * s_mn, mask=valid, other=0)
         valid = valid & (keep != 0)
-        live = tl.max(tl.max(valid.to(tl.int32), axis=1), axis=0) > 0
-        kv_offs = n[:, None].to(tl.int64) * D + d[None, :]
-        kv_mask = (n[:, None] < S) & live
-        k = tl.load(k_base + kv_offs, mask=kv_mask, other=0.0)
-        scores = tl.dot(q, tl.trans(k), input_precision=PRECISION) * scale
-        scores = tl.where(valid, scores, -float("inf"))
-        m_new = tl.maximum(m_i, tl.max(scores, axis=1))
-        # rows with nothing valid yet keep m = -inf; exp(-inf - -inf) would be NaN, so shift by 0 there
-        shift = tl.where(m_new == -float("inf"), 0.0, m_new)
-        p = tl.exp(scores - shift[:, None])
-        alpha = tl.exp(m_i - shift)
-        v = tl.load(v_base + kv_offs, mask=kv_mask, other=0.0)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
-        l_i = l_i * alpha + tl.sum(p, axis=1)
-        m_i = m_new
+        m_i, l_i, acc = online_softmax_tile(q, k_base, v_base, n, d, valid, m_i, l_i, acc, S, scale,
+                                            D=D, PRECISION=PRECISION)
     out = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]  # a row that saw no valid key: zeros
     tl.store(out_ptr + b.to(tl.int64) * s_ob + head.to(tl.int64) * s_oh + rows[:, None] * s_om + d[None, :],
              out.to(out_ptr.dtype.element_ty), mask=rows[:, None] < P)

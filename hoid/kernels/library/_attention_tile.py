@@ -1,0 +1,37 @@
+"""One key tile of flash attention's online softmax, for the attention kernels that walk a cache in tiles.
+
+`triton_prefill_attention` calls it; `triton_decode_attention` still holds the same lines inline: moving it
+here changes its version hash (`kernels/version.py` covers the helpers a kernel's module imports), which
+leaves its shipped H200 prices stale until `h200_session.sh prices` measures it again. Move it with that run.
+"""
+
+from __future__ import annotations
+
+from ._triton_compile import device_function, tl
+
+
+@device_function
+def online_softmax_tile(q, k_base, v_base, n, d, valid, m_i, l_i, acc, S, scale,
+                        D: tl.constexpr, PRECISION: tl.constexpr):
+    """(m, l, acc) after the keys `n` of one tile: `q` [R, D] against K and V [S, D] at `k_base`/`v_base`,
+    `valid` [R, N] the (query, key) pairs that attend; m, l the running max and sum per row, acc the
+    unnormalized output [R, D], all float32."""
+    # A tile the mask leaves wholly out loads no K or V: its loads are predicated off, not branched
+    # around. A branch would stop Triton's pipeliner from issuing the next tiles' loads ahead (sm_90
+    # build: 0 asynchronous loads with the branch, 2 per stage without), and every tile would then
+    # wait a full memory round trip. The arithmetic on a skipped tile's zeros is discarded by `valid`.
+    live = tl.max(tl.max(valid.to(tl.int32), axis=1), axis=0) > 0
+    kv_offs = n[:, None].to(tl.int64) * D + d[None, :]
+    kv_mask = (n[:, None] < S) & live
+    k = tl.load(k_base + kv_offs, mask=kv_mask, other=0.0)
+    scores = tl.dot(q, tl.trans(k), input_precision=PRECISION) * scale
+    scores = tl.where(valid, scores, -float("inf"))
+    m_new = tl.maximum(m_i, tl.max(scores, axis=1))
+    # Rows with nothing valid yet keep m = -inf; exp(-inf - -inf) would be NaN, so shift by 0 there.
+    shift = tl.where(m_new == -float("inf"), 0.0, m_new)
+    p = tl.exp(scores - shift[:, None])
+    alpha = tl.exp(m_i - shift)
+    v = tl.load(v_base + kv_offs, mask=kv_mask, other=0.0)
+    acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
+    l_i = l_i * alpha + tl.sum(p, axis=1)
+    return m_new, l_i, acc
