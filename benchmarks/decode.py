@@ -21,7 +21,7 @@ flushed. File names use only [A-Za-z0-9._-] (what a GPU call brings back).
 
 Slices (`benchmarks/h200_session.sh decode SLICE`: one 10-minute device call each) for Qwen3-1.7B p128 b1,
 estimated from what the H200 measured: hf-eager 11 tok/s (256 tokens ~25 s, its teacher-forced baseline as
-long a sequence: the gate's 8 take ~5 min, made once and committed); torch.compile 74 s (reduce-overhead) and
+long a sequence: the gate's 8 took 143 s, made once and committed); torch.compile 74 s (reduce-overhead) and
 62 s (max-autotune) per specialisation, twice here (the prefill is its own; results/decode.json); hoid's
 rewrite of the step 20 s (same); hoid.optimize's journal (results/optimize): saturation and baseline 8 s, then
 247 s in the region profile, which then timed every one of 2529 nodes (now its 86 signatures). From this CPU

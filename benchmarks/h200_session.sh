@@ -33,7 +33,7 @@
 #               Together they give every hoid row beside the fast stock rows. The gate's teacher tokens and eager
 #               baseline (8 sequences, --gate-samples 2048) are read from benchmarks/results/decode/gate, committed;
 #               where the file is missing or stale (other weights) the `gate` slice makes it (hf-eager, its
-#               teacher generation and its baseline over the 8 sequences, ~5 min) and every slice brings it back
+#               teacher generation and its baseline over the 8 sequences: 143 s measured) and every slice brings it back
 #               in $OUT/gate: commit it there, so no later slice runs hf-eager. The hoid slices need egglog: on a cold machine carry
 #               [.whl] with the call (installed into /tmp/site when missing); without CuTe (no cute-a/cute-b) the
 #               library's CuTe kernels are skipped, saying why.
