@@ -42,14 +42,15 @@
 #     hoid-compile  hoid.optimize cold and warm (budget $BUDGET each, default 1m) + hoid.compile    6.5 min
 #               (138 s of it the in-context profiles of step and prefill, node by node: now per signature)
 #     hoid-export   cold optimize only (--no-warm) + the exported package, reduce-overhead          5 min
+#               (measured with the prefill eager; it is compiled now too: about a minute more, estimated)
 #     hoid-backend  cold optimize only (--no-warm) + torch.compile(backend=hoid); no prefill        3.5 min
 #     fast-a    fast-reduce-overhead, fast-max-autotune, fast-cuda-graph                            6.7 min
 #     fast-b    fast-max-autotune-cd                                                                3 / 3.6 min
 #               The fast slices gate their rows for information (--gate-stock: is the backend's fast model
 #               itself within the gate?), from the gate file.
-#               One session: prep && cute-a, cute-b && decode hoid-compile, (decode hoid-export; decode
-#               hoid-backend) in one call, decode fast-a: ~26 min with the machine's start; fast-b and
-#               `tests` go first in the next (or any slice whose JSON says `stopped`).
+#               One session: prep && cute-a, cute-b && decode hoid-compile, decode hoid-export, decode
+#               hoid-backend, decode fast-a: ~27 min with the machine's start; fast-b and `tests` go first
+#               in the next (or any slice whose JSON says `stopped`).
 #               Merge the files here: python benchmarks/decode_report.py FOLDER (rows merge by key).
 set -uo pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD:/tmp/site
