@@ -12,6 +12,8 @@ from hoid.runtime import KernelFallbackWarning, compile
 from hoid.verify.compare import compare_output
 from hoid.verify.tolerance import tolerance_for
 
+from .conftest import CACHE
+
 
 def _inputs(graph, position=5, seed=0):
     g = torch.Generator().manual_seed(seed)
@@ -229,3 +231,16 @@ def test_two_executables_of_the_same_weights_share_their_folded_values(tiny_rewr
     del first, second, third, fourth, bound, again
     gc.collect()
     assert all(r() is None for r in refs)
+
+
+def test_a_prefill_holds_the_weights_its_step_already_bound(tiny_lm):
+    # the use the table is for: a decoder's step and prefill, two graphs of the same weights
+    from hoid.kernels import KernelSet
+    from hoid.models import decode_step_graph, prefill_graph
+
+    kernels = KernelSet.default()
+    step = compile(hoid.search.rewrite(decode_step_graph(tiny_lm, CACHE), device="h200", kernels=kernels),
+                   device="cpu")
+    prefill = compile(hoid.search.rewrite(prefill_graph(tiny_lm, 8, CACHE), device="h200", kernels=kernels),
+                      device="cpu", state=step.state)
+    assert prefill.memory.shared >= 0.99 * prefill.memory.weights > 0
