@@ -186,9 +186,10 @@ class LocalExecutor:
             return chosen
         return self.modelled_kernel(spec, region, candidates)
 
-    def time_plain_side(self, region) -> None:
+    def time_plain_side(self, region, fresh: list | None = None) -> None:
         """The region's plain ops, each timed here into the cache where it holds none and the shipped rows
-        have none: the other side of the kernel's choice, so the extraction prices both from measurements."""
+        have none: the other side of the kernel's choice, so the extraction prices both from measurements.
+        `fresh` receives what was timed now (`measure_call`'s): a worker sends it back to the run."""
         from ..search.cost import AnalyticCost
         from ..search.prices import Prices, body_calls, measure_call
 
@@ -197,7 +198,7 @@ class LocalExecutor:
         analytic = AnalyticCost(self.device)
         for call in body_calls(region.body):
             if analytic(call) > 0 and self._shipped.seconds(call) is None:  # a view launches nothing
-                measure_call(call, self.local, cache=self.cache)
+                measure_call(call, self.local, cache=self.cache, fresh=fresh)
 
     def candidates(self, spec, region, sweep) -> list[dict]:
         """The sweep's params resolved for the target ("auto"s filled in), each once."""

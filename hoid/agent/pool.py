@@ -157,7 +157,7 @@ class PoolExecutor(LocalExecutor):
         task = self._enqueue(f"{spec.id} for {region.key}", lambda worker: payload)
 
         def finish(answer, worker) -> Evaluation:
-            evaluation, timed = answer
+            evaluation, timed, plain = answer
             retried = "; ".join(task.lost)
             if evaluation.verdict is None or not evaluation.verdict.ok or evaluation.error or error:
                 return Evaluation(evaluation.verdict, error=evaluation.error or error, retried=retried)
@@ -169,6 +169,7 @@ class PoolExecutor(LocalExecutor):
                     fresh = iter(timed)
                     measured = [known[i] if i in known else next(fresh) for i in range(len(candidates))]
                     self._keep_timings(worker, measured)
+                    self._keep_plain(worker, plain)
                     params, kernel = self.choose(spec, candidates, measured, where=f" on {worker.label}")
             except Exception as e:  # noqa: BLE001
                 return Evaluation(evaluation.verdict, error=f"could not be measured: {type(e).__name__}: {e}",
@@ -294,11 +295,20 @@ class PoolExecutor(LocalExecutor):
 
     def _keep_timings(self, worker, measured) -> None:
         """Fresh timings from a worker whose cache is not this run's go into this run's cache too."""
-        if (worker.info["host"], worker.info["cache"]) == (_hostname(), str(self.cache.path.resolve())):
-            return
-        for m in measured:
-            if m.timing is not None and not m.suspect:
-                self.cache.put(m.key, m.timing, floor=m.floor)
+        if not self._shares_cache(worker):
+            for m in measured:
+                if m.timing is not None and not m.suspect:
+                    self.cache.put(m.key, m.timing, floor=m.floor)
+
+    def _keep_plain(self, worker, plain) -> None:
+        """The plain side's fresh timings (key, timing, floor), as `_keep_timings`: what prices the choice's
+        other side from a measurement in this run's extraction."""
+        if not self._shares_cache(worker):
+            for key, timing, floor in plain:
+                self.cache.put(key, timing, floor=floor)
+
+    def _shares_cache(self, worker) -> bool:
+        return (worker.info["host"], worker.info["cache"]) == (_hostname(), str(self.cache.path.resolve()))
 
     # --- progress --------------------------------------------------------------------------------
     def _state(self) -> None:

@@ -71,14 +71,17 @@ class WorkerSide:
         try:
             verdict = self.executor.check(spec, region, params)
         except Exception as e:  # noqa: BLE001  as in the run's own process: a rejection, not a failure
-            return Evaluation(error=f"could not be checked: {type(e).__name__}: {e}"), []
+            return Evaluation(error=f"could not be checked: {type(e).__name__}: {e}"), [], []
         if not verdict.ok or to_time is None:
-            return Evaluation(verdict), []
+            return Evaluation(verdict), [], []
         try:
             register_checked(spec)
-            return Evaluation(verdict), [self.executor.time_kernel(spec, region, p) for p in to_time]
+            timed = [self.executor.time_kernel(spec, region, p) for p in to_time]
+            plain: list = []  # the other side of the choice, as the run's own process times it
+            self.executor.time_plain_side(region, plain)
+            return Evaluation(verdict), timed, plain
         except Exception as e:  # noqa: BLE001
-            return Evaluation(verdict, error=f"could not be measured: {type(e).__name__}: {e}"), []
+            return Evaluation(verdict, error=f"could not be measured: {type(e).__name__}: {e}"), [], []
 
     def _graph(self, task):
         from ..ir.text import loads

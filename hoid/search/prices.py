@@ -224,11 +224,13 @@ class LivePricedCost(PricedCost):
         super().prepare(kernels)
 
 
-def measure_call(call: OpCall, device: Device, *, cache=None, repeat: int | None = None):
+def measure_call(call: OpCall, device: Device, *, cache=None, repeat: int | None = None, fresh: list | None = None):
     """(median, spread, floor, method) of one call timed on `device` (this machine's), by the same timer
     as every price: a kernel by `measure_kernel`; a plain op by the library's torch kernel of the op where
     there is one (as `cost.measured_as` keys it), else by the op's torch reference. With `cache`, read from
-    and stored under the call's `price_key` (a suspect time, below its floor, is never stored)."""
+    and stored under the call's `price_key` (a suspect time, below its floor, is never stored). `fresh`
+    receives (key, timing, floor) of what was timed now (not a cache hit, not suspect): a worker's answer
+    carries them to a run whose cache is elsewhere."""
     from ..ir.registry import get_op
     from ..kernels import get
     from ..measure.inputs import random_inputs
@@ -241,11 +243,13 @@ def measure_call(call: OpCall, device: Device, *, cache=None, repeat: int | None
         impl = KernelImpl.from_node(call.attrs)
         m = measure_kernel(get(impl.kernel), call.inputs, impl.attrs, impl.params, device=device, cache=cache,
                            **options)
+        _keep_fresh(fresh, m)
         return m.median, m.spread, m.floor, "suspect" if m.suspect else "kernel"
     measured = measured_as(call)
     if measured is not None:
         m = measure_kernel(get(measured[0]), call.inputs, call.attrs, measured[2], device=device, cache=cache,
                            **options)
+        _keep_fresh(fresh, m)
         return m.median, m.spread, m.floor, "suspect" if m.suspect else "torch kernel"
     key = price_key(device.name, call)
     if cache is not None and (hit := cache.get(key)) is not None:
@@ -257,7 +261,14 @@ def measure_call(call: OpCall, device: Device, *, cache=None, repeat: int | None
     floor = max(op_floor(call.op, call.inputs, call.outputs, call.attrs, device))
     if cache is not None:
         cache.put(key, timing, floor=floor)
+    if fresh is not None:
+        fresh.append((key, timing, floor))
     return timing.median, timing.spread, floor, "torch reference"
+
+
+def _keep_fresh(fresh: list | None, m) -> None:
+    if fresh is not None and m.timing is not None and not m.suspect:
+        fresh.append((m.key, m.timing, m.floor))
 
 
 # An unmeasured kernel is priced as the fastest measured kernel of its pattern at the same call, this much

@@ -206,3 +206,45 @@ def test_the_cli_refuses_a_pool_of_no_workers(tmp_path, capsys):
 
     assert main(["optimize", "example:mlp_block", "--workers", "0", "--journal", str(tmp_path / "j")]) == 2
     assert "--workers 0" in capsys.readouterr().err
+
+
+def test_on_the_target_the_workers_time_the_plain_side_too(tmp_path, monkeypatch):
+    # in-process, a passed kernel's region has its plain ops timed (the other side of the choice, so both
+    # are priced from measurements); the workers did not, and the pool's extraction priced them modelled
+    from hoid.agent.loop import resolve_device
+    from hoid.agent.regions import discover
+    from hoid.kernels.registry import library_kernels
+    from hoid.measure.cache import MeasureCache
+    from hoid.search.prices import body_calls, price_key
+    from hoid.search.rules import default_rulesets
+    from hoid.search.space import SearchSpace
+
+    monkeypatch.setenv("HOID_CACHE", str(tmp_path / "cache.sqlite"))  # nothing timed before this run
+    pool = WorkerPool(1)
+    opt = hoid.optimize(norm_graph(), agent=[Only("slow", SLOW_RMSNORM)], device="cpu",
+                        journal=tmp_path / "j.sqlite", store=False, trials=4, executor=pool)
+    assert [a["verdict"] for a in opt.report.attempts] == ["passed"]
+    device = resolve_device("cpu")
+    space = SearchSpace(norm_graph(), target=device.target())
+    space.saturate(default_rulesets())
+    [region] = [r for r in discover(space, list(library_kernels().values()), device, measured=False)
+                if r.pattern == "rmsnorm"]
+    calls = list(body_calls(region.body))
+    assert calls
+    with MeasureCache(tmp_path / "cache.sqlite") as cache:
+        assert all(cache.get(price_key(device.name, c)) is not None for c in calls)
+
+
+def test_a_worker_elsewhere_sends_its_plain_side_timings_into_the_run_s_cache(tmp_path):
+    from hoid.measure.cache import MeasureCache, MeasureKey
+    from hoid.measure.timing import Timing
+
+    class Elsewhere:
+        info = {"host": "another-host", "cache": "/elsewhere/cache.sqlite"}
+
+    pool = WorkerPool.__new__(WorkerPool)  # only its cache is used here
+    pool.cache = MeasureCache(tmp_path / "run.sqlite")
+    key = MeasureKey.of("cpu", "torch.rmsnorm", "v1", {}, [hoid.TensorType((4, 8), "f32")], {"eps": 1e-6})
+    pool._keep_plain(Elsewhere(), [(key, Timing.of(3e-6), 1e-6)])
+    assert pool.cache.get(key).median == 3e-6
+    pool.cache.close()
