@@ -25,6 +25,7 @@ import torch
 from ..ir.graph import attr_key
 
 _TABLE: dict[tuple, tuple[weakref.ref, tuple[weakref.ref, ...]]] = {}
+_PRUNED_AT = [64]  # the table's size after its last pruning (doubled each time): pruning stays amortized O(1)
 
 
 def weight_key(tensor: torch.Tensor, device: torch.device) -> tuple:
@@ -55,9 +56,12 @@ def lookup(key: tuple) -> torch.Tensor | None:
 
 
 def remember(key: tuple, value: torch.Tensor, sources: tuple[torch.Tensor, ...]) -> None:
-    """`value` under `key`, computed from the weight tensors `sources`; dead entries are dropped first."""
-    for dead in [k for k, (v, s) in _TABLE.items() if v() is None or any(r() is None for r in s)]:
-        del _TABLE[dead]
+    """`value` under `key`, computed from the weight tensors `sources`; dead entries are dropped whenever
+    the table has doubled since the last time (a 28-layer bind remembers hundreds of values)."""
+    if len(_TABLE) >= 2 * _PRUNED_AT[0]:
+        for dead in [k for k, (v, s) in _TABLE.items() if v() is None or any(r() is None for r in s)]:
+            del _TABLE[dead]
+        _PRUNED_AT[0] = max(64, len(_TABLE))
     _TABLE[key] = (weakref.ref(value), tuple(weakref.ref(s) for s in sources))
 
 

@@ -244,3 +244,17 @@ def test_a_prefill_holds_the_weights_its_step_already_bound(tiny_lm):
     prefill = compile(hoid.search.rewrite(prefill_graph(tiny_lm, 8, CACHE), device="h200", kernels=kernels),
                       device="cpu", state=step.state)
     assert prefill.memory.shared >= 0.99 * prefill.memory.weights > 0
+
+
+def test_the_folded_table_drops_dead_entries_as_it_grows():
+    from hoid.runtime import folded
+
+    source = torch.ones(2)
+    kept = source * 2
+    folded.remember(("test", "kept"), kept, (source,))
+    for i in range(300):
+        w = torch.ones(2)
+        folded.remember(("test", i), w * 2, (w,))  # each value dies at once: nothing holds it
+    assert sum(1 for key in folded._TABLE if key[0] == "test") < 300  # pruned on the way, not grown to 301
+    assert folded.lookup(("test", 5)) is None
+    assert folded.lookup(("test", "kept")) is kept  # a live entry survives the pruning
