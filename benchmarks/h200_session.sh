@@ -120,7 +120,10 @@ case ${1:-} in
     exit "${PIPESTATUS[0]}" ;;
   decode)
     slice=${2:-}
-    common=(benchmarks/decode.py qwen3-1.7b --prompt 128 --batch 1 --out "$out" --no-write-reference)
+    # the reference is the committed one (the first run's stock cells): without it, $OUT holds none, and
+    # every slice said "reference created" and checked nothing
+    common=(benchmarks/decode.py qwen3-1.7b --prompt 128 --batch 1 --out "$out" --no-write-reference
+            --reference benchmarks/results/decode/reference.json)
     gates=benchmarks/results/decode/gate  # committed: it travels with the tree, and comes back through $OUT/gate
     hoid=(--optimize-budget "${BUDGET:-1m}" --agent "${AGENT:-library,codegen,dir:examples/kernels}"
           --gate-cache "$gates")
