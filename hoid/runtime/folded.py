@@ -64,7 +64,3 @@ def remember(key: tuple, value: torch.Tensor, sources: tuple[torch.Tensor, ...])
         _PRUNED_AT[0] = max(64, len(_TABLE))
     _TABLE[key] = (weakref.ref(value), tuple(weakref.ref(s) for s in sources))
 
-
-def live_entries() -> int:
-    """How many values the table can still hand out (for tests and reports)."""
-    return sum(lookup(k) is not None for k in list(_TABLE))
