@@ -124,6 +124,10 @@ def main() -> int:
     calls = all_calls(device, args.graphs)
     if args.only:
         wanted = set(args.only.split(","))
+        named = {call.name for call, _ in calls.values()}
+        if wanted - named:  # a misspelt name would measure nothing and write a file that prices nothing
+            raise SystemExit(f"--only: no {args.graphs} call of {', '.join(sorted(wanted - named))}; "
+                             f"the calls are of {', '.join(sorted(named))}")
         calls = {k: v for k, v in calls.items() if v[0].name in wanted}
     kinds = Counter(call.name for call, _ in calls.values())
     print(f"{len(calls)} calls to measure on {device.name} ({time.perf_counter() - start:.1f} s to find them): "

@@ -37,3 +37,17 @@ def test_the_prompt_s_graph_prices_the_prefill_attention():
     names = {call.name for call in priced_calls(prefill_graph("qwen3-1.7b", 128), H200)}
     assert "triton.prefill_attention" in names and "torch.sdpa_masked" in names
     assert "triton.decode_attention" not in names  # one query token only
+
+
+def test_only_a_kernel_the_graphs_do_not_call_is_refused_by_name(monkeypatch):
+    import sys
+    from types import SimpleNamespace
+
+    import decode_prices
+
+    calls = {"k": (SimpleNamespace(name="torch.sdpa_masked", op="kernel"), {"qwen3-1.7b@prefill128"})}
+    monkeypatch.setattr(decode_prices, "all_calls", lambda device, which="decode": calls)
+    monkeypatch.setattr(sys, "argv", ["decode_prices.py", "--graphs", "prefill", "--dry-run",
+                                      "--only", "triton.prefil_attention"])
+    with pytest.raises(SystemExit, match="no prefill call of triton.prefil_attention.*torch.sdpa_masked"):
+        decode_prices.main()
