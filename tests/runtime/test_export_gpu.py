@@ -94,3 +94,35 @@ def cute_launches(fn, args, module: str) -> list[str]:
     finally:
         helpers.compiled_for = picked
     return seen
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_an_exported_prefill_with_its_attention_kernel_compiles_under_torch_compile(tmp_path):
+    """The prompt's graph computes its causal mask (bool) in the graph: torch.compile traces into the
+    attention kernel's launch, where a uint8 view of that computed mask failed Inductor's lowering (found on
+    the H200: the export row raised). Priced so that the kernel is chosen, the package compiles and agrees
+    with hoid.compile."""
+    from hoid.kernels import all_kernels
+    from hoid.models import build_model
+    from hoid.models.llm import prefill_graph
+    from hoid.search.cost import AnalyticCost, MeasuredCost
+
+    lm = build_model("qwen3-1.7b-tiny", dtype=torch.bfloat16, device="cuda")
+    kernels = KernelSet.empty().with_library(all_kernels()["triton.prefill_attention"])
+    cheap_kernels = MeasuredCost(lambda call: 1e-9 if call.op == "kernel" else None, fallback=AnalyticCost())
+    graph = hoid.search.rewrite(prefill_graph(lm, 16, 64), device="h200", kernels=kernels, cost=cheap_kernels)
+    assert [n.attrs["kernel"] for n in graph.nodes if n.op == "kernel"] == ["triton.prefill_attention"] * 2
+    compiled = hoid.compile(graph, cuda_graph=False)
+    hoid.export(graph, tmp_path / "prefill_pkg")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import prefill_pkg
+
+        model = prefill_pkg.load("cuda")
+    finally:
+        sys.path.remove(str(tmp_path))
+    ids = torch.randint(0, lm.config.vocab_size, (1, 16), device="cuda")
+    pos = torch.tensor([0], device="cuda")
+    want = compiled(ids, pos, *[torch.zeros_like(t) for t in compiled.state])
+    got = torch.compile(model, fullgraph=True)(ids, pos, *[torch.zeros_like(t) for t in compiled.state])
+    torch.testing.assert_close(got[0].float(), want[0].float(), rtol=2e-2, atol=2e-2)

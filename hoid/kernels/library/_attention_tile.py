@@ -24,7 +24,8 @@ def online_softmax_tile(q, k_base, v_base, n, d, valid, m_i, l_i, acc, S, scale,
     kv_offs = n[:, None].to(tl.int64) * D + d[None, :]
     kv_mask = (n[:, None] < S) & live
     k = tl.load(k_base + kv_offs, mask=kv_mask, other=0.0)
-    scores = tl.dot(q, tl.trans(k), input_precision=PRECISION) * scale
+    # float32 whatever `scale` arrives as: under torch.compile (wrap_triton) a Python float is fp64
+    scores = (tl.dot(q, tl.trans(k), input_precision=PRECISION) * scale).to(tl.float32)
     scores = tl.where(valid, scores, -float("inf"))
     m_new = tl.maximum(m_i, tl.max(scores, axis=1))
     # Rows with nothing valid yet keep m = -inf; exp(-inf - -inf) would be NaN, so shift by 0 there.

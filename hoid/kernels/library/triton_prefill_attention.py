@@ -13,9 +13,8 @@ empty slots of a static cache cost only their mask. Scores and the online softma
 and V are read through the query head's KV head (grouped query attention without expanding the cache).
 A query row with no valid key gets zeros, as `triton_decode_attention` and torch's SDPA give.
 
-The defaults are not yet measured on a GPU (block 64 x 64, 4 warps, 2 stages: the shapes Triton's own
-flash-attention tutorial starts from); the sweep times the others, and the kernel is kept only where the
-whole graph measures faster.
+The defaults ("auto", `choose`) follow `benchmarks/prefill_attention_sweep.py` on the H200: at the prompts
+of 128 and 1024 tokens the fastest tiles were those that give every SM a program.
 """
 
 from __future__ import annotations
@@ -31,14 +30,35 @@ from ..spec import Constraint, KernelSpec, Param
 from . import _constraints as C
 from ._attention_tile import online_softmax_tile
 from ._triton_build import compile_for, pointer_type
-from ._triton_compile import cdiv, example_floats, tl, triton_kernel
+from ._triton_compile import cdiv, example_floats, num_sms, tl, triton_kernel
 
 PARAMS = (
-    Param("block_m", (16, 32, 64, 128), 64),
-    Param("block_n", (32, 64, 128), 64),
-    Param("num_warps", (4, 8), 4),
+    Param("block_m", ("auto", 16, 32, 64, 128), "auto"),
+    Param("block_n", ("auto", 32, 64, 128), "auto"),
+    Param("num_warps", ("auto", 4, 8), "auto"),
     Param("num_stages", (1, 2, 3), 2),
 )
+# (block_n, num_warps) for a block of query rows, fastest at that block in the sweep (H200, 2026-12-02,
+# benchmarks/results/prefill_attention_sweep.json): 16 rows, 128 keys on 8 warps (10.8 us at a prompt of
+# 128, against 23.3 us for 64 x 64 on 4); 64 rows, 64 keys on 4 warps at 1024 (75.3 us; 16 rows: 146 us)
+AUTO_TILES = {16: (128, 8), 32: (128, 8), 64: (64, 4), 128: (64, 4)}
+
+
+def choose(programs_per_row_block: int, rows: int, sms: int, block_m="auto", block_n="auto",
+           num_warps="auto", num_stages=2) -> dict:
+    """Tiles. "auto": the largest block of query rows (64, then 32, then 16) that still gives every SM a
+    program, as measured: at a prompt of 128 tokens (16 heads: 32 programs of 64 rows, 128 of 16) 16 rows ran
+    2.2x faster than 64; at 1024 (256 programs of 64 rows) 64 rows ran 1.9x faster than 16."""
+    if block_m == "auto":
+        block_m = next((m for m in (64, 32) if cdiv(rows, m) * programs_per_row_block >= sms), 16)
+    tile_n, warps = AUTO_TILES[block_m]
+    return {"block_m": block_m, "block_n": tile_n if block_n == "auto" else block_n,
+            "num_warps": warps if num_warps == "auto" else num_warps, "num_stages": num_stages}
+
+
+def _resolve(types, attrs, params, target) -> dict:
+    q = types[0]
+    return choose(q.shape[0] * q.shape[1], q.shape[2], target.multiprocessors, **params)
 
 
 @triton_kernel
@@ -71,13 +91,16 @@ def attend_rows(q_ptr, k_ptr, v_ptr, mask_ptr, out_ptr, P, S, scale,
              out.to(out_ptr.dtype.element_ty), mask=rows[:, None] < P)
 
 
-def launch(q, k, v, mask, out, *, is_causal=False, scale=None, enable_gqa=False, block_m=64, block_n=64,
-           num_warps=4, num_stages=2) -> None:
+def launch(q, k, v, mask, out, *, is_causal=False, scale=None, enable_gqa=False, block_m="auto",
+           block_n="auto", num_warps="auto", num_stages=2) -> None:
     """out <- sdpa(q, k, v, mask) for P query tokens: q, out [B, Hq, P, D]; k, v [B, Hkv, S, D]."""
     B, HQ, P, D = q.shape
     HKV, S = k.shape[1], k.shape[2]
     scale = 1.0 / math.sqrt(D) if scale is None else scale
-    m = torch.broadcast_to(mask, (B, HQ, P, S)).view(torch.uint8)
+    tiles = choose(B * HQ, P, num_sms(q.device), block_m, block_n, num_warps, num_stages)
+    block_m, block_n, num_warps = tiles["block_m"], tiles["block_n"], tiles["num_warps"]
+    m = torch.broadcast_to(mask, (B, HQ, P, S))  # bool: Triton loads it as bytes; a uint8 view of a
+    # computed mask fails in Inductor when an exported package is compiled (bool has no iinfo)
     precision = "ieee" if q.dtype == torch.float32 else "tf32"
     attend_rows[(cdiv(P, block_m), B * HQ)](
         q, k, v, m, out, P, S, scale, q.stride(0), q.stride(1), q.stride(2), k.stride(0), k.stride(1),
@@ -89,7 +112,7 @@ def launch(q, k, v, mask, out, *, is_causal=False, scale=None, enable_gqa=False,
 def _compile(arch: str):
     """The kernel built for `arch` at Qwen3-1.7B's prefill (16 query heads over 8 KV heads of 128)."""
     bf16 = pointer_type("bf16")
-    sig = {"q_ptr": bf16, "k_ptr": bf16, "v_ptr": bf16, "mask_ptr": pointer_type("u8"), "out_ptr": bf16,
+    sig = {"q_ptr": bf16, "k_ptr": bf16, "v_ptr": bf16, "mask_ptr": pointer_type("bool"), "out_ptr": bf16,
            "P": "i32", "S": "i32", "scale": "fp32",
            **{name: "i32" for name in ("s_qb", "s_qh", "s_qm", "s_kb", "s_kh", "s_mb", "s_mh", "s_mm", "s_mn",
                                        "s_ob", "s_oh", "s_om")}}
@@ -135,7 +158,7 @@ SPEC = KernelSpec(
         Constraint("mask: bool, broadcast to [B, Hq, P, S]", _mask_broadcasts),
         Constraint("not causal (the mask says which keys each query sees)", lambda t, attrs: not attrs["is_causal"]),
     ),
-    params=PARAMS, deterministic=True, examples=_examples, compile=_compile,
+    params=PARAMS, deterministic=True, examples=_examples, compile=_compile, resolve=_resolve,
     doc="several query tokens' attention over a static KV cache with a bool mask, grouped KV heads; "
         "wholly masked tiles read no K or V",
 )

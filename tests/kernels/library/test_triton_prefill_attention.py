@@ -78,3 +78,14 @@ def test_k_and_v_loads_are_issued_ahead_for_the_gpu(arch):
     them, so the pipeliner still issues the next tiles' loads ahead (2 stages, K and V: 4 copies)."""
     [built] = attention.SPEC.compile(arch)
     assert built.async_loads >= 4, built
+
+
+def test_auto_tiles_give_every_multiprocessor_a_program():
+    from hoid.kernels.library.triton_prefill_attention import choose
+
+    short = choose(16, 128, 132)  # Qwen3-1.7B's prompt of 128: 64-row blocks would leave 32 programs
+    assert short["block_m"] == 16
+    long = choose(16, 1024, 132)  # 1024 tokens: 64-row blocks already give 256 programs
+    assert long["block_m"] == 64
+    assert choose(16, 128, 132, block_m=32, num_warps=4) == {"block_m": 32, "block_n": 128, "num_warps": 4,
+                                                              "num_stages": 2}
