@@ -268,6 +268,19 @@ def test_reshape_is_free_on_contiguous_input_and_copies_otherwise():
     assert got.is_contiguous() and got.shape == (2, 12)
 
 
+def test_reshape_of_a_strided_input_is_a_view_where_torch_can_make_one():
+    # the query heads of a merged QKV projection: a slice of the last dim, split into heads
+    sliced = T((1, 128, 2048), "bf16", strides=(128 * 4096, 4096, 1))
+    (heads,), attrs = infer_node("reshape", [sliced], {"shape": (1, 128, 16, 128)})
+    assert heads.strides == (128 * 4096, 4096, 128, 1)
+    assert get_op("reshape").count_bytes([sliced], [heads], attrs) == 0
+    got = get_op("reshape").reference(torch.randn(1, 128, 4096)[..., :2048], shape=(1, 128, 16, 128))
+    assert got.stride() == heads.strides
+    # merging the sliced dim with the tokens cannot be a view: a contiguous copy, charged as one
+    (flat,), attrs = infer_node("reshape", [sliced], {"shape": (128 * 2048,)})
+    assert flat.is_contiguous and get_op("reshape").count_bytes([sliced], [flat], attrs) == 2 * 128 * 2048 * 2
+
+
 @pytest.mark.parametrize("start, end, step",
                          [(0, 10, 1), (-3, 2**63 - 1, 1), (1, -1, 2), (8, 2, 1), (-20, 20, 3)])
 def test_slice_follows_python_slicing(start, end, step):

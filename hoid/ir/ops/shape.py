@@ -1,8 +1,9 @@
 """Shape and layout ops: reshape, permute, transpose, expand, slice, concat, split, contiguous.
 
 `transpose`, `permute`, `expand` and `slice` are views: their output strides are derived from the input's
-layout (`TensorType.layout()`), and they move no bytes. `reshape` is a view of a contiguous input and a
-copy into a contiguous tensor otherwise. `concat`, `split` and `contiguous` produce contiguous tensors.
+layout (`TensorType.layout()`), and they move no bytes. `reshape` is a view wherever torch's `view` can
+express it (its strides are then the view's, as `torch.reshape` returns), and a copy into a contiguous
+tensor otherwise. `concat`, `split` and `contiguous` produce contiguous tensors.
 Storage offsets are not part of a type: a slice's strides say how to walk it, not where it starts.
 """
 
@@ -23,6 +24,17 @@ def _copy_unless_contiguous(ins, outs, attrs):
     return 0 if ins[0].is_contiguous else ins[0].nbytes + outs[0].nbytes
 
 
+def _view_strides(x: TensorType, shape: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The strides of `x` seen in `shape` without moving data, or None where no view can (torch's rule,
+    asked of a meta tensor: it allocates nothing)."""
+    if x.is_contiguous:
+        return TensorType(shape, x.dtype).layout()
+    try:
+        return torch.empty_strided(x.shape, x.layout(), dtype=x.torch_dtype, device="meta").view(shape).stride()
+    except RuntimeError:  # "view size is not compatible with input tensor's size and stride"
+        return None
+
+
 # --- reshape ---------------------------------------------------------------------------------
 
 def _reshape_infer(types, attrs):
@@ -33,7 +45,13 @@ def _reshape_infer(types, attrs):
                          f"(x is {list(x.shape)})")
     if math.prod(shape) != x.numel:
         raise InferError(f"x has {x.numel} elements, shape {list(shape)} has {math.prod(shape)}")
-    return TensorType(shape, x.dtype)
+    strides = _view_strides(x, tuple(shape))
+    return TensorType(shape, x.dtype) if strides is None else view_type(tuple(shape), x.dtype, strides)
+
+
+def _reshape_bytes(ins, outs, attrs):
+    """Nothing where the result is a view (the input's own bytes in a new shape), a copy otherwise."""
+    return 0 if _view_strides(ins[0], tuple(attrs["shape"])) is not None else ins[0].nbytes + outs[0].nbytes
 
 
 def _factorize(rng, n: int) -> tuple[int, ...]:
@@ -60,12 +78,13 @@ register_op(OpDef(
     operands=("x",),
     attrs=(Attr("shape", "ints", doc="the new shape, every size given (no -1)"),),
     infer=_reshape_infer,
-    # torch may return a strided view of a non-contiguous input; the IR says the result is contiguous.
-    reference=lambda x, shape: x.reshape(shape).contiguous(),
-    bytes=_copy_unless_contiguous,
+    # torch returns a view wherever one can express the result (a strided one of a strided input, as the
+    # type says): the heads of a sliced QKV projection reach the attention prelude with no copy
+    reference=lambda x, shape: x.reshape(shape),
+    bytes=_reshape_bytes,
     sample=_reshape_sample,
     category="shape",
-    is_view=True,  # of a contiguous input; `bytes` charges the copy otherwise
+    is_view=True,  # wherever a view can express it; `bytes` charges the copy otherwise
     doc="the same elements in row-major order, in a new shape",
     triton="view",  # a generated kernel reads its input through the strides inferred here (no data moves)
 ))
