@@ -121,6 +121,8 @@ def _progress_printer():
             say(f"[{count[0]}] {event['kernel']} for {event['region'][:60]}: {mark}{best}{escape(workers.suffix())}")
         elif kind == "stale":
             say(f"checking again {event['kernel']}: {event['why']}")
+        elif kind == "share":  # a proposer's turn ended at its share of the minutes (hoid/agent/loop.py)
+            say(escape(f"{event['proposer']}: {event['why']}"))
         elif kind == "region skipped":  # a proposer left it without a proposal (a kernel whose region is absent)
             say(escape(f"skipped {event['region']}: {event['why']}"))
         elif kind == "llm":  # an LLM proposer's conversation (hoid/agent/openai_proposer.py): turns, tokens, verdicts

@@ -4,6 +4,12 @@
     every match -> extract the top k -> time each finalist whole -> keep only a gain beyond the noise ->
     record -> repeat until the budget is spent or no proposer has more
 
+Proposers take turns in the order given. Under a budget of minutes each turn is capped at an equal share of
+the minutes left when it begins (the last proposer has all that is left), so that no proposer starves the
+ones after it: on the H200 a 1-minute run spent 58 s in the library's batch and the kernel directory's fused
+kernels, measured 1.88x faster on a layer, never had a turn. Time left once every proposer has had its turn
+goes to the turns their share cut short, in the same order.
+
 The e-graph is built (and saturated with the rule sets) once; every candidate is injected into it, and
 a cost model that prices any kernel not yet kept (nor being tried) out of reach makes extraction see
 only the accepted kernels plus the candidate. A kept kernel's chosen params are in its kernel nodes.
@@ -109,7 +115,7 @@ class Runner:
     proposal's failure (that is a rejection, journaled).
 
     What a decision (`alone.py`, `together.py`) uses of the run, and nothing else: `evaluations`;
-    `already_decided`, `attempts_left`, `out_of_time` (what is left to decide, and the budget's room);
+    `already_decided`, `attempts_left`, `turn_over` (what is left to decide, and the turn's room);
     `begin_attempt` and `finish_attempt` (journaled, in the history, reported); `best_finalist` (a trial
     extracted and its finalists timed), `beats_best`; `admit_kernel` and `keep_graph` (what is kept);
     `emit` (a progress event).
@@ -135,6 +141,8 @@ class Runner:
         self.history: list[Outcome] = []
         self.reused: list[str] = []
         self.stale: dict[str, str] = {}
+        self._turn_ends: float | None = None  # monotonic clock: the end of this proposer's share of the minutes
+        self._turned: set[str] = set()  # proposal keys that had their turn (or were decided together) in this run
 
     # --- the run ----------------------------------------------------------------------------------
     def run(self) -> Optimized:
@@ -177,19 +185,9 @@ class Runner:
             if self.rules:
                 self._stop_if_out_of_time()
                 self._try_rules_only()
-            for proposer in self.proposers:
-                proposals, decided = read_ahead(self, proposer, context), set()
-                if getattr(proposer, "together", False):
-                    proposals = list(proposals)
-                    decided = decide_together(self, proposer.name, proposals, context)
-                for proposal in proposals:
-                    if proposal.key(proposer.name) in decided:
-                        continue
-                    reason = self.spend.exhausted(self.budget)
-                    if reason is not None:
-                        raise _Stop(reason)
-                    self._take_turn(proposer.name, proposal, context)
-                    context.accepted = self.accepted
+            cut = self._turns(self.proposers, context, shared=self.budget.minutes is not None)
+            if cut:  # every proposer had its share and time is left: the turns a share ended go on
+                self._turns(cut, context, shared=False)
             # a proposer that stops itself on the budget (an LLM conversation) ends dry: say which limit
             stop = self.spend.exhausted(self.budget) or stop
         except _Stop as e:
@@ -201,6 +199,52 @@ class Runner:
         resumable = stop == "interrupted" or stop.startswith("no workers left")
         self.journal.finish_run(self.run_id, stop, self.best.seconds, self.best.evidence, resumable=resumable)
         return self._result(stop)
+
+    def _turns(self, proposers: list, context: Context, *, shared: bool) -> list:
+        """Each proposer's turn in order, `shared`: each capped at its share of the minutes left (the module
+        doc says why). Returns the proposers whose turn its share ended, with proposals left undecided."""
+        cut = []
+        for i, proposer in enumerate(proposers):
+            self._turn_ends = self._share_ends(len(proposers) - i) if shared else None
+            if self._turn(proposer, context):
+                cut.append(proposer)
+        self._turn_ends = None
+        return cut
+
+    def _share_ends(self, turns_left: int) -> float | None:
+        """When a turn that begins now ends: an equal share of the minutes left; the last turn, never early."""
+        if self.budget.minutes is None or turns_left <= 1:
+            return None
+        left = max(self.budget.minutes * 60 - self.spend.minutes * 60, 0.0)
+        return time.monotonic() + left / turns_left
+
+    def _turn(self, proposer, context: Context) -> bool:
+        """`proposer`'s proposals, each decided (a batch together where the proposer asks); True when its share
+        of the minutes ended the turn before they were all decided."""
+        proposals, decided = read_ahead(self, proposer, context), set()
+        if getattr(proposer, "together", False):
+            proposals = list(proposals)
+            decided = decide_together(self, proposer.name, proposals, context)
+            self._turned |= decided
+        for proposal in proposals:
+            key = proposal.key(proposer.name)
+            if key in decided or key in self._turned:
+                continue
+            reason = self.spend.exhausted(self.budget)
+            if reason is not None:
+                raise _Stop(reason)
+            if (share := self._share_spent()) is not None:
+                self.emit(kind="share", proposer=proposer.name, why=f"{share}: the next proposer's turn")
+                return True
+            self._turned.add(key)
+            self._take_turn(proposer.name, proposal, context)
+            context.accepted = self.accepted
+        return False
+
+    def _share_spent(self) -> str | None:
+        if self._turn_ends is None or time.monotonic() < self._turn_ends:
+            return None
+        return "its share of the budget's minutes is spent"
 
     def _stop_if_out_of_time(self) -> None:
         """Raises `_Stop` once the budget's minutes are spent (attempts are counted before each attempt)."""
@@ -292,6 +336,11 @@ class Runner:
     def out_of_time(self) -> str | None:
         """The budget's words once its minutes are spent, else None."""
         return self.spend.exhausted(Budget(minutes=self.budget.minutes))
+
+    def turn_over(self) -> str | None:
+        """Why the proposer whose turn it is may evaluate no more (the budget's minutes, or its share of
+        them: see the module doc), else None."""
+        return self.out_of_time() or self._share_spent()
 
     def begin_attempt(self, proposer: str, proposal: Proposal, region) -> int:
         """A proposal's attempt, counted against the budget and begun in the journal: its id there."""

@@ -83,14 +83,15 @@ def decide_together(run, proposer: str, proposals: list[Proposal], context: Cont
 
 def _evaluate(run, proposer: str, proposals: list[Proposal], context: Context) -> list[tuple]:
     """(proposal, key, region, evaluation) of each proposal not yet decided, evaluated (submitted ahead
-    where the executor is a pool) as far as the budget's attempts and minutes allow."""
+    where the executor is a pool) as far as the budget's attempts and the turn's minutes allow; those
+    past the turn's share are left for a later turn (the proposals come ranked: the costliest regions first)."""
     room = run.attempts_left()
     fresh = []
     for proposal in proposals:
         key, region = proposal.key(proposer), context.region(proposal.region)
         if run.already_decided(key, proposal.kernel, region):
             continue  # its own turn replays or skips it
-        if room is not None and len(fresh) >= room or run.out_of_time() is not None:
+        if room is not None and len(fresh) >= room or run.turn_over() is not None:
             break  # out of attempts or time: what was evaluated is still decided, together
         pending = run.evaluations.held(key) or run.evaluations.submit(key, proposal.kernel, region, proposal.sweep)
         fresh.append((proposal, key, region, pending))

@@ -148,3 +148,44 @@ def test_on_the_target_a_kernels_plain_side_is_timed_too_so_its_choice_is_priced
     # `hoid.search.prices.price_key` keys it (the region profile's own rows are `profile:` ones)
     kernels = {e.key.kernel for e in MeasureCache(tmp_path / "measure.sqlite").entries(device=local_device().name)}
     assert "torch.rmsnorm" in kernels and SLOW_RMSNORM.id in kernels
+
+
+def _norm_kernel(x, w, out, *, eps):
+    out.copy_(w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)))
+
+
+class Sleepy(Only):
+    """Only's proposals, each after `pause` seconds of thought (an LLM's turn, or a batch's evaluations)."""
+
+    def __init__(self, name, *specs, pause):
+        super().__init__(name, *specs)
+        self.pause = pause
+
+    def propose(self, context):
+        import time
+
+        for proposal in super().propose(context):
+            time.sleep(self.pause)
+            yield proposal
+
+
+def test_under_a_budget_of_minutes_a_proposer_cannot_starve_the_ones_after_it(tmp_path):
+    from hoid.kernels import KernelSpec, register
+    from hoid.kernels.pattern import op_pattern
+
+    many = [KernelSpec(id=f"test.norm_{i}", pattern=op_pattern("rmsnorm", 2), backend="torch", launch=_norm_kernel,
+                       deterministic=True) for i in range(60)]
+    last = KernelSpec(id="test.norm_last", pattern=op_pattern("rmsnorm", 2), backend="torch", launch=_norm_kernel,
+                      deterministic=True)
+    for spec in (*many, last):  # a kept kernel's nodes are bound by id when the graph is timed
+        register(spec, replace=True)
+    events = []
+    # 60 proposals of 0.5 s each would spend the 12 s alone; its share is half of what is left when it begins
+    opt = hoid.optimize(norm_graph(), agent=[Sleepy("first", *many, pause=0.5), Only("second", last)], device="cpu",
+                        journal=tmp_path / "j.sqlite", budget=Budget(minutes=0.2), trials=4,
+                        progress=events.append)
+    by = [a["proposer"] for a in opt.report.attempts if a["verdict"] != "skipped"]
+    assert "second" in by and by.index("second") > 0, by  # its turn came, after some of the first's
+    assert [e["proposer"] for e in events if e["kind"] == "share"][:1] == ["first"]
+    # the first's turn went on in the time the second left, until the budget's minutes were spent
+    assert by[-1] == "first" and opt.report.stop_reason == "budget spent: 0.2 minutes"
