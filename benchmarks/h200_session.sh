@@ -28,7 +28,8 @@
 #               decode.py records, before the device's 600 s), its whole log teed into $OUT/run-SCRIPT-HHMMSS.log
 #               so that a call cut off still brings its log back, e.g.
 #               bash benchmarks/h200_session.sh run benchmarks/optimize_h200.py --out $OUT --minutes 8
-#   decode SLICE  one slice of benchmarks/decode.py qwen3-1.7b --prompt 128 --batch 1 (through `run`), each one
+#   decode SLICE  one slice of benchmarks/decode.py qwen3-1.7b --prompt 128 --batch 1 (through `run`; another
+#               cell with MODEL=, PROMPT=, BATCH=), each one
 #               device call, estimated under 9 minutes (typical / worst; how: benchmarks/decode.py's doc, "Slices").
 #               Together they give every hoid row beside the fast stock rows. The gate's teacher tokens and eager
 #               baseline (8 sequences, --gate-samples 2048) are read from benchmarks/results/decode/gate, committed;
@@ -47,7 +48,8 @@
 #     fast-a    fast-reduce-overhead, fast-max-autotune, fast-cuda-graph                            6.7 min
 #     fast-b    fast-max-autotune-cd                                                                3 / 3.6 min
 #               The fast slices gate their rows for information (--gate-stock: is the backend's fast model
-#               itself within the gate?), from the gate file.
+#               itself within the gate?), from the gate file, and write $OUT/reference.json with any cell the
+#               committed reference lacks (a model's or shape's first run: the reference rule): commit it.
 #               One session: prep && cute-a, cute-b && decode hoid-compile, decode hoid-export, decode
 #               hoid-backend, decode fast-a: ~27 min with the machine's start; fast-b and `tests` go first
 #               in the next (or any slice whose JSON says `stopped`).
@@ -122,8 +124,9 @@ case ${1:-} in
     slice=${2:-}
     # the reference is the committed one (the first run's stock cells): without it, $OUT holds none, and
     # every slice said "reference created" and checked nothing
-    common=(benchmarks/decode.py qwen3-1.7b --prompt 128 --batch 1 --out "$out" --no-write-reference
-            --reference benchmarks/results/decode/reference.json)
+    # MODEL, PROMPT and BATCH pick the cell (default the headline's); the reference holds each model's cells
+    common=(benchmarks/decode.py "${MODEL:-qwen3-1.7b}" --prompt "${PROMPT:-128}" --batch "${BATCH:-1}" --out "$out"
+            --no-write-reference --reference benchmarks/results/decode/reference.json)
     gates=benchmarks/results/decode/gate  # committed: it travels with the tree, and comes back through $OUT/gate
     hoid=(--optimize-budget "${BUDGET:-1m}" --agent "${AGENT:-library,codegen,dir:examples/kernels}"
           --gate-cache "$gates")
@@ -140,6 +143,10 @@ case ${1:-} in
       ls .whl/*.whl >/dev/null 2>&1 || { echo "decode $slice: egglog is missing: carry .whl with this call (or prep)" >&2; exit 1; }
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
         || { echo "decode $slice: the wheels did not install" >&2; exit 1; }
+    fi
+    # a stock slice adds the cells the reference lacks (a model's first run): $OUT/reference.json, to commit
+    if [[ $slice == fast-* ]]; then
+      kept=(); for a in "${common[@]}"; do [[ $a == --no-write-reference ]] || kept+=("$a"); done; common=("${kept[@]}")
     fi
     bash "$0" run "${common[@]}" "${rows[@]}"; code=$?
     mkdir -p "$out/gate" && cp "$gates"/*.pt "$out/gate/" 2>/dev/null  # the gate file a slice made, to commit
