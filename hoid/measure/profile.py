@@ -82,8 +82,11 @@ class Profile:
                          f"{row.share:>7.1%} {running:>7.1%}")
         if self.step is not None:
             line = f"step {format_seconds(self.step)}; nodes timed alone {format_seconds(self.total)}"
-            if self.kernels is not None:  # what the step spends outside kernels: launch gaps
+            if self.kernels is not None and self.kernels <= self.step:  # outside kernels: launch gaps
                 line += f"; kernels {format_seconds(self.kernels)} (gaps {format_seconds(self.step - self.kernels)})"
+            elif self.kernels is not None:  # a PDL kernel starts early and waits: its duration holds the wait
+                line += (f"; kernels {format_seconds(self.kernels)}, overlapping by "
+                         f"{format_seconds(self.kernels - self.step)} (programmatic dependent launch)")
             lines.append(line)
         return "\n".join(lines)
 

@@ -142,3 +142,12 @@ def test_measured_profile_draws_positions_inside_a_short_cache():
     graph = b.build(b.op("index_copy", cache, pos, row, dim=0))
     profile = profile_graph(graph, mode="measured", device=calibrate_cpu(), **FAST)
     assert [r.op for r in profile.rows] == ["index_copy"] and profile.rows[0].seconds > 0
+
+
+def test_kernels_that_overlap_the_step_are_said_to_overlap_not_a_negative_gap():
+    from hoid.measure.profile import Profile
+
+    # the H200 decode step: 1.40 ms replayed, its kernels' durations summing to 1.98 ms (PDL waits inside)
+    overlapping = Profile("step", "H200", "in-context", (), step=1.40e-3, kernels=1.98e-3).table()
+    assert "overlapping by 580 µs" in overlapping and "gaps" not in overlapping
+    assert "gaps 100 µs" in Profile("step", "H200", "in-context", (), step=1.1e-3, kernels=1.0e-3).table()
