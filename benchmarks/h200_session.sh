@@ -45,6 +45,10 @@
 #     hoid-export   cold optimize only (--no-warm) + the exported package, reduce-overhead          5 min
 #               (measured with the prefill eager; it is compiled now too: about a minute more, estimated)
 #     hoid-backend  cold optimize only (--no-warm) + torch.compile(backend=hoid); no prefill        3.5 min
+#     hoid      the three hoid rows over one cold + warm optimize (one plan: the rows share it)   ~6 min
+#               (estimated from the slices above, 2026-12-02 evening: 201 s for hoid-compile with its
+#               two optimizes, then about 90 s for the export's two packages and 45 s for the backend);
+#               per model and shape, `hoid` and `fast-a` are the two calls of a cell
 #     fast-a    fast-reduce-overhead, fast-max-autotune, fast-cuda-graph                            6.7 min
 #     fast-b    fast-max-autotune-cd                                                                3 / 3.6 min
 #               The fast slices gate their rows for information (--gate-stock: is the backend's fast model
@@ -137,7 +141,8 @@ case ${1:-} in
       hoid-compile) rows=(--rows hoid-compile "${hoid[@]}") ;;
       hoid-export) rows=(--rows hoid-export --no-warm "${hoid[@]}") ;;
       hoid-backend) rows=(--rows hoid-backend --no-warm "${hoid[@]}") ;;
-      *) echo "decode: SLICE is one of gate fast-a fast-b hoid-compile hoid-export hoid-backend" >&2; exit 2 ;;
+      hoid) rows=(--rows hoid-compile,hoid-export,hoid-backend "${hoid[@]}") ;;
+      *) echo "decode: SLICE is one of gate fast-a fast-b hoid hoid-compile hoid-export hoid-backend" >&2; exit 2 ;;
     esac
     if [[ $slice == hoid-* ]] && ! python3 -c "import egglog" 2>/dev/null; then
       ls .whl/*.whl >/dev/null 2>&1 || { echo "decode $slice: egglog is missing: carry .whl with this call (or prep)" >&2; exit 1; }
