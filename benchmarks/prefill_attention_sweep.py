@@ -35,9 +35,11 @@ SHAPES = [("qwen3-1.7b", 128, 384, 16, 8, 128), ("qwen3-1.7b", 1024, 1280, 16, 8
 
 
 # Of the kernel's 72 combinations, those a device call can time in about two minutes: one stage leaves the
-# K/V loads unpipelined, and 128 query rows leave a 128-token prompt 16 programs for 132 SMs
-CANDIDATES = [{"block_m": m, "block_n": n, "num_warps": w, "num_stages": st}
-              for m in (16, 32, 64) for n in (32, 64, 128) for w in (4, 8) for st in (2, 3)]
+# K/V loads unpipelined; 128 query rows (16 programs for 132 SMs at a 128-token prompt) only with the
+# narrower key tiles, for the 1024-token prompt, where 64 rows were the fastest tried on 2026-12-02
+CANDIDATES = ([{"block_m": m, "block_n": n, "num_warps": w, "num_stages": st}
+               for m in (16, 32, 64) for n in (32, 64, 128) for w in (4, 8) for st in (2, 3)]
+              + [{"block_m": 128, "block_n": n, "num_warps": w, "num_stages": 2} for n in (32, 64) for w in (4, 8)])
 
 
 def signature(p: int, s: int, hq: int, hkv: int, d: int):
