@@ -40,7 +40,8 @@ PARAMS = (
 )
 # (block_n, num_warps) for a block of query rows, fastest at that block in the sweep (H200, 2026-12-02,
 # benchmarks/results/prefill_attention_sweep.json): 16 rows, 128 keys on 8 warps (10.8 us at a prompt of
-# 128, against 23.3 us for 64 x 64 on 4); 64 rows, 64 keys on 4 warps at 1024 (75.3 us; 16 rows: 146 us)
+# 128, against 23.3 us for 64 x 64 on 4); 64 rows, 64 keys on 4 warps at 1024 (75.3 us; 16 rows: 146 us).
+# 128 rows (never "auto": asked for by name) take 64's tiles until the sweep, which now tries them, says more.
 AUTO_TILES = {16: (128, 8), 32: (128, 8), 64: (64, 4), 128: (64, 4)}
 
 
