@@ -17,7 +17,6 @@ from ..ir import Graph, GraphBuilder, TensorType, get_op, run
 from ..ir.region import extract_region  # noqa: F401  (re-exported: hoid.verify.extract_region)
 from .verdict import VerifyError
 
-
 # Ops that pass an integer value's range through unchanged (views and a same-kind cast), and the offsets
 # whose range is known from the graph alone: what a decode step does to its position before indexing with it
 _SAME_RANGE = {"reshape", "slice", "expand", "transpose", "permute", "contiguous", "cast"}
