@@ -187,6 +187,11 @@ register_op(OpDef(
     sample=_group_norm_sample,
     category="nn",
     doc="normalize x [N, C, ...] over groups of C/num_groups channels, then a per-channel affine",
+    # layer norm's passes over a row of x seen as [N, num_groups, C/num_groups * spatial] (the generator reads
+    # the rows from `num_groups`, and the weight and bias where each element's channel is); statistics in
+    # float32, as torch's group norm takes them in half precision
+    triton={"operands=1": _LAYER_NORM + "\n_d * _rstd", "operands=2": _LAYER_NORM + "\n_d * _rstd * {weight}",
+            "operands=3": _LAYER_NORM + "\n_d * _rstd * {weight} + {bias}"},
 ))
 
 

@@ -66,19 +66,45 @@ def _merged(terms, shape) -> tuple[list[tuple[object, int]], int]:
                 acc[a] = acc.get(a, 0) + k * kk
         elif k and _extent(atom, shape) > 1:
             acc[atom] = acc.get(atom, 0) + k
-    for low in [a for a in acc if isinstance(a, Ix) and a.div == 1 and a.mod is not None]:
-        k = acc.get(low)
-        high = next((a for a in acc if isinstance(a, Ix) and a.terms == low.terms and a.const == low.const
-                     and a.div == low.mod and acc[a] == k * low.mod), None) if k else None
-        if high is not None:
-            del acc[low], acc[high]
-            whole = Ix(low.terms, low.const, 1, low.mod * high.mod if high.mod is not None else None)
-            inner, c = _merged([(whole, k)], shape)
-            const += c
-            for a, kk in inner:
-                acc[a] = acc.get(a, 0) + kk
+    # until none is left: a merge makes a new digit, which may merge with the digit above it in turn (a
+    # reshape of [N, G, M] to [N, C, H, W] reads back as m: m % W, then m % (H * W), then m)
+    while (pair := _digit_pair(acc, shape)) is not None:
+        low, high, whole = pair
+        k = acc.pop(low)
+        del acc[high]
+        inner, c = _merged([(whole, k)], shape)
+        const += c
+        for a, kk in inner:
+            acc[a] = acc.get(a, 0) + kk
     ordered = sorted(((a, k) for a, k in acc.items() if k), key=lambda t: (isinstance(t[0], Ix), repr(t[0])))
     return ordered, const
+
+
+def _digit(atom) -> tuple[tuple, int, int, int | None] | None:
+    """`atom` as a digit x // div % mod: (x's terms, x's const, div, mod), or None. The division may sit
+    inside the modulo ((x // div) % mod, as `make` builds a digit above the lowest)."""
+    if not isinstance(atom, Ix) or atom.mod is None and atom.div == 1:
+        return None
+    if atom.div == 1 and len(atom.terms) == 1 and atom.terms[0][1] == 1 and not atom.const:
+        inner = atom.terms[0][0]
+        if isinstance(inner, Ix) and inner.mod is None and inner.div > 1:
+            return inner.terms, inner.const, inner.div, atom.mod
+    return atom.terms, atom.const, atom.div, atom.mod
+
+
+def _digit_pair(acc: dict, shape) -> tuple[Ix, Ix, Ix] | None:
+    """Two digits of one x in `acc`, (x // d % m) * k and the one above it (x // (d * m) % n) * k * m, and
+    the digit they make together, x // d % (m * n) (no modulo when n is none); or None."""
+    for low, k in acc.items():
+        lo = _digit(low)
+        if lo is None or lo[3] is None or not k:
+            continue
+        for high, kh in acc.items():
+            hi = _digit(high)
+            if hi is not None and hi[:2] == lo[:2] and hi[2] == lo[2] * lo[3] and kh == k * lo[3]:
+                mod = lo[3] * hi[3] if hi[3] is not None else None
+                return low, high, make(lo[0], shape, const=lo[1], div=lo[2], mod=mod)
+    return None
 
 
 def _low_max(terms, shape) -> int:
@@ -130,7 +156,18 @@ def view_coords(node, out: tuple[Ix, ...], shape: tuple[int, ...]) -> tuple[Ix, 
     x = node.inputs[0].type
     (over_contiguous,), _ = infer_node(node.op, [x.contiguous()], node.attrs)
     flat = [(c, s) for c, s in zip(out, over_contiguous.layout(), strict=True) if s]
-    return tuple(make(flat, shape, div=st, mod=size) for st, size in zip(contiguous_strides(x.shape), x.shape,
+    return _digits(flat, tuple(x.shape), shape)
+
+
+def reshaped(coords: tuple[Ix, ...], from_shape: tuple[int, ...], to_shape: tuple[int, ...],
+             shape: tuple[int, ...]) -> tuple[Ix, ...]:
+    """The coordinates in `to_shape` of the element at `coords` in `from_shape` (both row-major, one numel)."""
+    return _digits([(c, s) for c, s in zip(coords, contiguous_strides(from_shape), strict=True)], to_shape, shape)
+
+
+def _digits(flat: list, to_shape: tuple[int, ...], shape: tuple[int, ...]) -> tuple[Ix, ...]:
+    """The coordinates in a row-major `to_shape` of element number sum(flat): its mixed-radix digits."""
+    return tuple(make(flat, shape, div=st, mod=size) for st, size in zip(contiguous_strides(to_shape), to_shape,
                                                                         strict=True))
 
 
