@@ -221,14 +221,13 @@ class Runner:
     def _turn(self, proposer, context: Context) -> bool:
         """`proposer`'s proposals, each decided (a batch together where the proposer asks); True when its share
         of the minutes ended the turn before they were all decided."""
-        proposals, decided = read_ahead(self, proposer, context), set()
+        proposals = read_ahead(self, proposer, context)
         if getattr(proposer, "together", False):
             proposals = list(proposals)
-            decided = decide_together(self, proposer.name, proposals, context)
-            self._turned |= decided
+            self._turned |= decide_together(self, proposer.name, proposals, context)
         for proposal in proposals:
             key = proposal.key(proposer.name)
-            if key in decided or key in self._turned:
+            if key in self._turned:  # decided together, or had its turn before a share cut this one
                 continue
             reason = self.spend.exhausted(self.budget)
             if reason is not None:
