@@ -22,7 +22,8 @@
 #   cute-a      [.cute2a]       the first half of CuTe's libraries, kept in /tmp
 #   cute-b      [.cute2b]       the second half; CuTe DSL importable from here on (sitecustomize)
 #   tests       []              python -m pytest -m gpu (every GPU test; CuTe's too once installed)
-#   prices      []              benchmarks/decode_prices.py (after any kernel edit: the shipped prices)
+#   prices      []              benchmarks/decode_prices.py (after any kernel edit: the shipped prices; ONLY=a,b
+#               measures only those kernels, e.g. the ones `tests/search/test_shipped_prices.py` names)
 #   prices-prefill []           the same for the prompts' graphs (the prefill's kernels, priced measured)
 #   run ARGS    `python3 ARGS` with the environment set, under `timeout` ($LIMIT s, default 560: SIGTERM, which
 #               decode.py records, before the device's 600 s), its whole log teed into $OUT/run-SCRIPT-HHMMSS.log
@@ -113,8 +114,10 @@ case ${1:-} in
     timeout "${2:-540}" python3 -m pytest -m gpu -q -p no:cacheprovider --durations=15 -rs 2>&1 | tee "$out/gpu_pytest.txt" \
       | grep -v '^DEBUG' | tail -40 ;;
   prices|prices-prefill)  # each merges its rows into the committed file, copied to $OUT: commit the copy
-    cp benchmarks/results/decode_prices.json "$out/decode_prices.json"
-    args=(--graphs decode)  # prefill: the attention's two sides (all 538 calls do not fit one call)
+    # a second prices run in the same call merges into the first's copy, not over it
+    [[ -f $out/decode_prices.json ]] || cp benchmarks/results/decode_prices.json "$out/decode_prices.json"
+    args=(--graphs decode ${ONLY:+--only "$ONLY"})  # ONLY: the kernels a change touched, the rest kept
+    # prefill: the attention's two sides by default (all 538 calls do not fit one call)
     [[ $1 == prices-prefill ]] && args=(--graphs prefill --only "${ONLY:-triton.prefill_attention,torch.sdpa_masked}")
     timeout 330 python3 benchmarks/decode_prices.py "${args[@]}" --deadline 300 --out "$out/decode_prices.json" \
       2>&1 | tail -5 ;;
@@ -144,7 +147,7 @@ case ${1:-} in
       hoid) rows=(--rows hoid-compile,hoid-export,hoid-backend "${hoid[@]}") ;;
       *) echo "decode: SLICE is one of gate fast-a fast-b hoid hoid-compile hoid-export hoid-backend" >&2; exit 2 ;;
     esac
-    if [[ $slice == hoid-* ]] && ! python3 -c "import egglog" 2>/dev/null; then
+    if [[ $slice == hoid* ]] && ! python3 -c "import egglog" 2>/dev/null; then
       ls .whl/*.whl >/dev/null 2>&1 || { echo "decode $slice: egglog is missing: carry .whl with this call (or prep)" >&2; exit 1; }
       python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
         || { echo "decode $slice: the wheels did not install" >&2; exit 1; }

@@ -1,8 +1,7 @@
-"""One key tile of flash attention's online softmax, for the attention kernels that walk a cache in tiles.
-
-`triton_prefill_attention` calls it; `triton_decode_attention` still holds the same lines inline: moving it
-here changes its version hash (`kernels/version.py` covers the helpers a kernel's module imports), which
-leaves its shipped H200 prices stale until `h200_session.sh prices` measures it again. Move it with that run.
+"""One key tile of flash attention's online softmax, for the attention kernels that walk a cache in tiles:
+`triton_decode_attention` (both launches' kinds) and `triton_prefill_attention` call it, so a fix here reaches
+every one of them (and changes each one's version hash: `kernels/version.py` covers the helpers a kernel's
+module imports, so their shipped prices are measured again by `h200_session.sh prices`).
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from ...ir import TensorType
 from ..pattern import op_pattern
 from ..spec import Constraint, KernelSpec, Param
 from . import _constraints as C
+from ._attention_tile import online_softmax_tile
 from ._triton_build import compile_for, pointer_type
 from ._triton_compile import cdiv, example_floats, next_power_of_2, num_sms, tl, triton_kernel
 
@@ -60,25 +61,8 @@ def attend_split(q_ptr, k_ptr, v_ptr, mask_ptr, part_ptr, lse_ptr, S, n_splits, 
             mask_offs = b * s_mb + heads[:, None] * s_mh + n[None, :] * s_mn
             keep = tl.load(mask_ptr + mask_offs, mask=valid, other=0)
             valid = valid & (keep != 0)
-        # A tile the mask leaves wholly out loads no K or V: its loads are predicated off, not branched
-        # around. A branch would stop Triton's pipeliner from issuing the next tiles' loads ahead (sm_90
-        # build: 0 asynchronous loads with the branch, 2 per stage without), and every tile would then
-        # wait a full memory round trip. The arithmetic on a skipped tile's zeros is discarded by `valid`.
-        live = tl.max(tl.max(valid.to(tl.int32), axis=1), axis=0) > 0
-        kv_offs = n[:, None].to(tl.int64) * D + d[None, :]
-        kv_mask = (n[:, None] < S) & live
-        k = tl.load(k_base + kv_offs, mask=kv_mask, other=0.0)
-        scores = tl.dot(q, tl.trans(k), input_precision=PRECISION) * scale
-        scores = tl.where(valid, scores, -float("inf"))
-        m_new = tl.maximum(m_i, tl.max(scores, axis=1))
-        # Rows with nothing valid yet keep m = -inf; exp(-inf - -inf) would be NaN, so shift by 0 there.
-        shift = tl.where(m_new == -float("inf"), 0.0, m_new)
-        p = tl.exp(scores - shift[:, None])
-        alpha = tl.exp(m_i - shift)
-        v = tl.load(v_base + kv_offs, mask=kv_mask, other=0.0)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v, input_precision=PRECISION)
-        l_i = l_i * alpha + tl.sum(p, axis=1)
-        m_i = m_new
+        m_i, l_i, acc = online_softmax_tile(q, k_base, v_base, n, d, valid, m_i, l_i, acc, S, scale,
+                                            D=D, PRECISION=PRECISION)
     # Partial output normalized by its own sum, with its log-sum-exp (-inf where the split saw nothing).
     row = (b * HQ + heads) * n_splits + split
     out = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
@@ -123,14 +107,12 @@ def _partials(B: int, HQ: int, D: int, n_splits: int) -> tuple[tuple[int, ...], 
     return (B * HQ * n_splits, D), (B * HQ * n_splits,)
 
 
-def launch(q, k, v, *mask_and_out, is_causal=False, scale=None, enable_gqa=False, block_n=64,
-           split_tokens="auto", num_warps=4, num_stages=2, workspace=None) -> None:
-    """out <- sdpa(q, k, v[, mask]) for one query token: (q, k, v, mask, out) or (q, k, v, out)."""
-    *mask, out = mask_and_out
+def split_workspace(q, k, block_n, split_tokens, workspace):
+    """(tiles per split, splits, partials, log-sum-exps) for a launch: the planned workspace checked against
+    these params, or allocated where the runtime planned none."""
     B, HQ, _, D = q.shape
-    HKV, S = k.shape[1], k.shape[2]
-    scale = 1.0 / math.sqrt(D) if scale is None else scale
-    split_tiles = plan_splits(B * HKV, S, block_n, num_sms(q.device), split_tokens)
+    S = k.shape[2]
+    split_tiles = plan_splits(B * k.shape[1], S, block_n, num_sms(q.device), split_tokens)
     n_splits = cdiv(cdiv(S, block_n), split_tiles)
     shapes = _partials(B, HQ, D, n_splits)
     if workspace:
@@ -140,6 +122,17 @@ def launch(q, k, v, *mask_and_out, is_causal=False, scale=None, enable_gqa=False
                              f"these params need {shapes[0]}, {shapes[1]}")
     else:
         part, lse = (torch.empty(shape, dtype=torch.float32, device=q.device) for shape in shapes)
+    return split_tiles, n_splits, part, lse
+
+
+def launch(q, k, v, *mask_and_out, is_causal=False, scale=None, enable_gqa=False, block_n=64,
+           split_tokens="auto", num_warps=4, num_stages=2, workspace=None) -> None:
+    """out <- sdpa(q, k, v[, mask]) for one query token: (q, k, v, mask, out) or (q, k, v, out)."""
+    *mask, out = mask_and_out
+    B, HQ, _, D = q.shape
+    HKV, S = k.shape[1], k.shape[2]
+    scale = 1.0 / math.sqrt(D) if scale is None else scale
+    split_tiles, n_splits, part, lse = split_workspace(q, k, block_n, split_tokens, workspace)
     if mask:
         m = torch.broadcast_to(mask[0], (B, HQ, 1, S)).view(torch.uint8)
         mask_arg, mask_strides = m, (m.stride(0), m.stride(1), m.stride(3))

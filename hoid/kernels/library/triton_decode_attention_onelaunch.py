@@ -26,16 +26,15 @@ import torch
 from ..spec import Constraint, KernelSpec
 from ._attention_tile import online_softmax_tile
 from ._triton_build import compile_for, pointer_type
-from ._triton_compile import cdiv, next_power_of_2, num_sms, pdl_enter, pdl_launch, tl, triton_kernel
+from ._triton_compile import next_power_of_2, pdl_enter, pdl_launch, tl, triton_kernel
 from .triton_decode_attention import (
     _MASKED,
     PARAMS,
     _constraints,
     _examples,
-    _partials,
     _resolve,
     _workspace,
-    plan_splits,
+    split_workspace,
 )
 from .triton_gemv import _counters
 
@@ -99,16 +98,7 @@ def launch(q, k, v, mask, out, *, is_causal=False, scale=None, enable_gqa=False,
     B, HQ, _, D = q.shape
     HKV, S = k.shape[1], k.shape[2]
     scale = 1.0 / math.sqrt(D) if scale is None else scale
-    split_tiles = plan_splits(B * HKV, S, block_n, num_sms(q.device), split_tokens)
-    n_splits = cdiv(cdiv(S, block_n), split_tiles)
-    shapes = _partials(B, HQ, D, n_splits)
-    if workspace:
-        part, lse = workspace
-        if (tuple(part.shape), tuple(lse.shape)) != shapes:
-            raise ValueError(f"decode attention: workspace {tuple(part.shape)}, {tuple(lse.shape)} given, "
-                             f"these params need {shapes[0]}, {shapes[1]}")
-    else:
-        part, lse = (torch.empty(shape, dtype=torch.float32, device=q.device) for shape in shapes)
+    split_tiles, n_splits, part, lse = split_workspace(q, k, block_n, split_tokens, workspace)
     m = torch.broadcast_to(mask, (B, HQ, 1, S))  # bool: Triton loads it as bytes
     counters = _counters(q.device, max(1024, next_power_of_2(B * HKV)))
     group = HQ // HKV
