@@ -11,9 +11,7 @@ pytest.importorskip("transformers")
 # Kernels written since the last H200 price run: priced modelled until it (never below a measured rival,
 # prices.UNMEASURED_PENALTY), each with why. Once `h200_session.sh prices` measures one, the test says so:
 # drop it here.
-AWAITING_PRICES = {
-    "triton.decode_attention_onelaunch": "written off the GPU on 2026-12-02; priced at the next H200 session",
-}
+AWAITING_PRICES: dict[str, str] = {}
 
 
 def test_every_injected_kernel_has_a_shipped_row_at_its_version():
