@@ -147,9 +147,9 @@ def selected(text: str) -> list[str]:
 def copy_bandwidth(device: torch.device) -> tuple[float, str]:
     """Read + write bytes per second of a large device-to-device copy, measured now."""
     if device.type == "cuda":
-        from kernels import copy_bandwidth as measure  # benchmarks/kernels.py: the one copy-bandwidth probe
+        from kernel_table import copy_bandwidth as measure  # benchmarks/kernel_table.py: the one copy-bandwidth probe
 
-        return measure("cuda"), "2 GiB bf16 device-to-device copy (benchmarks/kernels.py copy_bandwidth)"
+        return measure("cuda"), "2 GiB bf16 device-to-device copy (benchmarks/kernel_table.py copy_bandwidth)"
     from hoid.measure.cpu import calibrate_cpu
 
     return calibrate_cpu().copy_bandwidth, "64 MiB CPU copy (hoid.measure.cpu.calibrate_cpu)"

@@ -1,4 +1,4 @@
-"""The cases `benchmarks/kernels.py` runs: each library Triton kernel at the decode shapes of Qwen3-1.7B,
+"""The cases `benchmarks/kernel_table.py` runs: each library Triton kernel at the decode shapes of Qwen3-1.7B,
 Qwen3-4B and Llama-3.1-8B (batch 1, one token) and at large shapes (>= 64 MB moved), with the torch
 eager function it replaces (also what `torch.compile` compiles) and the bytes it must move at least.
 

@@ -38,7 +38,7 @@ from hoid.kernels.launch import bind_spec, resolve_params
 from hoid.measure import time_cuda
 
 sys.path.insert(0, str(Path(__file__).parent))
-from kernels import copy_bandwidth, copy_seconds  # noqa: E402
+from kernel_table import copy_bandwidth, copy_seconds  # noqa: E402
 
 # hidden, intermediate, q heads, kv heads, head dim, vocabulary (hoid/models/configs.py)
 MODELS = {"Qwen3-1.7B": (2048, 6144, 16, 8, 128, 151936), "Qwen3-4B": (2560, 9728, 32, 8, 128, 151936),

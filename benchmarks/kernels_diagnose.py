@@ -1,4 +1,4 @@
-"""Follow-up to `benchmarks/kernels.py`: the cases whose misses its run left unexplained, each timed
+"""Follow-up to `benchmarks/kernel_table.py`: the cases whose misses its run left unexplained, each timed
 several ways in one run, so a difference between timers or between two runs of the same timer shows.
 
 - token embedding at the three decode shapes (hoid was 2-3x slower than torch at two of them, not at the
@@ -28,11 +28,11 @@ from hoid.measure import time_cuda
 
 sys.path.insert(0, str(Path(__file__).parent))
 from kernel_cases import build_cases  # noqa: E402
-from kernels import copy_bandwidth, outputs_for  # noqa: E402
+from kernel_table import copy_bandwidth, outputs_for  # noqa: E402
 
 WANTED = [("triton.embedding", "token embedding"), ("triton.linear", "lm head"),
           ("triton.linear_add", "down projection + residual")]
-TUNED = {  # the params benchmarks/kernels.py's tuning chose in its run of 2026-11-30 (kernels.json)
+TUNED = {  # the params benchmarks/kernel_table.py's tuning chose in its run of 2026-11-30 (kernels.json)
     "lm head": {"block_n": 8, "block_k": 512, "split_k": 1, "num_warps": "auto", "num_stages": 2},
     "down projection + residual": {"block_n": 32, "block_k": 256, "split_k": "auto", "num_warps": 8,
                                    "num_stages": 2},

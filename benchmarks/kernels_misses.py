@@ -1,4 +1,4 @@
-"""Second follow-up to `benchmarks/kernels.py`: the targets its runs missed without a measured reason,
+"""Second follow-up to `benchmarks/kernel_table.py`: the targets its runs missed without a measured reason,
 each kernel timed over a set of params beside torch and beside a plain copy of the same bytes, in one run.
 
 - decode attention over a full 32k cache (53% of the bandwidth, slower than torch's SDPA): the split's
@@ -34,7 +34,7 @@ from hoid.measure import time_cuda
 
 sys.path.insert(0, str(Path(__file__).parent))
 from kernel_cases import ATTENTION_CANDIDATES, EMBEDDING_CANDIDATES, build_cases  # noqa: E402
-from kernels import BOUND, copy_bandwidth, copy_seconds, outputs_for, relative_error  # noqa: E402
+from kernel_table import BOUND, copy_bandwidth, copy_seconds, outputs_for, relative_error  # noqa: E402
 
 GEMV_STAGES = [{"num_stages": s} for s in (1, 2, 3, 4)]
 ROPE_CANDIDATES = [{"rows_per_program": r, "num_warps": w} for r, w in ((64, 8), (16, 4), (16, 2), (4, 1))]

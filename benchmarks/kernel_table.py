@@ -1,8 +1,8 @@
 """The Triton kernel library on the GPU at hand: checked, tuned and timed against torch eager and
 `torch.compile`, at the decode shapes of Qwen3-1.7B, Qwen3-4B and Llama-3.1-8B and at large shapes.
 
-    PYTHONPATH=. python3 benchmarks/kernels.py --out benchmarks/results
-    PYTHONPATH=. TRITON_INTERPRET=1 python3 benchmarks/kernels.py --smoke   # the code paths, on the CPU
+    PYTHONPATH=. python3 benchmarks/kernel_table.py --out benchmarks/results
+    PYTHONPATH=. TRITON_INTERPRET=1 python3 benchmarks/kernel_table.py --smoke   # the code paths, on the CPU
 
 Every figure comes from hoid's CUDA timer: CUDA-graph replay of back-to-back calls, inputs rotated
 through copies totalling 4x the L2, so weights come from memory, not L2. For each case: the relative L2
@@ -10,6 +10,10 @@ error of hoid's output against torch on float32-upcast inputs, the three times, 
 over the fewest bytes the work must move, and that as a fraction of the copy bandwidth measured at the
 start. GEMV params are tuned first (`hoid.measure.tune`, cached in `kernels_measure.sqlite` beside the JSON).
 Writes `kernels.json` and `kernels.md` (the README's table) under --out.
+
+Not named `kernels.py`: a script's folder comes first on `sys.path`, and transformers (5.25) imports the
+Hugging Face package `kernels` when it is installed, so a sibling of that name broke every benchmark that
+imports transformers (`tests/benchmarks/test_script_names.py`).
 """
 
 from __future__ import annotations
