@@ -94,12 +94,19 @@ def plan_splits(batch_kv: int, S: int, block_n: int, sms: int, split_tokens="aut
     two tiles. Measured on the H200 (benchmarks/results/kernels_misses.json), a full 32k cache with 8 KV
     heads: 50.8 us at two programs per multiprocessor (1024 tokens each), 40.9 us at four (512), 43.5 us
     at eight (256). Each program's tiles form a dependent chain, so programs side by side are what keep
-    enough loads in flight. At 1000 of 4096 cached the two-tile floor keeps the split that ran 9.7 us."""
+    enough loads in flight. At 1000 of 4096 cached the two-tile floor keeps the split that ran 9.7 us.
+    Where two-tile splits leave multiprocessors idle (a short cache: Qwen3-1.7B's 384 slots gave 24
+    programs to 132, 8.1 us a call, `decode_prices.json` of 2026-12-02), splits go down to one tile:
+    a multiprocessor streams about 32 KB a microsecond (4.27 TB/s over 132), so a program's K and V tiles
+    (32 KB each at 64 x 128 in bf16) cost about a microsecond each, and more programs of fewer tiles finish
+    sooner."""
     tiles = cdiv(S, block_n)
-    if split_tokens == "auto":
-        splits = max(1, min(cdiv(tiles, 2), cdiv(4 * sms, batch_kv)))
-        return cdiv(tiles, splits)
-    return max(1, split_tokens // block_n)
+    if split_tokens != "auto":
+        return max(1, split_tokens // block_n)
+    per_split = cdiv(tiles, max(1, min(cdiv(tiles, 2), cdiv(4 * sms, batch_kv))))
+    if batch_kv * cdiv(tiles, per_split) < sms:
+        return max(1, tiles // cdiv(sms, batch_kv))
+    return per_split
 
 
 def _partials(B: int, HQ: int, D: int, n_splits: int) -> tuple[tuple[int, ...], tuple[int, ...]]:

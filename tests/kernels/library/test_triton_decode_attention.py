@@ -54,6 +54,10 @@ def test_splits_fill_the_gpu():
     assert attention.plan_splits(8, 32768, 64, h200) == 8
     assert attention.plan_splits(8, 4096, 64, h200) == 2  # no split shorter than two tiles
     assert attention.plan_splits(8, 64, 64, h200) == 1
+    # Short caches: two-tile splits would leave multiprocessors idle, so splits go down to one tile.
+    assert attention.plan_splits(8, 384, 64, h200) == 1  # 48 programs, not 24
+    assert attention.plan_splits(8, 1280, 64, h200) == 1  # 160, not 80
+    assert attention.plan_splits(64, 384, 64, h200) == 2  # batch 8: 192 programs at two tiles already
     assert attention.plan_splits(1, 1000, 64, h200, split_tokens=256) == 4
 
 
