@@ -189,3 +189,30 @@ def test_under_a_budget_of_minutes_a_proposer_cannot_starve_the_ones_after_it(tm
     assert [e["proposer"] for e in events if e["kind"] == "share"][:1] == ["first"]
     # the first's turn went on in the time the second left, until the budget's minutes were spent
     assert by[-1] == "first" and opt.report.stop_reason == "budget spent: 0.2 minutes"
+
+
+class SleepyBatch(Sleepy):
+    """Sleepy's proposals, decided as one batch (`together`, as the library's are)."""
+
+    together = True
+
+
+def test_a_batch_decided_together_is_never_cut_by_a_share(tmp_path):
+    from hoid.kernels import KernelSpec, register
+    from hoid.kernels.pattern import op_pattern
+
+    batch = [KernelSpec(id=f"test.batch_norm_{i}", pattern=op_pattern("rmsnorm", 2), backend="torch",
+                        launch=_norm_kernel, deterministic=True) for i in range(3)]
+    last = KernelSpec(id="test.after_batch", pattern=op_pattern("rmsnorm", 2), backend="torch", launch=_norm_kernel,
+                      deterministic=True)
+    for spec in (*batch, last):
+        register(spec, replace=True)
+    events = []
+    # Its proposals alone take 5.1 s, past the half of the 9 s a shared turn would get: shared, the batch
+    # would evaluate none of them before the next proposer's turn (the H200 run the loop's doc cites).
+    opt = hoid.optimize(norm_graph(), agent=[SleepyBatch("batch", *batch, pause=1.7), Only("after", last)],
+                        device="cpu", journal=tmp_path / "j.sqlite", budget=Budget(minutes=0.15), trials=4,
+                        progress=events.append)
+    decided = [a["proposer"] for a in opt.report.attempts if a["verdict"] != "skipped"]
+    assert decided[:3] == ["batch"] * 3, decided  # the whole batch, decided in its own turn
+    assert not [e for e in events if e["kind"] == "share" and e["proposer"] == "batch"]
