@@ -170,7 +170,21 @@ def versions() -> dict:
                                             text=True, timeout=10).stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         out["hoid_commit"] = None
+    out["hoid_source"] = source_hash()
     return out
+
+
+def source_hash() -> str:
+    """A hash of the code that ran (hoid/ and benchmarks/, every .py file, by path and text). The commit
+    above is what the machine's .git says, and the GPU machine runs a copy of a working tree: its .git said
+    a70b1b1 on 2026-12-03 for a tree at 717b9c8 with an edit. Compute this for a checkout to match a run."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    root = HERE.parent
+    for path in sorted([*root.joinpath("hoid").rglob("*.py"), *HERE.glob("*.py")]):
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:12]
 
 
 def run_shape(lm, shape: Shape, keys: list[str], args, device, cell: dict, save) -> None:
