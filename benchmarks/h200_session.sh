@@ -41,8 +41,9 @@
 #               library's CuTe kernels are skipped, saying why.
 #     Measured on the H200 2026-12-02 (afternoon; a slower host than the morning's):
 #     gate      hf-eager and the gate file (only where benchmarks/results/decode/gate lacks it)      3.5 min
-#     hoid-compile  hoid.optimize cold and warm (budget $BUDGET each, default 1m) + hoid.compile    6.5 min
-#               (138 s of it the in-context profiles of step and prefill, node by node: now per signature)
+#     hoid-compile  hoid.optimize cold and warm (budget $BUDGET each, default 1m) + hoid.compile    3.5 min
+#               (2026-12-03: 206 s, of which the two optimizes 146 s and the profiles, per signature, 6 s;
+#               12-02, profiling node by node: 6.5 min)
 #     hoid-export   cold optimize only (--no-warm) + the exported package, reduce-overhead          5 min
 #               (measured with the prefill eager; it is compiled now too: about a minute more, estimated)
 #     hoid-backend  cold optimize only (--no-warm) + torch.compile(backend=hoid); no prefill        3.5 min
