@@ -136,7 +136,9 @@ case ${1:-} in
     common=(benchmarks/decode.py "${MODEL:-qwen3-1.7b}" --prompt "${PROMPT:-128}" --batch "${BATCH:-1}" --out "$out"
             --no-write-reference --reference benchmarks/results/decode/reference.json)
     gates=benchmarks/results/decode/gate  # committed: it travels with the tree, and comes back through $OUT/gate
-    hoid=(--optimize-budget "${BUDGET:-1m}" --agent "${AGENT:-library,codegen,dir:examples/kernels}"
+    # turns go in this order and each batch is decided whole (hoid/agent/loop.py): the directory's fused kernels
+    # (written for this step's hottest regions) before codegen's (norm and RoPE pieces the library covers here)
+    hoid=(--optimize-budget "${BUDGET:-1m}" --agent "${AGENT:-library,dir:examples/kernels,codegen}"
           --gate-cache "$gates")
     case $slice in
       gate) rows=(--rows hf-eager --gate-stock --gate-cache "$gates") ;;
