@@ -96,33 +96,66 @@ def cute_launches(fn, args, module: str) -> list[str]:
     return seen
 
 
+def _package_under_torch_compile(graph, tmp_path, name: str, tokens: int, vocab: int):
+    """(hoid.compile's logits, the exported package's under torch.compile(fullgraph=True)) on one input."""
+    compiled = hoid.compile(graph, cuda_graph=False)
+    hoid.export(graph, tmp_path / name)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        model = __import__(name).load("cuda")
+    finally:
+        sys.path.remove(str(tmp_path))
+    ids = torch.randint(0, vocab, (1, tokens), device="cuda")
+    pos = torch.tensor([0], device="cuda")
+    want = compiled(ids, pos, *[torch.zeros_like(t) for t in compiled.state])
+    got = torch.compile(model, fullgraph=True)(ids, pos, *[torch.zeros_like(t) for t in compiled.state])
+    return want[0].float(), got[0].float()
+
+
+def _with_kernels(graph, *names):
+    """`graph` rewritten with only `names` in the library, priced so that each is chosen where it matches."""
+    from hoid.kernels import all_kernels
+    from hoid.search.cost import AnalyticCost, MeasuredCost
+
+    kernels = KernelSet.empty()
+    for name in names:
+        kernels = kernels.with_library(all_kernels()[name])
+    cheap_kernels = MeasuredCost(lambda call: 1e-9 if call.op == "kernel" else None, fallback=AnalyticCost())
+    return hoid.search.rewrite(graph, device="h200", kernels=kernels, cost=cheap_kernels)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_an_exported_prefill_with_its_attention_kernel_compiles_under_torch_compile(tmp_path):
     """The prompt's graph computes its causal mask (bool) in the graph: torch.compile traces into the
     attention kernel's launch, where a uint8 view of that computed mask failed Inductor's lowering (found on
     the H200: the export row raised). Priced so that the kernel is chosen, the package compiles and agrees
     with hoid.compile."""
-    from hoid.kernels import all_kernels
     from hoid.models import build_model
     from hoid.models.llm import prefill_graph
-    from hoid.search.cost import AnalyticCost, MeasuredCost
 
     lm = build_model("qwen3-1.7b-tiny", dtype=torch.bfloat16, device="cuda")
-    kernels = KernelSet.empty().with_library(all_kernels()["triton.prefill_attention"])
-    cheap_kernels = MeasuredCost(lambda call: 1e-9 if call.op == "kernel" else None, fallback=AnalyticCost())
-    graph = hoid.search.rewrite(prefill_graph(lm, 16, 64), device="h200", kernels=kernels, cost=cheap_kernels)
+    graph = _with_kernels(prefill_graph(lm, 16, 64), "triton.prefill_attention")
     assert [n.attrs["kernel"] for n in graph.nodes if n.op == "kernel"] == ["triton.prefill_attention"] * 2
-    compiled = hoid.compile(graph, cuda_graph=False)
-    hoid.export(graph, tmp_path / "prefill_pkg")
-    sys.path.insert(0, str(tmp_path))
-    try:
-        import prefill_pkg
+    want, got = _package_under_torch_compile(graph, tmp_path, "prefill_pkg", 16, lm.config.vocab_size)
+    torch.testing.assert_close(got, want, rtol=2e-2, atol=2e-2)
 
-        model = prefill_pkg.load("cuda")
-    finally:
-        sys.path.remove(str(tmp_path))
-    ids = torch.randint(0, lm.config.vocab_size, (1, 16), device="cuda")
-    pos = torch.tensor([0], device="cuda")
-    want = compiled(ids, pos, *[torch.zeros_like(t) for t in compiled.state])
-    got = torch.compile(model, fullgraph=True)(ids, pos, *[torch.zeros_like(t) for t in compiled.state])
-    torch.testing.assert_close(got[0].float(), want[0].float(), rtol=2e-2, atol=2e-2)
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_an_exported_decode_step_with_attention_and_gemv_compiles_under_torch_compile(tmp_path, caplog):
+    """The decode step's mask is computed in the graph too: the decode attention kernel's uint8 view of it
+    failed Inductor's lowering (the H200's export row raised, 2026-12-03). And torch.compile's analysis of
+    which tensors a kernel writes must trace the GEMV: it failed on `n_out.to(...)` (an int there) and torch
+    then treats every input, the weights too, as written."""
+    import logging
+
+    from hoid.models import build_model
+    from hoid.models.llm import decode_step_graph
+
+    lm = build_model("qwen3-1.7b-tiny", dtype=torch.bfloat16, device="cuda")
+    graph = _with_kernels(decode_step_graph(lm, 64), "triton.decode_attention", "triton.linear_swiglu_merged")
+    chosen = {n.attrs["kernel"] for n in graph.nodes if n.op == "kernel"}
+    assert chosen == {"triton.decode_attention", "triton.linear_swiglu_merged"}, chosen
+    with caplog.at_level(logging.WARNING, logger="torch._higher_order_ops.triton_kernel_wrap"):
+        want, got = _package_under_torch_compile(graph, tmp_path, "step_pkg", 1, lm.config.vocab_size)
+    assert not [r for r in caplog.records if "assuming every input is mutated" in r.getMessage()]
+    torch.testing.assert_close(got, want, rtol=2e-2, atol=2e-2)

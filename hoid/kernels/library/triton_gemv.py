@@ -76,7 +76,7 @@ def gemv_tile(x_ptr, w_ptr, res_ptr, out_ptr, part_ptr, count_ptr, M, K, n_out, 
         first_mask = (n[:, None] < n_out) & (k_first[None, :] < K) & (k_tiles > 0)
         w_first = tl.load(w_ptr + first_offs, mask=first_mask, other=0.0)
         if EPILOGUE == 2:
-            w_up_first = tl.load(w_ptr + first_offs + n_out.to(tl.int64) * K, mask=first_mask, other=0.0)
+            w_up_first = tl.load(w_ptr + first_offs + tl.cast(n_out, tl.int64) * K, mask=first_mask, other=0.0)
     pdl_enter(PDL)  # before any other load or store: the counters, partials and out may be the last kernel's
     acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
     acc_up = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)  # the up half's rows, with the swiglu epilogue
@@ -93,7 +93,7 @@ def gemv_tile(x_ptr, w_ptr, res_ptr, out_ptr, part_ptr, count_ptr, M, K, n_out, 
             w = tl.load(w_ptr + w_offs, mask=w_mask, other=0.0)
         acc += _product(x, w, BLOCK_M, PRECISION)
         if EPILOGUE == 2:
-            up_offs = w_offs + n_out.to(tl.int64) * K
+            up_offs = w_offs + tl.cast(n_out, tl.int64) * K
             if EARLY:
                 w_up = tl.where(t == 0, w_up_first, tl.load(w_ptr + up_offs, mask=w_mask & (t > 0), other=0.0))
             else:

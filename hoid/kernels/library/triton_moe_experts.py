@@ -83,7 +83,7 @@ def moe_gate_up(x_ptr, ids_ptr, w_ptr, act_ptr, S, TOP_K, K, n_out, k_tiles,
                 w_offs = n[:, None].to(tl.int64) * K + k[None, :]
                 w_mask = (n[:, None] < n_out) & (k[None, :] < K)
                 acc += _product(x, tl.load(w_base + w_offs, mask=w_mask, other=0.0), BLOCK_M, PRECISION)
-                w_up = tl.load(w_base + w_offs + n_out.to(tl.int64) * K, mask=w_mask, other=0.0)
+                w_up = tl.load(w_base + w_offs + tl.cast(n_out, tl.int64) * K, mask=w_mask, other=0.0)
                 acc_up += _product(x, w_up, BLOCK_M, PRECISION)
             offs = pair[:, None] * n_out + n[None, :]
             _epilogue(acc, acc_up, act_ptr, act_ptr, offs, valid[:, None] & (n[None, :] < n_out), 2)
