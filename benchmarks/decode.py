@@ -263,6 +263,8 @@ def run_shape(lm, shape: Shape, keys: list[str], args, device, cell: dict, save)
     starting("hoid.optimize")
     try:
         plan = decode_hoid.prepare(lm, shape, ctx)
+        print(f"wrote {plan.archive(args.out / f'hoid-run-{args.model}-{shape.key}.tar.gz')} (journals and "
+              "measurements: benchmarks/ship_measurements.py ships them)")
     except Exception as e:  # every hoid row of this shape reports it
         import traceback
 

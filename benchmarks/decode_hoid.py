@@ -1,7 +1,9 @@
 """hoid's rows of `benchmarks/decode.py`: one optimization per shape, then three ways to run its graph.
 
 `prepare` imports the decode step (`decode_step_graph`), runs `hoid.optimize` with the offline proposers
-twice: cold (empty measurement cache, empty journal) and warm (the cold run's measurement cache, an empty
+twice: cold (a new measurement cache, into which hoid.optimize merges the H200 measurements a source
+checkout ships, `benchmarks/results/kernels_measure.sqlite`, as any user's first run there; an empty journal)
+and warm (the cold run's measurement cache, an empty
 journal and an empty store of accepted kernels, so nothing is replayed or reused but measurements; left
 out with `Context.warm` False, so that a time-limited GPU call reaches the rows); the rows run the faster
 run's graph (`rows_run` in the JSON says which), and rewrites the prompt's
@@ -81,6 +83,16 @@ class Plan:
             self.optimize["prefill_kernels"] = sorted({n.attrs["kernel"] for n in self.prefill.nodes
                                                        if n.op == "kernel"})
         return self.prefill
+
+    def archive(self, path: Path) -> Path:
+        """The two runs' journals, stores and measurement cache as one tar.gz at `path` (the GPU machine keeps
+        nothing: its measurements come back to be shipped, `benchmarks/ship_measurements.py`)."""
+        import tarfile
+
+        with tarfile.open(path, "w:gz") as tar:
+            for file in sorted(Path(self.folder.name).glob("*.sqlite")):
+                tar.add(file, arcname=file.name)
+        return path
 
     def close(self) -> None:
         self.folder.cleanup()

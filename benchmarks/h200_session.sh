@@ -60,6 +60,13 @@
 #               hoid-backend, decode fast-a: ~27 min with the machine's start; fast-b and `tests` go first
 #               in the next (or any slice whose JSON says `stopped`).
 #               Merge the files here: python benchmarks/decode_report.py FOLDER (rows merge by key).
+#               The hoid slices bring back hoid-run-MODEL-SHAPE.tar.gz (both optimizes' journals and their
+#               measurement cache): ship its measurements, so that the next run on the H200 measures no kernel
+#               twice (a 1-minute budget otherwise ends before the library's batch does), and commit the file:
+#               python benchmarks/ship_measurements.py /work/.device/N/hoid-run-*.tar.gz --prune
+#     Measured 2026-12-03 (evening): hoid 364 s (two optimizes 141 s; the export row raised after 45 s), fast-a
+#               429 s, tests 217 s (CuTe installed), gate: Llama-3.2-1B 79 s, Qwen3-4B 131-151 s (the $OUT of a
+#               call brings back 8 files at most: a gate slice after others, clear the older ones first).
 set -uo pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD:/tmp/site
 out=${OUT:-/tmp/out}

@@ -12,6 +12,8 @@ Why passing over the others is sound: the batch's best finalist is feasible with
 added beside the kept ones, so under the extraction's prices it could only tie alone. Without a gain (or
 with fewer than two passing) nothing is decided here: the loop decides them one by one as any proposal,
 their checks and kernel measurements reused: a batch that gains nothing costs one extra measurement.
+A proposal its check rejects needs no measurement: it is journaled with why at once, so that a budget
+that ends after the batch does not lose it (nor does the report).
 """
 
 from __future__ import annotations
@@ -28,14 +30,18 @@ def decide_together(run, proposer: str, proposals: list[Proposal], context: Cont
     """Decide `proposals` of `proposer` at once for the loop's `run` (a `loop.Runner`); returns the keys
     of those decided (journaled, kept or passed over), none when they are left to be decided one by one."""
     start = time.perf_counter()
-    evaluated = _evaluate(run, proposer, proposals, context)
+    evaluated, not_reached = _evaluate(run, proposer, proposals, context)
     passed = [c for c in evaluated if c[3].verdict is not None and c[3].verdict.ok and c[3].kernel is not None]
-    # where a 1-minute budget goes (the H200's warm run spent 61 s on 24 library kernels): said with the event
-    spent = {"evaluate_s": round(time.perf_counter() - start, 2),
+    # where a 1-minute budget goes (the H200's warm run spent 61 s on 24 library kernels), and how far it
+    # reached: the proposals a spent budget left unevaluated (the H200's 1-minute runs of 2026-12-03 never
+    # reached the merged QKV projection), said with the event
+    spent = {"evaluated": len(evaluated), "failed": len(evaluated) - len(passed), "not_reached": not_reached,
+             "evaluate_s": round(time.perf_counter() - start, 2),
              "check_s": round(sum(e.check_s or 0.0 for *_, e in evaluated), 2),
              "measure_kernels_s": round(sum(e.measure_s or 0.0 for *_, e in evaluated), 2)}
+    rejected = _record_rejections(run, proposer, evaluated)  # no measurement decides these: said now, not lost
     if len(passed) < 2:
-        return set()
+        return rejected
     trial = KernelSet.empty()
     for proposal, _, region, result in passed:
         trial = trial.accept(proposal.kernel, region.types, region.attrs, result.params,
@@ -43,18 +49,18 @@ def decide_together(run, proposer: str, proposals: list[Proposal], context: Cont
     try:
         best = run.best_finalist(trial)
     except WorkerLost:
-        return set()  # decided one by one, where a lost measurement is recorded
+        return rejected  # the rest decided one by one, where a lost measurement is recorded
     spent.update({k: round(v, 2) if isinstance(v, float) else v for k, v in run.finalist_timing.items()})
     if best is None:
         run.emit(kind="together", proposer=proposer, passed=len(passed), used=0, kept=False,
                  why="no finalist uses any of them", **spent)
-        return set()
+        return rejected
     best_f, best_e = best
     gain, why = run.beats_best(best_e)
     used = {key for proposal, key, region, _ in passed if uses(best_f.graph, proposal.kernel.id, region)}
     run.emit(kind="together", proposer=proposer, passed=len(passed), used=len(used), kept=gain, why=why, **spent)
     if not gain or not used:
-        return set()
+        return rejected
     attempt = None
     for proposal, key, region, result in passed:
         kernel, keep = result.kernel, key in used
@@ -78,23 +84,48 @@ def decide_together(run, proposer: str, proposals: list[Proposal], context: Cont
         run.finish_attempt(attempt_id, proposer, region, proposal.kernel, "passed", keep, said, fields,
                            kind=getattr(result.verdict, "kind", None))
     run.keep_graph(best_f.graph, best_e, attempt)
-    return {key for _, key, _, _ in passed}
+    return rejected | {key for _, key, _, _ in passed}
 
 
-def _evaluate(run, proposer: str, proposals: list[Proposal], context: Context) -> list[tuple]:
-    """(proposal, key, region, evaluation) of each proposal not yet decided, evaluated (submitted ahead
-    where the executor is a pool) as far as the budget's attempts and the turn's minutes allow; those
-    past the turn's share are left for a later turn (the proposals come ranked: the costliest regions first)."""
+def _record_rejections(run, proposer: str, evaluated: list[tuple]) -> set[str]:
+    """Finish the attempt of each evaluated proposal that its check (or its build) rejected, with the reason;
+    returns their keys. Left for their own turns, a budget that ended first lost them from the journal."""
+    keys = set()
+    for proposal, key, region, result in evaluated:
+        verdict = result.verdict
+        if verdict is not None and verdict.ok:
+            continue
+        why = result.error if verdict is None else verdict.reason
+        retried = f"; evaluated again after its worker was lost ({result.retried})" if result.retried else ""
+        attempt = run.begin_attempt(proposer, proposal, region)
+        run.evaluations.drop(key)
+        run.finish_attempt(attempt, proposer, region, proposal.kernel, "rejected", False, why + retried,
+                           {} if verdict is None else {"verdict_reason": verdict.reason},
+                           kind=getattr(verdict, "kind", None))
+        keys.add(key)
+    return keys
+
+
+def _evaluate(run, proposer: str, proposals: list[Proposal], context: Context) -> tuple[list[tuple], int]:
+    """((proposal, key, region, evaluation) of each proposal not yet decided, evaluated (submitted ahead
+    where the executor is a pool) as far as the budget's attempts and the turn's minutes allow; how many
+    were not reached). Those past the turn's share are left for a later turn (the proposals come ranked: the
+    costliest regions first)."""
     room = run.attempts_left()
     fresh = []
-    for proposal in proposals:
+    for i, proposal in enumerate(proposals):
         key, region = proposal.key(proposer), context.region(proposal.region)
         if run.already_decided(key, proposal.kernel, region):
             continue  # its own turn replays or skips it
         if room is not None and len(fresh) >= room or run.turn_over() is not None:
-            break  # out of attempts or time: what was evaluated is still decided, together
+            # out of attempts or time: what was evaluated is still decided, together
+            return _results(fresh), len(proposals) - i
         pending = run.evaluations.held(key) or run.evaluations.submit(key, proposal.kernel, region, proposal.sweep)
         fresh.append((proposal, key, region, pending))
+    return _results(fresh), 0
+
+
+def _results(fresh: list[tuple]) -> list[tuple]:
     evaluated = []
     for proposal, key, region, pending in fresh:
         try:

@@ -57,6 +57,7 @@ def test_the_unused_kernel_of_a_batch_is_passed_over_with_why_and_the_batch_keep
     alone, alone_attempts, _ = _run(tmp_path, "alone", Only("p", FAST_RMSNORM, SLOW_RMSNORM), prices)
     opt, attempts, [event] = _run(tmp_path, "batch", Batch("p", FAST_RMSNORM, SLOW_RMSNORM), prices)
     assert event["passed"] == 2 and event["used"] == 1 and event["kept"]
+    assert event["evaluated"] == 2 and event["failed"] == 0 and event["not_reached"] == 0
     # where the batch's time went, said with it: the checks and kernel timings within the evaluation
     assert event["evaluate_s"] >= event["check_s"] > 0 and event["measure_kernels_s"] >= 0
     assert event["finalists"] >= 1 and event["extract_s"] > 0 and event["measure_s"] >= 0
@@ -84,3 +85,30 @@ def test_a_batch_stops_at_the_attempts_budget_and_the_rest_is_left(tmp_path):
     assert events == []  # one evaluated within the budget: no batch of two to decide
     assert list(attempts) == [FAST_RMSNORM.id] and attempts[FAST_RMSNORM.id]["kept"]
     assert opt.report.stop_reason == "budget spent: 1 attempts"
+
+
+def test_a_batch_cut_by_the_budget_says_how_many_it_did_not_reach(tmp_path):
+    """On the H200 a 1-minute budget ended the library's batch before its merged QKV projection, and the
+    event did not say so: it counts them now."""
+    twin = KernelSpec(id="test.rmsnorm_twin", pattern=op_pattern("rmsnorm", 2), backend="torch", launch=_rmsnorm,
+                      deterministic=True)
+    prices = {FAST_RMSNORM.id: 1e-8, twin.id: 2e-8, SLOW_RMSNORM.id: 1e-3}
+    _, attempts, [event] = _run(tmp_path, "cut", Batch("p", FAST_RMSNORM, twin, SLOW_RMSNORM), prices,
+                                budget=hoid.Budget(attempts=2))
+    assert event["evaluated"] == 2 and event["passed"] == 2 and event["not_reached"] == 1
+    assert SLOW_RMSNORM.id not in attempts
+
+
+def _wrong_rmsnorm(x, w, out, *, eps):
+    out.copy_(w * x)  # no normalization: the check must reject it
+
+
+def test_a_rejection_in_a_batch_is_journaled_with_why_even_when_the_budget_ends_after_the_batch(tmp_path):
+    wrong = KernelSpec(id="test.wrong_rmsnorm", pattern=op_pattern("rmsnorm", 2), backend="torch",
+                       launch=_wrong_rmsnorm, deterministic=True)
+    prices = {FAST_RMSNORM.id: 1e-8, SLOW_RMSNORM.id: 1e-3, wrong.id: 1e-9}
+    _, attempts, [event] = _run(tmp_path, "rejects", Batch("p", FAST_RMSNORM, wrong, SLOW_RMSNORM), prices,
+                                budget=hoid.Budget(attempts=3))
+    assert event["evaluated"] == 3 and event["failed"] == 1 and event["passed"] == 2
+    assert attempts[wrong.id]["verdict"] == "rejected" and attempts[wrong.id]["why"]
+    assert attempts[FAST_RMSNORM.id]["kept"]

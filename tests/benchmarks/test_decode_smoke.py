@@ -141,3 +141,18 @@ def test_stock_rows_are_gated_for_information_only(tmp_path):
         gate = rows[key]["gate"]
         assert gate["informational"] and "candidate" in gate and "failed" not in rows[key], gate
         assert f"gate (info) {'ok' if gate['passed'] else 'failed'}" in stdout
+
+
+@pytest.mark.slow
+def test_the_run_archive_brings_back_the_journals_and_the_measurements(smoke):
+    """The GPU machine keeps nothing: the optimizes' journals and measurement cache come back in one file."""
+    import tarfile
+
+    import ship_measurements
+
+    tmp, _, _ = smoke
+    [archive] = (tmp / "out").glob("hoid-run-*.tar.gz")
+    with tarfile.open(archive) as tar:
+        names = set(tar.getnames())
+    assert {"measure.sqlite", "cold_journal.sqlite", "warm_journal.sqlite"} <= names, names
+    assert ship_measurements.main([str(archive), "--dry-run"]) == 0
