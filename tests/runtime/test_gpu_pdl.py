@@ -99,7 +99,7 @@ def test_a_pdl_chain_gives_what_the_chain_without_it_gives(chain):
     graph, inputs = chain
     plain, chained = compile(graph, pdl=False), compile(graph, pdl=True)
     assert chained.pdl and not plain.pdl and "programmatic dependent launch" in chained.source
-    assert [s.pdl for s in chained.launches.kernels] == [True, True, False, True, True]
+    assert [s.pdl for s in chained.launches.kernels] == [True] * 5  # the attention's two launches too
     for _ in range(3):  # eager, capture, replays
         a, b = plain(*inputs), chained(*inputs)
         torch.cuda.synchronize()

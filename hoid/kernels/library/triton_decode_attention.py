@@ -7,6 +7,9 @@ splits, each program reading one split of one KV head for all the query heads of
 are read once per group, not once per query head), and keeping the online-softmax running max and sum.
 A second launch combines the splits' partial outputs by their log-sum-exp (so one call launches two
 kernels), read from a float32 workspace that the runtime plans (a launch without one allocates it).
+With `pdl=True` both launches wait for their predecessor before their first load or store (`pdl_enter`), so
+that the chain of programmatic dependent launches through a decoder layer does not break here: on the
+H200's Qwen3-1.7B step the attention's two launches broke it 28 times a token.
 
 The mask (bool, True = attend, broadcast to [B, Hq, 1, S]) marks the cache's valid positions: a static
 cache of 32k slots with 1k filled reads 1k of K and V, because a tile the mask leaves wholly out is
@@ -27,7 +30,7 @@ from ..spec import Constraint, KernelSpec, Param
 from . import _constraints as C
 from ._attention_tile import online_softmax_tile
 from ._triton_build import compile_for, pointer_type
-from ._triton_compile import cdiv, example_floats, next_power_of_2, num_sms, tl, triton_kernel
+from ._triton_compile import cdiv, example_floats, next_power_of_2, num_sms, pdl_enter, pdl_launch, tl, triton_kernel
 
 PARAMS = (
     Param("block_n", (32, 64, 128), 64),
@@ -42,7 +45,8 @@ def attend_split(q_ptr, k_ptr, v_ptr, mask_ptr, part_ptr, lse_ptr, S, n_splits, 
                  s_qb, s_qh, s_kb, s_kh, s_mb, s_mh, s_mn,
                  HQ: tl.constexpr, GROUP: tl.constexpr, D: tl.constexpr, HAS_MASK: tl.constexpr,
                  BLOCK_G: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT_TILES: tl.constexpr,
-                 PRECISION: tl.constexpr):
+                 PRECISION: tl.constexpr, PDL: tl.constexpr):
+    pdl_enter(PDL)  # before any load or store: q is the last kernel's output, the workspace may be reused
     pid, split = tl.program_id(0), tl.program_id(1)
     b, kv_head = pid // (HQ // GROUP), pid % (HQ // GROUP)
     g = tl.arange(0, BLOCK_G)
@@ -73,7 +77,8 @@ def attend_split(q_ptr, k_ptr, v_ptr, mask_ptr, part_ptr, lse_ptr, S, n_splits, 
 
 @triton_kernel
 def combine_splits(part_ptr, lse_ptr, out_ptr, n_splits, s_ob, s_oh, HQ: tl.constexpr, D: tl.constexpr,
-                   SPLITS: tl.constexpr):
+                   SPLITS: tl.constexpr, PDL: tl.constexpr):
+    pdl_enter(PDL)  # the partials are the split launch's output
     pid = tl.program_id(0)
     s = tl.arange(0, SPLITS)
     d = tl.arange(0, D)
@@ -133,7 +138,7 @@ def split_workspace(q, k, block_n, split_tokens, workspace):
 
 
 def launch(q, k, v, *mask_and_out, is_causal=False, scale=None, enable_gqa=False, block_n=64,
-           split_tokens="auto", num_warps=4, num_stages=2, workspace=None) -> None:
+           split_tokens="auto", num_warps=4, num_stages=2, pdl=False, workspace=None) -> None:
     """out <- sdpa(q, k, v[, mask]) for one query token: (q, k, v, mask, out) or (q, k, v, out)."""
     *mask, out = mask_and_out
     B, HQ, _, D = q.shape
@@ -153,9 +158,9 @@ def launch(q, k, v, *mask_and_out, is_causal=False, scale=None, enable_gqa=False
         q, k, v, mask_arg, part, lse, S, n_splits, scale, q.stride(0), q.stride(1), k.stride(0), k.stride(1),
         *mask_strides, HQ=HQ, GROUP=group, D=D, HAS_MASK=bool(mask), BLOCK_G=max(16, next_power_of_2(group)),
         BLOCK_N=block_n, SPLIT_TILES=split_tiles, PRECISION=precision, num_warps=num_warps,
-        num_stages=num_stages)
+        num_stages=num_stages, **pdl_launch(pdl))
     combine_splits[(B * HQ,)](part, lse, out, n_splits, out.stride(0), out.stride(1), HQ=HQ, D=D,
-                              SPLITS=next_power_of_2(n_splits), num_warps=4)
+                              SPLITS=next_power_of_2(n_splits), num_warps=4, **pdl_launch(pdl))
 
 
 def _compile(has_mask: bool):
@@ -169,8 +174,10 @@ def _compile(has_mask: bool):
         combine_sig = {"part_ptr": f32, "lse_ptr": f32, "out_ptr": bf16, "n_splits": "i32", "s_ob": "i32",
                        "s_oh": "i32"}
         strides = ("s_qb", "s_qh", "s_kb", "s_kh")  # multiples of D = 128 in a contiguous cache
-        return [compile_for(attend_split, arch, sig, consts, num_warps=4, num_stages=2, divisible_by_16=strides),
-                compile_for(combine_splits, arch, combine_sig, {"HQ": 32, "D": 128, "SPLITS": 64})]
+        return [build for pdl in (False, True) for build in (
+            compile_for(attend_split, arch, sig, {**consts, "PDL": pdl}, num_warps=4, num_stages=2,
+                        divisible_by_16=strides),
+            compile_for(combine_splits, arch, combine_sig, {"HQ": 32, "D": 128, "SPLITS": 64, "PDL": pdl}))]
     return build
 
 
@@ -236,13 +243,13 @@ SPEC = KernelSpec(
         Constraint("mask: bool, over keys only ([..., S] broadcast to [B, Hq, 1, S])",
                    lambda t, attrs: t[3].dtype == "bool" and t[3].shape[-1] == t[1].shape[2]),),
     params=PARAMS, deterministic=True, examples=_examples(True), compile=_compile(True), resolve=_resolve,
-    launches=2, workspace=_workspace,
+    launches=2, workspace=_workspace, pdl=True,
     doc="one-token attention over a static KV cache, split along the cache; masked tiles skipped",
 )
 
 NOMASK_SPEC = KernelSpec(
     id="triton.decode_attention_nomask", pattern=_UNMASKED, backend="triton", launch=launch,
     constraints=_constraints(_UNMASKED), params=PARAMS, deterministic=True, examples=_examples(False),
-    compile=_compile(False), resolve=_resolve, launches=2, workspace=_workspace,
+    compile=_compile(False), resolve=_resolve, launches=2, workspace=_workspace, pdl=True,
     doc="one-token attention over a whole KV cache, split along the cache",
 )

@@ -11,6 +11,10 @@ The caches are outputs (the graph is functional), declared in-place (`KernelSpec
 passes the cache itself as the output buffer, and only the T new rows are written, so a step costs the
 rows it appends, not a copy of the cache. Given another buffer anyway (a caller that ignores the aliases),
 the launch first copies the old cache into it, as the functional semantics require.
+
+The fused kernels support programmatic dependent launch (`pdl=True`: they wait for their predecessor before
+their first load or store), so that the chain through a decoder layer does not break between the QKV
+projection and the attention.
 """
 
 from __future__ import annotations
@@ -25,7 +29,16 @@ from ..pattern import Pattern, op_pattern
 from ..spec import Constraint, KernelSpec, Param
 from . import _constraints as C
 from ._triton_build import compile_for, pointer_type
-from ._triton_compile import cdiv, device_function, example_floats, next_power_of_2, tl, triton_kernel
+from ._triton_compile import (
+    cdiv,
+    device_function,
+    example_floats,
+    next_power_of_2,
+    pdl_enter,
+    pdl_launch,
+    tl,
+    triton_kernel,
+)
 
 
 @device_function
@@ -58,8 +71,9 @@ def rope_rows(x_ptr, cos_ptr, sin_ptr, out_ptr, n_rows, size1, size2,
 def rope_heads_into_cache(q_ptr, k_ptr, v_ptr, qw_ptr, kw_ptr, cos_ptr, sin_ptr, pos_ptr, q_out_ptr, kc_ptr,
                           vc_ptr, T, S, eps, s_qb, s_qt, s_kb, s_kt, s_vb, s_vt, s_cb, s_ct,
                           HQ: tl.constexpr, HKV: tl.constexpr, HALF: tl.constexpr, BLOCK_H: tl.constexpr,
-                          HAS_NORM: tl.constexpr):
+                          HAS_NORM: tl.constexpr, PDL: tl.constexpr):
     """One program: BLOCK_H heads of q (or of k, with their v rows) of one token; heads contiguous in x."""
+    pdl_enter(PDL)  # before any load or store: q, k and v are the last kernel's output
     bt, blk = tl.program_id(0), tl.program_id(1)
     b, t = bt // T, bt % T
     q_blocks = (HQ + BLOCK_H - 1) // BLOCK_H
@@ -132,7 +146,7 @@ def launch_rope(x, cos, sin, out, *, rows_per_program="auto", num_warps=4) -> No
 
 
 def _launch_fused(q, k, v, q_weight, k_weight, cos, sin, k_cache, v_cache, positions, q_out, k_cache_out,
-                  v_cache_out, eps, heads_per_program, num_warps):
+                  v_cache_out, eps, heads_per_program, num_warps, pdl):
     for cache, out in ((k_cache, k_cache_out), (v_cache, v_cache_out)):
         if out.data_ptr() != cache.data_ptr():  # not in place, against the declared aliases: stay functional
             out.copy_(cache)  # the new cache is the old one plus T rows
@@ -145,21 +159,22 @@ def _launch_fused(q, k, v, q_weight, k_weight, cos, sin, k_cache, v_cache, posit
         q, k, v, q_weight if has_norm else q, k_weight if has_norm else k, cos, sin, positions, q_out,
         k_cache_out, v_cache_out, T, S, float(eps), q.stride(0), q.stride(1), k.stride(0), k.stride(1),
         v.stride(0), v.stride(1), cos.stride(0), cos.stride(1), HQ=HQ, HKV=HKV, HALF=D // 2, BLOCK_H=block_h,
-        HAS_NORM=has_norm, num_warps=num_warps)
+        HAS_NORM=has_norm, num_warps=num_warps, **pdl_launch(pdl))
 
 
 def launch_qk_norm_rope_cache(q, k, v, q_weight, k_weight, cos, sin, k_cache, v_cache, positions, q_out,
-                              k_cache_out, v_cache_out, *, eps=1e-6, heads_per_program="auto", num_warps=4):
+                              k_cache_out, v_cache_out, *, eps=1e-6, heads_per_program="auto", num_warps=4,
+                              pdl=False):
     """Per-head RMSNorm of q and k, RoPE, q to [B, Hq, T, D], k and v appended to the caches."""
     _launch_fused(q, k, v, q_weight, k_weight, cos, sin, k_cache, v_cache, positions, q_out, k_cache_out,
-                  v_cache_out, eps, heads_per_program, num_warps)
+                  v_cache_out, eps, heads_per_program, num_warps, pdl)
 
 
 def launch_rope_cache(q, k, v, cos, sin, k_cache, v_cache, positions, q_out, k_cache_out, v_cache_out, *,
-                      heads_per_program="auto", num_warps=4):
+                      heads_per_program="auto", num_warps=4, pdl=False):
     """RoPE of q and k, q to [B, Hq, T, D], k and v appended to the caches (no q/k norm: Llama's form)."""
     _launch_fused(q, k, v, None, None, cos, sin, k_cache, v_cache, positions, q_out, k_cache_out, v_cache_out,
-                  0.0, heads_per_program, num_warps)
+                  0.0, heads_per_program, num_warps, pdl)
 
 
 # --- patterns ------------------------------------------------------------------------------------
@@ -265,7 +280,8 @@ def _compile_prelude(norm: bool):
                     **{f"s_{a}{d}": "i32" for a in "qkvc" for d in "bt"}})
         consts = {"HQ": 32, "HKV": 8, "HALF": 64, "BLOCK_H": 32, "HAS_NORM": norm}
         strides = [name for name in sig if name.startswith("s_")]  # multiples of the head dim
-        return compile_for(rope_heads_into_cache, arch, sig, consts, divisible_by_16=strides)
+        return [compile_for(rope_heads_into_cache, arch, sig, {**consts, "PDL": pdl}, divisible_by_16=strides)
+                for pdl in (False, True)]
     return build
 
 
@@ -280,7 +296,7 @@ def _prelude_spec(kernel_id: str, pattern: Pattern, launch, norm: bool, doc: str
                 Param("num_warps", (1, 2, 4), 4)),
         deterministic=True, examples=_prelude_examples(norm),
         index_bounds=lambda types, attrs: {len(types) - 1: types[len(types) - 3].shape[2]},
-        compile=_compile_prelude(norm), resolve=_resolve_prelude, doc=doc,
+        compile=_compile_prelude(norm), resolve=_resolve_prelude, doc=doc, pdl=True,
         # outputs (q_out, k_cache_out, v_cache_out): the caches are updated in their own buffers
         aliases=((1, ops.index("k_cache")), (2, ops.index("v_cache"))))
 

@@ -27,6 +27,8 @@ def test_builds_for_arch(kernel_id, arch):
         assert b.wide_loads >= 1, f"{kernel_id}: no 16-byte global load in {b}"
     # a kernel that supports PDL builds with it too: both grid dependency instructions, and none without
     assert {b.griddep for b in builds} == ({0, 2} if spec.pdl else {0}), f"{kernel_id}: {builds}"
+    if not spec.pdl_early:  # its PDL builds wait before touching memory: the last kernel may still write it
+        assert all(b.loads_before_wait == 0 for b in builds if b.griddep), f"{kernel_id}: {builds}"
 
 
 def test_a_broken_build_raises_with_the_compiler_s_reason():

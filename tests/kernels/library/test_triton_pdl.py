@@ -15,7 +15,8 @@ from hoid.kernels.library._triton_compile import interpreting
 from hoid.kernels.spec import Target
 
 PDL_IDS = ["triton.linear", "triton.linear_add", "triton.linear_swiglu_merged", "triton.rmsnorm",
-           "triton.add_rmsnorm"]
+           "triton.add_rmsnorm", "triton.qk_norm_rope_cache", "triton.rope_cache", "triton.decode_attention",
+           "triton.decode_attention_nomask"]
 
 
 def _random(types, seed=0):
