@@ -22,8 +22,9 @@
 #   cute-a      [.cute2a]       the first half of CuTe's libraries, kept in /tmp
 #   cute-b      [.cute2b]       the second half; CuTe DSL importable from here on (sitecustomize)
 #   tests       []              python -m pytest -m gpu (every GPU test; CuTe's too once installed)
-#   prices      []              benchmarks/decode_prices.py (after any kernel edit: the shipped prices; ONLY=a,b
-#               measures only those kernels, e.g. the ones `tests/search/test_shipped_prices.py` names)
+#   prices      []              benchmarks/decode_prices.py (after a kernel edit that changes what it builds: the
+#               shipped prices; ONLY=a,b measures only those kernels, the ones tests/search/awaiting.py names; an
+#               edit that builds the same PTX needs no run: benchmarks/price_carryover.py, here)
 #   prices-prefill []           the same for the prompts' graphs (the prefill's kernels, priced measured)
 #   run ARGS    `python3 ARGS` with the environment set, under `timeout` ($LIMIT s, default 560: SIGTERM, which
 #               decode.py records, before the device's 600 s), its whole log teed into $OUT/run-SCRIPT-HHMMSS.log

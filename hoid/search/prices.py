@@ -12,7 +12,9 @@ version, params, input types, attrs): a kernel by its own id and version; a plai
 kernel of the op where there is one (`cost.measured_as`), else as `op.<name>` (the op's torch reference).
 The project ships the H200's rows (`SHIPPED`, written by `benchmarks/decode_prices.py` on the H200); on a
 GPU, the local measurement cache adds its rows for that device. A row of an older kernel version has
-another key, so it never prices today's kernel.
+another key, so it never prices today's kernel, except where `price_carryover.json` beside the shipped file
+says that the edit between the two left the kernel's built code unchanged (the same PTX in every plain
+build, which a test rebuilds and compares: `benchmarks/price_carryover.py`).
 
 Rows are matched on what was measured (device, kernel and version, params, types, attrs), not on the
 software of the machine that reads them: the shipped H200 rows were measured under the H200 machine's
@@ -36,8 +38,18 @@ from ..measure.devices import Device
 from .cost import AnalyticCost, OpCall, measured_as
 
 SHIPPED = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "decode_prices.json"
+CARRYOVER_NAME = "price_carryover.json"  # beside the shipped rows: `benchmarks/price_carryover.py`
 # A call whose floor is at least this many launches is bound by it: priced by the efficiencies of such rows
 BOUND_BY_FLOOR = 4
+
+
+def _carried(rows: dict, path: Path) -> dict:
+    """The rows of each carried-over kernel's priced version, keyed at its current one (none without the file)."""
+    if not path.is_file():
+        return {}
+    moves = {(e["kernel"], e["from"]): e["to"] for e in json.loads(path.read_text())["carryovers"]}
+    return {(device, kernel, moves[(kernel, version)], *rest): row
+            for (device, kernel, version, *rest), row in rows.items() if (kernel, version) in moves}
 
 
 def price_key(device: str, call: OpCall) -> MeasureKey:
@@ -74,6 +86,7 @@ class Prices:
         software = data.get("versions", {})
         rows = {(r["device"], r["kernel"], r["version"], r["params"], r["types"], r["attrs"]):
                 (r["median"], r.get("floor")) for r in data["rows"] if r["device"] == device}
+        rows.update(_carried(rows, path.with_name(CARRYOVER_NAME)))
         measured_under = ", ".join(f"{k} {software[k]}" for k in ("torch", "triton") if k in software)
         return cls(device, rows, f"{path} (measured under {measured_under or 'unrecorded versions'})")
 

@@ -10,6 +10,8 @@ import torch
 from hoid.ir import run
 from hoid.search import search
 
+from .awaiting import awaiting
+
 pytest.importorskip("transformers")
 
 
@@ -38,6 +40,7 @@ def _op(kernel: str) -> str:
     return kernel.split(".", 1)[1]
 
 
+@awaiting("triton.decode_attention")
 def test_each_layer_runs_the_fast_decode_kernels(result):
     kernels = sorted(n.attrs["kernel"] for n in result.graph.nodes if n.op == "kernel")
     ops = [_op(k) for k in kernels]

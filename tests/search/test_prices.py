@@ -115,3 +115,18 @@ def test_a_small_call_costs_its_floor_a_launch_and_the_fixed_cost_small_rows_mea
     assert abs(model(add_prefill) - (floor_prefill + launch + fixed)) < 1e-12
     ratio = floor_decode / 2e-6
     assert model(add_prefill) < (floor_prefill / ratio) / 50  # what the ratio alone said
+
+
+def test_a_carried_over_version_is_priced_by_the_rows_of_the_version_it_replaced(tmp_path):
+    import json
+
+    call, impl = _linear_call("triton.linear")
+    key = price_key(H200.name, call)
+    row = {"device": key.device, "kernel": key.kernel, "params": key.params, "types": key.types,
+           "attrs": key.attrs, "median": 7e-6, "floor": 4e-6}
+    shipped = tmp_path / "decode_prices.json"
+    shipped.write_text(json.dumps({"versions": {}, "rows": [{**row, "version": "0ld0ld0ld0ld"}]}))
+    assert Prices.shipped(H200.name, shipped).seconds(call) is None  # another version: never its price
+    (tmp_path / "price_carryover.json").write_text(json.dumps({"carryovers": [
+        {"kernel": key.kernel, "from": "0ld0ld0ld0ld", "to": impl.version, "fingerprint": "x", "why": "test"}]}))
+    assert Prices.shipped(H200.name, shipped).seconds(call) == 7e-6

@@ -8,15 +8,7 @@ from hoid.search.prices import SHIPPED, Prices, price_key, priced_calls
 
 pytest.importorskip("transformers")
 
-# Kernels written since the last H200 price run: priced modelled until it (never below a measured rival,
-# prices.UNMEASURED_PENALTY), each with why. Once `h200_session.sh prices` measures one, the test says so:
-# drop it here.
-_GEMV = "tl.cast(n_out, ...) for n_out.to(...), which torch.compile's mutation analysis could not trace (12-03)"
-_ATTENTION = "the mask passed as bool: Inductor cannot lower the uint8 view of a computed mask (12-03)"
-AWAITING_PRICES: dict[str, str] = {
-    "triton.linear": _GEMV, "triton.linear_add": _GEMV, "triton.linear_swiglu_merged": _GEMV,
-    "triton.decode_attention": _ATTENTION, "triton.decode_attention_onelaunch": _ATTENTION,
-}
+from .awaiting import AWAITING_PRICES
 
 
 def test_every_injected_kernel_has_a_shipped_row_at_its_version():
@@ -39,3 +31,21 @@ def test_every_injected_kernel_has_a_shipped_row_at_its_version():
                     missing.add(f"{key.kernel}@{key.version} {key.types} ({name}, cache {cache_len})")
     assert not missing, f"{len(missing)} injected kernels without a shipped row:\n" + "\n".join(sorted(missing)[:20])
     assert not priced_now, f"{sorted(priced_now)} have shipped rows now: drop them from AWAITING_PRICES"
+
+
+def test_every_price_carryover_vouches_for_the_code_that_builds_now():
+    """A carry-over keeps a kernel's rows across an edit only while its plain builds compile to the PTX they
+    had when priced (`benchmarks/price_carryover.py`): rebuilt here, each must still match its entry."""
+    from benchmarks import price_carryover
+    from hoid.kernels import all_kernels
+
+    entries = price_carryover.read()
+    if not entries:
+        return
+    now = price_carryover.fingerprints([e["kernel"] for e in entries])
+    for e in entries:
+        kernel = e["kernel"]
+        assert all_kernels()[kernel].version == e["to"], (
+            f"{kernel} is at version {all_kernels()[kernel].version}, its carry-over at {e['to']}: run "
+            "benchmarks/price_carryover.py again (or price it on the H200) and drop the stale entry")
+        assert now[kernel]["fingerprint"] == e["fingerprint"], f"{kernel}: its PTX changed since the carry-over"

@@ -1,0 +1,134 @@
+"""Carry a kernel's shipped H200 prices across an edit that leaves the code it builds unchanged.
+
+    python benchmarks/price_carryover.py --from-rev 165b16d triton.linear triton.rope --why "tl.cast for .to"
+    python benchmarks/price_carryover.py --fingerprint triton.linear        # this checkout's, as JSON
+
+A kernel's version hashes its module's text, so a comment, a docstring or a rewrite that Triton compiles
+to the same code strands its rows in `decode_prices.json` until the next H200 price run; meanwhile the
+search prices it modelled and chooses differently. A carry-over names the priced version (`from`) and the
+current one (`to`) of a kernel whose plain builds (every build `spec.compile` makes without programmatic
+dependent launch, for sm_90 and sm_100: the representative builds its tests check) compile to the same
+PTX, its debug lines aside: the GPU runs the same instructions, so the rows measured it. Typical cases: a
+comment or docstring, a rewrite Triton compiles alike (`tl.cast(n, ...)` for `n.to(...)`), a PDL variant
+added beside the plain build, or an edit to a module the kernel's version covers but whose code it does not
+run (CuTe's GEMV imports the Triton GEMV's patterns). `--from-rev` builds both (the old one from a git worktree of
+that revision) and writes an entry only where they agree; `hoid.search.prices` reads the file beside the
+shipped rows, and a test rebuilds each entry's kernel and compares its fingerprint, so an entry cannot
+outlive the code it vouches for. A kernel whose PTX differs is refused, saying so: it waits for prices.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CARRYOVER = ROOT / "benchmarks" / "results" / "price_carryover.json"
+ARCHS = ("sm_90", "sm_100")
+
+
+def _normalized(ptx: str) -> str:
+    """The PTX without what names the source (line info, file table, comments, debug sections)."""
+    ptx = re.sub(r"\.section\s+\.debug\w*\s*\{.*?\}", "", ptx, flags=re.S)
+    return "\n".join(line for line in ptx.splitlines() if not line.strip().startswith((".loc", ".file", "//")))
+
+
+def fingerprints_here(kernel_ids: list[str]) -> dict[str, dict]:
+    """{kernel: {"version", "fingerprint", "builds"}} of this process's hoid; Triton compiling (not interpreting),
+    CuTe DSL installed for a CuTe kernel."""
+    import triton
+
+    from hoid.kernels import all_kernels
+
+    captured: list[str] = []
+    compile_ = triton.compile
+
+    def capture(*args, **kwargs):
+        built = compile_(*args, **kwargs)
+        captured.append(built.asm["ptx"])
+        return built
+
+    triton.compile = capture
+    out = {}
+    try:
+        for kernel_id in kernel_ids:
+            spec = all_kernels()[kernel_id]
+            if spec.backend not in ("triton", "cute"):
+                raise SystemExit(f"{kernel_id}: a {spec.backend} kernel; carry-overs are for Triton and CuTe kernels")
+            captured.clear()
+            for arch in ARCHS:
+                built = spec.compile(arch)
+                if spec.backend == "cute":  # CuTe's builds hold their PTX; Triton's are captured at compile
+                    captured.extend(b.ptx for b in (built if isinstance(built, list) else [built]))
+            plain = [_normalized(p) for p in captured if "griddepcontrol" not in p]
+            digest = hashlib.sha256("\n=====\n".join(plain).encode()).hexdigest()[:16]
+            out[kernel_id] = {"version": spec.version, "fingerprint": digest, "builds": len(plain)}
+    finally:
+        triton.compile = compile_
+    return out
+
+
+def fingerprints(kernel_ids: list[str], checkout: Path = ROOT) -> dict[str, dict]:
+    """`fingerprints_here` of the hoid in `checkout`, in a process of its own (Triton compiling there)."""
+    env = {**os.environ, "TRITON_INTERPRET": "0", "PYTHONPATH": str(checkout)}
+    done = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--fingerprint", *kernel_ids],
+                          cwd=checkout, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"fingerprinting {kernel_ids} in {checkout} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def read(path: Path = CARRYOVER) -> list[dict]:
+    return json.loads(path.read_text())["carryovers"] if path.is_file() else []
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("kernels", nargs="+")
+    parser.add_argument("--fingerprint", action="store_true", help="print this checkout's fingerprints (JSON)")
+    parser.add_argument("--from-rev", help="the git revision whose versions the shipped rows price")
+    parser.add_argument("--why", default="", help="what the edit was (kept in the entry)")
+    parser.add_argument("--out", type=Path, default=CARRYOVER)
+    args = parser.parse_args(argv)
+    if args.fingerprint:
+        print(json.dumps(fingerprints_here(args.kernels)))
+        return 0
+    if not args.from_rev:
+        parser.error("--from-rev REV is needed (or --fingerprint)")
+    with tempfile.TemporaryDirectory() as scratch:
+        old_tree = Path(scratch) / "old"
+        subprocess.run(["git", "worktree", "add", "--detach", "-q", str(old_tree), args.from_rev], cwd=ROOT, check=True)
+        try:
+            old = fingerprints(args.kernels, old_tree)
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(old_tree)], cwd=ROOT, check=True)
+    new = fingerprints(args.kernels)
+    entries = {e["kernel"]: e for e in read(args.out)}
+    refused = 0
+    for kernel_id in args.kernels:
+        a, b = old[kernel_id], new[kernel_id]
+        if a["version"] == b["version"]:
+            print(f"{kernel_id}: version {a['version']} unchanged since {args.from_rev}: nothing to carry")
+        elif a["fingerprint"] != b["fingerprint"]:
+            refused += 1
+            print(f"{kernel_id}: refused: its plain builds compile to other PTX than at {args.from_rev} "
+                  f"({a['fingerprint']} -> {b['fingerprint']}): it needs H200 prices")
+        else:
+            entries[kernel_id] = {"kernel": kernel_id, "from": a["version"], "to": b["version"],
+                                  "fingerprint": b["fingerprint"], "builds": b["builds"], "rev": args.from_rev,
+                                  "why": args.why}
+            print(f"{kernel_id}: {a['version']} -> {b['version']}: same PTX in {b['builds']} builds: carried")
+    args.out.write_text(json.dumps({"doc": "benchmarks/price_carryover.py", "carryovers": sorted(
+        entries.values(), key=lambda e: e["kernel"])}, indent=1) + "\n")
+    return 1 if refused else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
