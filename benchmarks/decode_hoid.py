@@ -104,11 +104,22 @@ def _optimize(graph, device, folder: Path, name: str, cache, budget, agent=None)
     from hoid.kernels import AcceptedStore
 
     begin = time.perf_counter()
+    skipped: dict[str, int] = {}
+
+    def report(event: dict) -> None:
+        # codegen refuses hundreds of fusions on a full model (221 on Qwen3-1.7B's step), each journaled with
+        # why: the log counts them per proposer, and the run archive's journal holds each
+        if event.get("kind") == "region skipped":
+            skipped[event.get("proposer", "?")] = skipped.get(event.get("proposer", "?"), 0) + 1
+            return
+        progress(f"optimize {name}: {_event(event)}")
+
     with phase(f"optimize {name} (budget: {budget or 'none'})"), \
             AcceptedStore(folder / f"{name}_kernels.sqlite") as store:
         opt = hoid.optimize(graph, agent=agent or DEFAULT_AGENTS, device=device, cache=cache, store=store,
-                            journal=folder / f"{name}_journal.sqlite", budget=budget,
-                            progress=lambda event: progress(f"optimize {name}: {_event(event)}"))
+                            journal=folder / f"{name}_journal.sqlite", budget=budget, progress=report)
+    for proposer, count in sorted(skipped.items()):
+        progress(f"optimize {name}: {count} regions skipped by {proposer} (each with why in the run's journal)")
     seconds = time.perf_counter() - begin
     report = opt.report
     return opt, {"seconds": seconds, "stop_reason": str(report.stop_reason), "measured": report.measured,
