@@ -148,6 +148,8 @@ def test_an_exported_decode_step_with_attention_and_gemv_compiles_under_torch_co
     then treats every input, the weights too, as written."""
     import logging
 
+    from torch._higher_order_ops import triton_kernel_wrap
+
     from hoid.models import build_model
     from hoid.models.llm import decode_step_graph
 
@@ -155,8 +157,6 @@ def test_an_exported_decode_step_with_attention_and_gemv_compiles_under_torch_co
     graph = _with_kernels(decode_step_graph(lm, 64), "triton.decode_attention", "triton.linear_swiglu_merged")
     chosen = {n.attrs["kernel"] for n in graph.nodes if n.op == "kernel"}
     assert chosen == {"triton.decode_attention", "triton.linear_swiglu_merged"}, chosen
-    from torch._higher_order_ops import triton_kernel_wrap
-
     # on the module's own logger (torch._dynamo's in torch 2.13): torch's loggers need not propagate to the
     # root, where pytest's caplog listens
     records, handler = [], logging.Handler(logging.WARNING)
