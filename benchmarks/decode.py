@@ -263,13 +263,17 @@ def run_shape(lm, shape: Shape, keys: list[str], args, device, cell: dict, save)
     starting("hoid.optimize")
     try:
         plan = decode_hoid.prepare(lm, shape, ctx)
-        print(f"wrote {plan.archive(args.out / f'hoid-run-{args.model}-{shape.key}.tar.gz')} (journals and "
-              "measurements: benchmarks/ship_measurements.py ships them)")
     except Exception as e:  # every hoid row of this shape reports it
         import traceback
 
         traceback.print_exc()
         failure = f"hoid.optimize failed: {type(e).__name__}: {e}"
+    if plan is not None:
+        archive = args.out / f"hoid-run-{args.model}-{shape.key}.tar.gz"
+        try:
+            print(f"wrote {plan.archive(archive)} (journals and measurements: benchmarks/ship_measurements.py)")
+        except OSError as e:  # the rows still run: losing the archive costs the next run's time, not this one
+            print(f"could not write {archive}: {type(e).__name__}: {e}; the rows run without it")
     gate = held.get("gate")
     for key in hoid_keys:
         name, build = decode_hoid.ROWS[key]
