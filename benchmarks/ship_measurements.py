@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import sqlite3
 import sys
 import tarfile
 import tempfile
@@ -45,21 +44,20 @@ def caches_in(path: Path, scratch: Path) -> list[Path]:
 
 
 def kernel_counts(path: Path) -> collections.Counter:
-    with sqlite3.connect(path) as db:
-        return collections.Counter(f"{k}@{v}" for k, v in db.execute("SELECT kernel, version FROM measurements"))
+    with MeasureCache(path) as cache:
+        return collections.Counter(f"{e.key.kernel}@{e.key.version}" for e in cache.entries())
 
 
 def prune(path: Path) -> int:
-    """Drop the rows of kernel versions that no library kernel has now; returns how many."""
+    """Drop the rows of kernel versions that no library kernel has now; returns how many versions."""
     from hoid.kernels import all_kernels
 
     current = {name: spec.version for name, spec in all_kernels().items()}
-    with sqlite3.connect(path) as db:
-        rows = db.execute("SELECT DISTINCT kernel, version FROM measurements").fetchall()
-        stale = [(k, v) for k, v in rows if current.get(k) != v]
-        for table in ("measurements", "choices"):
-            db.executemany(f"DELETE FROM {table} WHERE kernel = ? AND version = ?", stale)
-        return len(stale)
+    with MeasureCache(path) as cache:
+        stale = {(e.key.kernel, e.key.version) for e in cache.entries() if current.get(e.key.kernel) != e.key.version}
+        for kernel, version in stale:
+            cache.forget(kernel, version)
+    return len(stale)
 
 
 def main(argv=None) -> int:

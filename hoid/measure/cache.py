@@ -254,6 +254,15 @@ class MeasureCache:
         return Choice(found, json.loads(found.params), *row[len(_KEY):])
 
     # --- carrying between machines -----------------------------------------------------------------
+    def forget(self, kernel: str, version: str) -> int:
+        """Drop every measurement and choice of `kernel` at `version` (a version no kernel has any more, in a
+        file that ships); returns the rows dropped."""
+        with self._write():
+            before = self._db.total_changes
+            for table in _TABLES:
+                self._db.execute(f"DELETE FROM {table} WHERE kernel=? AND version=?", (kernel, version))
+            return self._db.total_changes - before
+
     def merge(self, other_path: str | os.PathLike) -> int:
         """Take every measurement and choice of the cache file at `other_path`; where both hold a key, the
         newer one wins. Returns the number of rows taken. A file of schema 0 is read as migrated."""

@@ -71,6 +71,16 @@ def test_concurrent_writer_processes_lose_nothing(tmp_path):
                                                for w in range(4) for i in range(40)}
 
 
+def test_forget_drops_one_kernel_version_measurements_and_choices_alike(tmp_path):
+    with MeasureCache(tmp_path / "m.sqlite") as cache:
+        for version in ("old", "new"):
+            cache.put(key(version=version), Timing((1e-6,), "cuda-graph"))
+            cache.put_choice(key(version=version), {"BLOCK": 64}, 1e-6, 3)
+        assert cache.forget("torch.rmsnorm", "old") == 2
+        assert cache.get(key(version="old")) is None and cache.get_choice(key(version="old")) is None
+        assert cache.get(key(version="new")) is not None and cache.get_choice(key(version="new")) is not None
+
+
 def test_merge_takes_new_keys_and_newer_measurements(tmp_path):
     here, there = tmp_path / "here.sqlite", tmp_path / "there.sqlite"
     with MeasureCache(here) as a:
