@@ -30,7 +30,6 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-CARRYOVER = ROOT / "benchmarks" / "results" / "price_carryover.json"
 ARCHS = ("sm_90", "sm_100")
 
 
@@ -85,32 +84,35 @@ def fingerprints(kernel_ids: list[str], checkout: Path = ROOT) -> dict[str, dict
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def read(path: Path = CARRYOVER) -> list[dict]:
-    return json.loads(path.read_text())["carryovers"] if path.is_file() else []
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("kernels", nargs="+")
     parser.add_argument("--fingerprint", action="store_true", help="print this checkout's fingerprints (JSON)")
     parser.add_argument("--from-rev", help="the git revision whose versions the shipped rows price")
     parser.add_argument("--why", default="", help="what the edit was (kept in the entry)")
-    parser.add_argument("--out", type=Path, default=CARRYOVER)
+    parser.add_argument("--out", type=Path, default=None, help="default: the file beside the shipped prices")
     args = parser.parse_args(argv)
-    if args.fingerprint:
+    if args.fingerprint:  # run under an older checkout too (`fingerprints`): nothing of today's hoid above this
         print(json.dumps(fingerprints_here(args.kernels)))
         return 0
     if not args.from_rev:
         parser.error("--from-rev REV is needed (or --fingerprint)")
+    from hoid.search.prices import CARRYOVER, carryovers
+
+    out = args.out or CARRYOVER
     with tempfile.TemporaryDirectory() as scratch:
         old_tree = Path(scratch) / "old"
-        subprocess.run(["git", "worktree", "add", "--detach", "-q", str(old_tree), args.from_rev], cwd=ROOT, check=True)
+        added = subprocess.run(["git", "worktree", "add", "--detach", "-q", str(old_tree), args.from_rev], cwd=ROOT,
+                               capture_output=True, text=True)
+        if added.returncode != 0:
+            raise SystemExit(f"--from-rev {args.from_rev}: git could not check it out ({added.stderr.strip()}); "
+                             "name a commit of this repository, the one whose versions decode_prices.json prices")
         try:
             old = fingerprints(args.kernels, old_tree)
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(old_tree)], cwd=ROOT, check=True)
     new = fingerprints(args.kernels)
-    entries = {e["kernel"]: e for e in read(args.out)}
+    entries = {e["kernel"]: e for e in carryovers(out)}
     refused = 0
     for kernel_id in args.kernels:
         a, b = old[kernel_id], new[kernel_id]
@@ -125,7 +127,7 @@ def main(argv=None) -> int:
                                   "fingerprint": b["fingerprint"], "builds": b["builds"], "rev": args.from_rev,
                                   "why": args.why}
             print(f"{kernel_id}: {a['version']} -> {b['version']}: same PTX in {b['builds']} builds: carried")
-    args.out.write_text(json.dumps({"doc": "benchmarks/price_carryover.py", "carryovers": sorted(
+    out.write_text(json.dumps({"doc": "benchmarks/price_carryover.py", "carryovers": sorted(
         entries.values(), key=lambda e: e["kernel"])}, indent=1) + "\n")
     return 1 if refused else 0
 

@@ -39,15 +39,19 @@ from .cost import AnalyticCost, OpCall, measured_as
 
 SHIPPED = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "decode_prices.json"
 CARRYOVER_NAME = "price_carryover.json"  # beside the shipped rows: `benchmarks/price_carryover.py`
+CARRYOVER = SHIPPED.with_name(CARRYOVER_NAME)
 # A call whose floor is at least this many launches is bound by it: priced by the efficiencies of such rows
 BOUND_BY_FLOOR = 4
 
 
+def carryovers(path: Path = CARRYOVER) -> list[dict]:
+    """The entries of a carry-over file (kernel, from, to, fingerprint, why); none where it is absent."""
+    return json.loads(path.read_text())["carryovers"] if path.is_file() else []
+
+
 def _carried(rows: dict, path: Path) -> dict:
-    """The rows of each carried-over kernel's priced version, keyed at its current one (none without the file)."""
-    if not path.is_file():
-        return {}
-    moves = {(e["kernel"], e["from"]): e["to"] for e in json.loads(path.read_text())["carryovers"]}
+    """The rows of each carried-over kernel's priced version, keyed at its current one."""
+    moves = {(e["kernel"], e["from"]): e["to"] for e in carryovers(path)}
     return {(device, kernel, moves[(kernel, version)], *rest): row
             for (device, kernel, version, *rest), row in rows.items() if (kernel, version) in moves}
 

@@ -38,8 +38,9 @@ def test_every_price_carryover_vouches_for_the_code_that_builds_now():
     had when priced (`benchmarks/price_carryover.py`): rebuilt here, each must still match its entry."""
     from benchmarks import price_carryover
     from hoid.kernels import all_kernels
+    from hoid.search.prices import carryovers
 
-    entries = price_carryover.read()
+    entries = carryovers()
     if not entries:
         return
     now = price_carryover.fingerprints([e["kernel"] for e in entries])
