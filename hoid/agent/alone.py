@@ -29,14 +29,24 @@ def decide_alone(run, proposer: str, proposal: Proposal, region) -> None:
     run.finish_attempt(attempt, proposer, region, proposal.kernel, verdict, kept, why, fields, kind=kind)
 
 
+def retried_note(result: Evaluation) -> str:
+    return f"; evaluated again after its worker was lost ({result.retried})" if result.retried else ""
+
+
+def rejection(result: Evaluation) -> tuple[str, dict] | None:
+    """(why, the journal's fields) where the check (or what came before it) rejected `result`, else None."""
+    if result.verdict is None:
+        return result.error + retried_note(result), {}
+    if not result.verdict.ok:
+        return result.verdict.reason + retried_note(result), {"verdict_reason": result.verdict.reason}
+    return None
+
+
 def _decide(run, spec, region, result: Evaluation, attempt: int) -> tuple[str, bool, str, dict]:
     """The verdict word, kept, why and the journal's fields of `spec` at `region`, evaluated as `result`."""
-    retried = f"; evaluated again after its worker was lost ({result.retried})" if result.retried else ""
-    verdict = result.verdict
-    if verdict is None:
-        return "rejected", False, result.error + retried, {}
-    if not verdict.ok:
-        return "rejected", False, verdict.reason + retried, {"verdict_reason": verdict.reason}
+    if (rejected := rejection(result)) is not None:
+        return "rejected", False, *rejected
+    retried, verdict = retried_note(result), result.verdict
     fields = {"verdict_reason": verdict.reason}
     if result.kernel is None:
         return "passed", False, result.error + retried, fields

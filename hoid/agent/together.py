@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 
 from ..kernels.kernel_set import KernelSet
+from .alone import rejection, retried_note
 from .executor import WorkerLost
 from .finalists import uses
 from .proposer import Context, Proposal
@@ -70,8 +71,7 @@ def decide_together(run, proposer: str, proposals: list[Proposal], context: Cont
                 "" if measured else " (modelled: provisional, not stored)")
         else:  # the batch's optimum is feasible with this one and the kept alone: it could only tie
             said = f"decided together: the extraction over all {len(passed)} of {proposer}'s that passed chose others"
-        if result.retried:
-            said += f"; evaluated again after its worker was lost ({result.retried})"
+        said += retried_note(result)
         fields = dict(verdict_reason=result.verdict.reason, params=result.params, kernel_s=kernel.seconds,
                       kernel_evidence=kernel.evidence, kernel_method=kernel.method)
         if keep:
@@ -92,16 +92,12 @@ def _record_rejections(run, proposer: str, evaluated: list[tuple]) -> set[str]:
     returns their keys. Left for their own turns, a budget that ended first lost them from the journal."""
     keys = set()
     for proposal, key, region, result in evaluated:
-        verdict = result.verdict
-        if verdict is not None and verdict.ok:
+        if (rejected := rejection(result)) is None:
             continue
-        why = result.error if verdict is None else verdict.reason
-        retried = f"; evaluated again after its worker was lost ({result.retried})" if result.retried else ""
         attempt = run.begin_attempt(proposer, proposal, region)
         run.evaluations.drop(key)
-        run.finish_attempt(attempt, proposer, region, proposal.kernel, "rejected", False, why + retried,
-                           {} if verdict is None else {"verdict_reason": verdict.reason},
-                           kind=getattr(verdict, "kind", None))
+        run.finish_attempt(attempt, proposer, region, proposal.kernel, "rejected", False, *rejected,
+                           kind=getattr(result.verdict, "kind", None))
         keys.add(key)
     return keys
 
