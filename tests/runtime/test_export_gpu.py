@@ -24,17 +24,9 @@ def _kernel_names(fn, *args) -> set[str]:
 
 
 def _triton_function_names() -> set[str]:
-    import importlib
-    import pkgutil
+    from tests.kernels.library.modules import triton_kernels
 
-    import hoid.kernels.library as library
-    from hoid.kernels.library._triton_compile import TritonKernel
-
-    names = set()
-    for info in pkgutil.iter_modules(library.__path__):
-        module = importlib.import_module(f"{library.__name__}.{info.name}")
-        names |= {v.name for v in vars(module).values() if isinstance(v, TritonKernel)}
-    return names
+    return {k.name for k in triton_kernels().values()}
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

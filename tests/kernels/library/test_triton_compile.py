@@ -35,16 +35,12 @@ def test_every_jit_function_of_the_library_is_named_as_it_is_called():
     # torch.compile's inductor rebuilds a user kernel with the jit functions it calls under their
     # __name__: an alias (`f = triton.jit(_g)`) is undefined there (an exported package failed so)
     triton = pytest.importorskip("triton")
-    import importlib
-    import pkgutil
-
-    import hoid.kernels.library as library
+    from .modules import library_modules
 
     aliased = []
-    for info in pkgutil.iter_modules(library.__path__):
-        module = importlib.import_module(f"{library.__name__}.{info.name}")
+    for module_name, module in library_modules():
         for name, value in vars(module).items():
             fn = getattr(value, "impl", value)  # a TritonKernel holds its jit function
             if isinstance(fn, triton.runtime.JITFunction) and fn.__name__ != name:
-                aliased.append(f"{info.name}.{name} is {fn.__name__}")
+                aliased.append(f"{module_name}.{name} is {fn.__name__}")
     assert not aliased, aliased

@@ -7,23 +7,11 @@ GEMV, and torch assumed the kernel writes every input (its weights too) in the e
 `tl.cast(n_out, tl.int64)` takes either."""
 
 import ast
-import importlib
 import inspect
-import pkgutil
 
 import pytest
 
-import hoid.kernels.library as library
-from hoid.kernels.library._triton_compile import TritonKernel
-
-
-def _library_kernels() -> list[TritonKernel]:
-    found = {}
-    for info in pkgutil.iter_modules(library.__path__):
-        if info.name.startswith("triton_"):
-            module = importlib.import_module(f"{library.__name__}.{info.name}")
-            found.update({f"{info.name}.{k.name}": k for k in vars(module).values() if isinstance(k, TritonKernel)})
-    return [found[name] for name in sorted(found)]
+from .modules import triton_kernels
 
 
 def _scalar_params(fn: ast.FunctionDef) -> set[str]:
@@ -37,7 +25,7 @@ def _tensor_methods_on(fn: ast.FunctionDef, names: set[str]) -> list[str]:
             and isinstance(node.func.value, ast.Name) and node.func.value.id in names]
 
 
-KERNELS = _library_kernels()
+KERNELS = [kernel for _, kernel in sorted(triton_kernels().items())]
 
 
 def test_the_library_has_triton_kernels_to_check():
