@@ -14,7 +14,8 @@ L2): a kernel by `measure_kernel`; a plain op by the library's torch kernel of t
 prefill call has one, its kernels are modelled, never below a measured rival (the masked prefill attention,
 `triton.prefill_attention`, cannot replace torch's SDPA there before it is measured). Either run merges
 its rows into the file: a row measured again replaces the old one, the other kind's rows stay, and a row of
-a kernel version that is no longer the library's is dropped.
+a kernel version that is no longer the library's is dropped, unless `price_carryover.json` carries it to
+today's version.
 
     python benchmarks/decode_prices.py                 # on the H200: < 6 minutes
     python benchmarks/decode_prices.py --graphs prefill --only triton.prefill_attention,torch.sdpa_masked
@@ -92,12 +93,13 @@ def _row_key(row: dict) -> tuple:
                                                               "attrs"))
 
 
-def merged(old: dict, result: dict, versions: dict[str, str]) -> dict:
+def merged(old: dict, result: dict, versions: dict[str, str], carried: frozenset = frozenset()) -> dict:
     """`result` with the rows of `old` (the file as it was) that it did not measure again, except those of a
-    kernel whose version is no longer `versions`' (kernel id -> the library's version today)."""
+    kernel whose version is no longer `versions`' (kernel id -> the library's version today) and is not in
+    `carried` ((kernel, version) pairs `price_carryover.json` keys today's version at: they price it)."""
     fresh = {_row_key(r) for r in result["rows"]}
     kept = [r for r in old.get("rows", []) if _row_key(r) not in fresh
-            and versions.get(r["kernel"], r["version"]) == r["version"]]
+            and (versions.get(r["kernel"], r["version"]) == r["version"] or (r["kernel"], r["version"]) in carried)]
     return {**result, "rows": kept + result["rows"], "merged_with": old.get("date"),
             "models": sorted(set(old.get("models", [])) | set(result["models"]))}
 
@@ -167,9 +169,12 @@ def main() -> int:
         result["prompts"] = list(PROMPTS)
     if Path(args.out).is_file():
         from hoid.kernels import all_kernels
+        from hoid.search.prices import CARRYOVER_NAME, carryovers
 
         versions = {spec.id: spec.version for spec in all_kernels().values()}
-        result = merged(json.loads(Path(args.out).read_text()), result, versions)
+        carried = frozenset((e["kernel"], e["from"]) for e in carryovers(Path(args.out).with_name(CARRYOVER_NAME))
+                            if versions.get(e["kernel"]) == e["to"])
+        result = merged(json.loads(Path(args.out).read_text()), result, versions, carried)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
     by_name: dict[str, list[float]] = {}

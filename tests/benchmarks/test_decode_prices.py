@@ -28,6 +28,15 @@ def test_a_run_merges_its_rows_into_the_file():
     assert out["merged_with"] == "2026-11-30" and out["models"] == ["qwen3-1.7b", "qwen3-4b"]
 
 
+def test_a_merge_keeps_the_rows_a_carry_over_prices_today_s_version_with():
+    from decode_prices import merged
+
+    old = {"rows": [_row("triton.rope", "old", ["bf16[1,8]"], 1e-6), _row("triton.gemv", "older", ["bf16[1]"], 1e-6)]}
+    new = {"models": [], "rows": [_row("triton.rmsnorm", "v1", ["bf16[1,2048]"], 2e-6)]}
+    out = merged(old, new, {"triton.rope": "new", "triton.gemv": "new"}, frozenset({("triton.rope", "old")}))
+    assert [(r["kernel"], r["version"]) for r in out["rows"]] == [("triton.rope", "old"), ("triton.rmsnorm", "v1")]
+
+
 def test_the_prompt_s_graph_prices_the_prefill_attention():
     from decode_prices import prefill_graph
 

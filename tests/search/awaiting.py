@@ -8,8 +8,7 @@ The search tests whose outcome depends on such a kernel's price are expected to 
 
 import pytest
 
-_ATTENTION = "the mask passed as bool (Inductor cannot lower the uint8 view of a computed mask) and PDL (12-03)"
-AWAITING_PRICES: dict[str, str] = {"triton.decode_attention": _ATTENTION}
+AWAITING_PRICES: dict[str, str] = {}
 
 
 def awaiting(kernel_id: str):
