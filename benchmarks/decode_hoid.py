@@ -87,15 +87,27 @@ class Plan:
     def archive(self, path: Path) -> Path:
         """The two runs' journals, stores and measurement cache as one tar.gz at `path` (the GPU machine keeps
         nothing: its measurements come back to be shipped, `benchmarks/ship_measurements.py`)."""
-        import tarfile
-
-        with tarfile.open(path, "w:gz") as tar:
-            for file in sorted(Path(self.folder.name).glob("*.sqlite")):
-                tar.add(file, arcname=file.name)
-        return path
+        return archive_databases(Path(self.folder.name), path)
 
     def close(self) -> None:
         self.folder.cleanup()
+
+
+def archive_databases(folder: Path, path: Path) -> Path:
+    """Every SQLite database in `folder` as one tar.gz at `path`, each read through SQLite's backup: a database
+    still open in write-ahead mode holds rows in its -wal file that a copy of the file alone lacks (the
+    archives of 12-03's H200 runs brought back empty journals)."""
+    import sqlite3
+    import tarfile
+    from contextlib import closing
+
+    with tarfile.open(path, "w:gz") as tar, tempfile.TemporaryDirectory() as snapshots:
+        for file in sorted(folder.glob("*.sqlite")):
+            snapshot = Path(snapshots) / file.name
+            with closing(sqlite3.connect(file)) as source, closing(sqlite3.connect(snapshot)) as copy:
+                source.backup(copy)
+            tar.add(snapshot, arcname=file.name)
+    return path
 
 
 def _optimize(graph, device, folder: Path, name: str, cache, budget, agent=None):

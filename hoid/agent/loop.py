@@ -131,6 +131,7 @@ class Runner:
         self.graph, self.budget, self.device, self.rules, self.k = graph, budget, device, rules, k
         self.finalist_timing: dict = {}  # what the last `best_finalist` spent: extraction, whole-graph timing
         self.proposers = proposers_for(agent)
+        self._owns_journal = not isinstance(journal, Journal)
         self.journal = journal if isinstance(journal, Journal) else Journal(journal)
         self.progress = progress or (lambda event: None)
         self.store = AcceptedStore() if store is None else (None if store is False else store)  # HOID_KERNELS
@@ -157,6 +158,8 @@ class Runner:
             self.evaluations.cancel()
             if self._owns_executor:
                 self.executor.close()
+            if self._owns_journal:  # closing checkpoints its write-ahead log: the file alone holds the run
+                self.journal.close()
 
     def _run(self) -> Optimized:
         from ..search.library import apply_library

@@ -61,3 +61,21 @@ def test_sigkill_then_resume_loses_nothing_and_repeats_no_measurement(tmp_path, 
     assert not set(fresh_after) & fresh_before, "a finished measurement was repeated after resuming"
     assert len(after) > len(before)  # and the run went on past where it was killed
     assert opt.report.stop_reason == "every proposer ran dry"
+
+
+def test_a_journal_the_run_opened_is_whole_in_its_file_once_the_run_returns(tmp_path, monkeypatch):
+    """The journal writes ahead (WAL): a file copied while its log still held the run (the H200 runs' archives
+    of 12-03 did so) read as empty. A run that opened the journal closes it, which folds the log in."""
+    import shutil
+
+    monkeypatch.setenv("HOID_CACHE", str(tmp_path / "measure.sqlite"))
+    monkeypatch.setenv("HOID_KERNELS", str(tmp_path / "k.sqlite"))
+    journal = tmp_path / "journal.sqlite"
+    opt = hoid.optimize(mlp_block(), agent=[TorchLibrary()], device="cpu", journal=journal, trials=4,
+                        budget=hoid.Budget(attempts=1))
+    copy = tmp_path / "copied" / "journal.sqlite"
+    copy.parent.mkdir()
+    shutil.copy(journal, copy)  # the file alone, as an archive of the run's folder takes it
+    with Journal(copy) as j:
+        attempts = j.attempts(opt.report.run)
+    assert len([a for a in attempts if a["verdict"] != "skipped"]) == 1
