@@ -1,7 +1,18 @@
 """Hybrid search, measured: rules only, proposers only, both, on one decode step under one budget (issue 21).
 
-    python benchmarks/search_ablation.py --out DIR                       # Qwen3-1.7B on this GPU, 4 min each
+    python benchmarks/search_ablation.py --out DIR                       # Qwen3-1.7B on this GPU, 2 min each
     python benchmarks/search_ablation.py --tiny --device cpu --budget "0 attempts" --out DIR   # CPU smoke
+
+On the H200, where one call runs under 10 minutes, in slices (each a call; `--variants` writes
+`search_ablation[-MODEL]-VARIANTS.json` after every variant, so a call cut off keeps what finished), then
+merged here into `search_ablation[-MODEL].json` with its summary:
+
+    python benchmarks/search_ablation.py --variants none,rules,proposers --out $OUT   # ~5 min, estimated
+    python benchmarks/search_ablation.py --variants both --out $OUT                   # ~3.5 min, estimated
+    python benchmarks/search_ablation.py --merge DIR --out benchmarks/results         # here
+
+Slices merge only where they agree on model, cache, batch, budget and device (else the merge says which
+differs).
 
 - none: the graph as imported (the floor every variant starts from);
 - rules: the rule sets and the library through the search (`hoid.search.search`: saturate, inject the
@@ -76,18 +87,88 @@ def whole_graph(graph, device, steps: int, warmup: int) -> dict:
             "nodes": len(step.plan.steps)}
 
 
+VARIANTS = ("none", "rules", "proposers", "both")
+# what a merge requires the slices to share: one graph, one budget, one machine
+SAME = ("benchmark", "model", "cache_len", "batch", "steps", "budget", "target", "device")
+
+
+def _variant_names(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown or not names:
+        raise SystemExit(f"--variants {text!r}: expected some of {', '.join(VARIANTS)}")
+    return tuple(n for n in VARIANTS if n in names)  # in the order the summary reads them
+
+
+def _stem(model: str) -> str:
+    return f"search_ablation{'-' + model if model != 'qwen3-1.7b' else ''}"
+
+
+def summarize(rows: dict) -> dict | None:
+    """What each side contributes, once rules, proposers and both are all measured (None before)."""
+    if not {"rules", "proposers", "both"} <= set(rows):
+        return None
+    rules, proposers = set(rows["rules"]["kernels"]), set(rows["proposers"]["kernels"])
+    best_alone = max(rows["rules"]["tokens_per_s"], rows["proposers"]["tokens_per_s"])
+    return {"only_rules_reach": sorted(rules - proposers), "only_proposers_supply": sorted(proposers - rules),
+            "both_over_best_alone": rows["both"]["tokens_per_s"] / best_alone,
+            "both_at_least_as_fast": rows["both"]["tokens_per_s"] >= best_alone}
+
+
+def _write(path: Path, result: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result, indent=1, default=str) + "\n")
+    tmp.replace(path)
+
+
+def merge(folder: Path, out: Path) -> list[Path]:
+    """Each model's slice files in `folder` merged into `out`/search_ablation[-MODEL].json (a variant measured
+    in two slices: the later one's); returns the files written. Slices that differ in `SAME` are refused."""
+    by_model: dict[str, list[dict]] = {}
+    for file in sorted(folder.glob("search_ablation*-*.json")):
+        data = json.loads(file.read_text())
+        if data.get("benchmark") == "search_ablation" and "slices" not in data:  # a merged file is no slice
+            by_model.setdefault(data["model"], []).append({**data, "file": file.name})
+    written = []
+    for model, slices in by_model.items():
+        slices.sort(key=lambda d: d["date"])
+        for key in SAME:
+            if len({json.dumps(d[key]) for d in slices}) > 1:
+                raise SystemExit(f"--merge: the {model} slices differ in {key}: "
+                                 + ", ".join(f"{d['file']} {d[key]}" for d in slices)
+                                 + "; run the missing variants again under the same settings")
+        rows = {name: row for d in slices for name, row in d["variants"].items()}
+        rows = {name: rows[name] for name in VARIANTS if name in rows}
+        merged = {**slices[-1], "variants": rows, "summary": summarize(rows),
+                  "slices": [{"file": d["file"], "date": d["date"], "variants": list(d["variants"])} for d in slices]}
+        merged.pop("file")
+        out.mkdir(parents=True, exist_ok=True)
+        _write(out / f"{_stem(model)}.json", merged)
+        written.append(out / f"{_stem(model)}.json")
+    if not written:
+        raise SystemExit(f"--merge: no slice file (search_ablation*-VARIANTS.json) in {folder}")
+    return written
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="qwen3-1.7b")
     ap.add_argument("--tiny", action="store_true")
     ap.add_argument("--device", default=None)
-    ap.add_argument("--budget", default="4m", help="each variant's budget, as `hoid optimize` reads it")
+    ap.add_argument("--budget", default="2m", help="each variant's budget, as `hoid optimize` reads it (2m: what "
+                    "decode.py's hoid rows get)")
+    ap.add_argument("--variants", default=None, help=f"a slice: some of {','.join(VARIANTS)} (default all)")
+    ap.add_argument("--merge", type=Path, default=None, help="merge the slice files in this folder into --out")
     ap.add_argument("--cache-len", type=int, default=384, help="the step's cache (decode.py's prompt 128 + 256)")
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--steps", type=int, default=256)
     ap.add_argument("--warmup", type=int, default=8)
     ap.add_argument("--out", type=Path, default=HERE / "results")
     args = ap.parse_args(argv)
+    if args.merge is not None:
+        for path in merge(args.merge, args.out):
+            print(f"wrote {path}")
+        return 0
     model = args.model + ("-tiny" if args.tiny and not args.model.endswith("-tiny") else "")
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     from hoid.agent import Budget
@@ -98,36 +179,32 @@ def main(argv=None) -> int:
     target = resolve_device(None if device.type == "cuda" else "cpu")
     lm = build_model(model, dtype=torch.bfloat16, device=device)
     graph = decode_step_graph(lm, args.cache_len, batch=args.batch)
+    names = VARIANTS if args.variants is None else _variant_names(args.variants)
+    header = {"benchmark": "search_ablation", "model": model, "cache_len": args.cache_len, "batch": args.batch,
+              "steps": args.steps, "budget": str(budget), "target": target.name,
+              "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+              "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"), "versions": versions()}
+    header["bandwidth_bytes_per_s"], header["bandwidth_how"] = copy_bandwidth(device)
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / f"{_stem(model)}{'' if names == VARIANTS else '-' + '_'.join(names)}.json"
     saved = os.environ.get("HOID_CACHE")
     rows = {}
     try:
         with tempfile.TemporaryDirectory(prefix="hoid_ablation_") as folder, torch.no_grad():
-            for name in ("none", "rules", "proposers", "both"):
+            for name in names:
                 chosen, seconds, details = variant(name, graph, target, budget, Path(folder))
                 rows[name] = {"optimize_s": seconds, "kernels": _kernels(chosen), **details,
                               **whole_graph(chosen, device, args.steps, args.warmup)}
                 release(device)
                 print(f"{name:<10} {rows[name]['tokens_per_s']:9.1f} tok/s  optimize {seconds:7.1f} s  "
                       f"kernels {', '.join(rows[name]['kernels']) or '-'}", flush=True)
+                _write(path, {**header, "variants": rows, "summary": summarize(rows)})  # a cut call keeps these
     finally:
         if saved is None:
             os.environ.pop("HOID_CACHE", None)
         else:
             os.environ["HOID_CACHE"] = saved
-    rules, proposers = set(rows["rules"]["kernels"]), set(rows["proposers"]["kernels"])
-    best_alone = max(rows["rules"]["tokens_per_s"], rows["proposers"]["tokens_per_s"])
-    summary = {"only_rules_reach": sorted(rules - proposers), "only_proposers_supply": sorted(proposers - rules),
-               "both_over_best_alone": rows["both"]["tokens_per_s"] / best_alone,
-               "both_at_least_as_fast": rows["both"]["tokens_per_s"] >= best_alone}
-    bandwidth, how = copy_bandwidth(device)
-    result = {"benchmark": "search_ablation", "model": model, "cache_len": args.cache_len, "batch": args.batch,
-              "steps": args.steps, "budget": str(budget), "target": target.name,
-              "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-              "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"), "versions": versions(),
-              "bandwidth_bytes_per_s": bandwidth, "bandwidth_how": how, "variants": rows, "summary": summary}
-    args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / f"search_ablation{'-' + model if model != 'qwen3-1.7b' else ''}.json"
-    path.write_text(json.dumps(result, indent=1, default=str) + "\n")
+    summary = summarize(rows)
     print(json.dumps(summary, indent=1))
     print(f"wrote {path}")
     return 0
