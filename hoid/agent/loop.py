@@ -38,6 +38,7 @@ resumable.
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass
 
@@ -46,6 +47,7 @@ from ..ir.text import loads
 from ..kernels.kernel_set import Accepted, KernelSet, signature
 from ..kernels.registry import library_kernels
 from ..kernels.store import AcceptedStore
+from ..measure.cache import MeasureCache
 from ..measure.devices import Device, get_device
 from ..measure.local import has_cuda, local_device
 from .alone import decide_alone
@@ -102,7 +104,7 @@ def optimize(graph: Graph, *, agent=DEFAULT_AGENTS, budget: Budget | None = None
     budget: `hoid.Budget` (default: until the proposers run dry). device: "h200", "b200", "cpu", a `Device`,
     or None (this GPU, else a modelled H200 plan). journal: the journal file (default `HOID_JOURNAL`, else the
     user cache); an unfinished run of the same graph, device and proposers there is resumed. rules: saturate the rule
-    sets first. k: finalists per extraction. cache: a `hoid.measure.MeasureCache`; store: a
+    sets first. k: finalists per extraction. cache: a `hoid.measure.MeasureCache` or its path; store: a
     `hoid.kernels.AcceptedStore` or its path (default: `HOID_KERNELS`'s; False for none): measured
     acceptances, stored and reused per device; executor: where checks and
     measurements run (default `LocalExecutor`; `hoid.agent.WorkerPool(n)` for a worker per local GPU,
@@ -132,6 +134,13 @@ class Runner:
         self.finalist_timing: dict = {}  # what the last `best_finalist` spent: extraction, whole-graph timing
         self.proposers = proposers_for(agent)
         self._owns_journal = not isinstance(journal, Journal)
+        self._owns_cache = cache is not None and not isinstance(cache, MeasureCache)
+        if self._owns_cache:  # a path, as the journal and the store take theirs
+            if not isinstance(cache, (str, os.PathLike)):
+                raise TypeError(f"hoid.optimize(cache={cache!r}): expected a hoid.measure.MeasureCache or the path "
+                                "of its file (default: HOID_CACHE's)")
+            cache = MeasureCache(cache)
+        self._cache = cache
         self.journal = journal if isinstance(journal, Journal) else Journal(journal)
         self.progress = progress or (lambda event: None)
         self.store = AcceptedStore() if store is None else (None if store is False else store)  # HOID_KERNELS
@@ -160,6 +169,8 @@ class Runner:
                 self.executor.close()
             if self._owns_journal:  # closing checkpoints its write-ahead log: the file alone holds the run
                 self.journal.close()
+            if self._owns_cache:
+                self._cache.close()
 
     def _run(self) -> Optimized:
         from ..search.library import apply_library

@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 import hoid
 from hoid.agent import Journal
 from hoid.models.examples import mlp_block
@@ -16,6 +18,8 @@ from .helpers import TorchLibrary
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = """
+import pytest
+
 import hoid
 from hoid.models.examples import mlp_block
 from tests.agent.helpers import TorchLibrary
@@ -79,3 +83,16 @@ def test_a_journal_the_run_opened_is_whole_in_its_file_once_the_run_returns(tmp_
     with Journal(copy) as j:
         attempts = j.attempts(opt.report.run)
     assert len([a for a in attempts if a["verdict"] != "skipped"]) == 1
+
+
+def test_the_measurement_cache_may_be_given_by_path_and_anything_else_is_refused_by_name(tmp_path, monkeypatch):
+    from hoid.measure import MeasureCache
+
+    monkeypatch.setenv("HOID_KERNELS", str(tmp_path / "k.sqlite"))
+    path = tmp_path / "measure.sqlite"
+    hoid.optimize(mlp_block(), agent=[TorchLibrary()], device="cpu", journal=tmp_path / "j.sqlite", trials=4,
+                  cache=path, budget=hoid.Budget(attempts=1))
+    with MeasureCache(path) as cache:
+        assert [e for e in cache.entries() if e.key.device != "NVIDIA H200"]  # measured here, into that file
+    with pytest.raises(TypeError, match="MeasureCache or the path"):
+        hoid.optimize(mlp_block(), agent=[TorchLibrary()], device="cpu", cache=42)
