@@ -279,6 +279,7 @@ def hoid_export(lm, shape: Shape, ctx: Context, plan: Plan) -> Decoder:
     state = empty_cache(plan.graph, device)
     step, prefill = _Stateful(step_model, state, 1), _Stateful(prefill_model, state, shape.prompt)
     info = {"export_s": export_s, "copied_back_states": len(step.copy_back), "optimize": plan.optimize}
+    restore = _count_mutation_analysis(info)
     if device.type == "cuda":  # both as the stock rows compile theirs (the prefill eager gave a 47 ms TTFT)
         run, first = (torch.compile(m, mode="reduce-overhead", fullgraph=True, dynamic=False) for m in (step, prefill))
         info["compiled"] = "torch.compile reduce-overhead (step and prefill)"
@@ -287,11 +288,41 @@ def hoid_export(lm, shape: Shape, ctx: Context, plan: Plan) -> Decoder:
         info["compiled"] = "eager (CPU: reduce-overhead's CUDA graphs need CUDA)"
 
     def close():
+        restore()
         for name in (f"hoid_step_{plan.key}", f"hoid_prefill_{plan.key}"):
             for module in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
                 del sys.modules[module]
 
     return paired(first, run, info=info, close=close)
+
+
+def _count_mutation_analysis(info: dict):
+    """Count torch.compile's Triton mutation analysis (`generate_ttir`: the kernel lowered to TTIR, once per
+    call site, uncached) into `info["mutation_analysis"]`, with a progress line every 50 calls, so that a
+    call cut at its limit still says where its warm-up went (12-03 night: the export's passed 164 s; about
+    450 call sites in the two packages); returns what undoes it."""
+    try:
+        import torch._higher_order_ops.triton_kernel_wrap as wrap
+
+        original = wrap.generate_ttir
+    except (ImportError, AttributeError) as e:  # another torch: the figure is missing, the row is not
+        info["mutation_analysis"] = f"not counted: {type(e).__name__}: {e}"
+        return lambda: None
+    seen = info["mutation_analysis"] = {"calls": 0, "seconds": 0.0}
+
+    def counted(*args, **kwargs):
+        begin = time.perf_counter()
+        try:
+            return original(*args, **kwargs)
+        finally:
+            seen["calls"] += 1
+            seen["seconds"] += time.perf_counter() - begin
+            if seen["calls"] % 50 == 0:
+                progress(f"hoid-export: torch's Triton mutation analysis: {seen['calls']} calls, "
+                         f"{seen['seconds']:.1f} s")
+
+    wrap.generate_ttir = counted
+    return lambda: setattr(wrap, "generate_ttir", original)
 
 
 def hoid_backend(lm, shape: Shape, ctx: Context, plan: Plan) -> Decoder:

@@ -156,3 +156,16 @@ def test_the_run_archive_brings_back_the_journals_and_the_measurements(smoke):
         names = set(tar.getnames())
     assert {"measure.sqlite", "cold_journal.sqlite", "warm_journal.sqlite"} <= names, names
     assert ship_measurements.main([str(archive), "--dry-run"]) == 0
+
+
+@pytest.mark.slow
+def test_the_export_row_counts_torch_s_triton_mutation_analysis_and_puts_it_back(smoke):
+    """Where the export's warm-up goes on the H200 (torch.compile analyses each Triton call site); eager on the
+    CPU, so none here, and the row leaves torch as it found it."""
+    import torch._higher_order_ops.triton_kernel_wrap as wrap
+
+    _, result, _ = smoke
+    [cell] = result["cells"]
+    export = next(r for r in cell["rows"] if r["key"] == "hoid-export")
+    assert export["mutation_analysis"] == {"calls": 0, "seconds": 0.0}
+    assert wrap.generate_ttir.__module__ == wrap.__name__  # the counting wrapper is gone
