@@ -54,6 +54,9 @@
 #               with 1-minute budgets (BUDGET=1m) only: at the default 2 it passes the call's limit (below)
 #     fast-a    fast-reduce-overhead, fast-max-autotune, fast-cuda-graph                            6.7 min
 #     fast-b    fast-max-autotune-cd                                                                3 / 3.6 min
+#     hf-a      hf-static, hf-compile-default, hf-compile-reduce-overhead: the lattice's rows over
+#               transformers' own model (static cache), not yet run on the H200 in this harness; time unknown
+#     hf-b      hf-compile-max-autotune (the same; max-autotune's GEMM autotuning: expect fast-a's order)
 #               The fast slices gate their rows for information (--gate-stock: is the backend's fast model
 #               itself within the gate?), from the gate file, and write $OUT/reference.json with any cell the
 #               committed reference lacks (a model's or shape's first run: the reference rule): commit it.
@@ -160,6 +163,8 @@ case ${1:-} in
       gate) rows=(--rows hf-eager --gate-stock --gate-cache "$gates") ;;
       fast-a) rows=(--rows fast-reduce-overhead,fast-max-autotune,fast-cuda-graph --gate-stock --gate-cache "$gates") ;;
       fast-b) rows=(--rows fast-max-autotune-cd --gate-stock --gate-cache "$gates") ;;
+      hf-a) rows=(--rows hf-static,hf-compile-default,hf-compile-reduce-overhead --gate-stock --gate-cache "$gates") ;;
+      hf-b) rows=(--rows hf-compile-max-autotune --gate-stock --gate-cache "$gates") ;;
       hoid-compile) rows=(--rows hoid-compile "${hoid[@]}") ;;
       hoid-export) rows=(--rows hoid-export --no-warm "${hoid[@]}") ;;
       hoid-backend) rows=(--rows hoid-backend --no-warm "${hoid[@]}") ;;
@@ -169,7 +174,8 @@ case ${1:-} in
                "hoid-compile, hoid-export and hoid-backend as three calls (or BUDGET=1m decode hoid)" >&2; exit 2
         fi
         rows=(--rows hoid-compile,hoid-export,hoid-backend "${hoid[@]}") ;;
-      *) echo "decode: SLICE is one of gate fast-a fast-b hoid hoid-compile hoid-export hoid-backend" >&2; exit 2 ;;
+      *) echo "decode: SLICE is one of gate fast-a fast-b hf-a hf-b hoid hoid-compile hoid-export hoid-backend" >&2
+         exit 2 ;;
     esac
     if [[ $slice == hoid* ]] && ! python3 -c "import egglog" 2>/dev/null; then
       ls .whl/*.whl >/dev/null 2>&1 || { echo "decode $slice: egglog is missing: carry .whl with this call (or prep)" >&2; exit 1; }
