@@ -123,10 +123,14 @@ def main(argv=None) -> int:
             print(f"{kernel_id}: refused: its plain builds compile to other PTX than at {args.from_rev} "
                   f"({a['fingerprint']} -> {b['fingerprint']}): it needs H200 prices")
         else:
-            entries[kernel_id] = {"kernel": kernel_id, "from": a["version"], "to": b["version"],
+            # a kernel already carried to the old version keeps the version its rows were measured at: the PTX
+            # was the same there too, so it is the same from there to here
+            before = entries.get(kernel_id)
+            priced = before["from"] if before is not None and before["to"] == a["version"] else a["version"]
+            entries[kernel_id] = {"kernel": kernel_id, "from": priced, "to": b["version"],
                                   "fingerprint": b["fingerprint"], "builds": b["builds"], "rev": args.from_rev,
                                   "why": args.why}
-            print(f"{kernel_id}: {a['version']} -> {b['version']}: same PTX in {b['builds']} builds: carried")
+            print(f"{kernel_id}: {priced} -> {b['version']}: same PTX in {b['builds']} builds: carried")
     out.write_text(json.dumps({"doc": "benchmarks/price_carryover.py", "carryovers": sorted(
         entries.values(), key=lambda e: e["kernel"])}, indent=1) + "\n")
     return 1 if refused else 0

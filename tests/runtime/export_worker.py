@@ -83,14 +83,18 @@ def cute(parent, name, inputs_path, outputs_path, build: bool):
     _BlockHoid.blocked = ("hoid",)
     if build:  # each CuTe launch of the package's copy, built for sm_90 over CPU views
         helpers, gemv = import_module(f"{name}._kernels.cute_compile"), import_module(f"{name}._kernels.cute_gemv")
-        for launch in ("launch_linear", "launch_linear_add", "launch_linear_swiglu"):
+        for launch in ("launch_linear", "launch_linear_add", "launch_linear_swiglu", "launch_rmsnorm_linear",
+                       "launch_rmsnorm_linear_swiglu"):
             if hasattr(gemv, launch):
                 x, w = torch.zeros(1, 64), torch.zeros(2 * 32, 64)
                 out = torch.zeros(1, 32 if launch.endswith("swiglu") else 64)
                 res = (torch.zeros_like(out),) if launch.endswith("add") else ()
                 captured = []
                 gemv.launch = lambda *prepared, into=captured: into.append(prepared)  # prepare, do not launch
-                getattr(gemv, launch)(x, w, *res, out)
+                if "rmsnorm" in launch:  # (x, norm weight, weight, out)
+                    getattr(gemv, launch)(x, torch.ones(64), w, out)
+                else:
+                    getattr(gemv, launch)(x, w, *res, out)
                 build, key, make, tensors = captured[0]
                 stream = helpers.cute_modules()[2].CUstream(0)
                 helpers.compiled_for(build, key, make, helpers.dlpack_views(tensors), stream, "sm_90")

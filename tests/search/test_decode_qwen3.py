@@ -36,11 +36,12 @@ def result(step):
 
 
 def _op(kernel: str) -> str:
-    """A library kernel's op, whichever backend wrote it (`cute.linear` and `triton.linear` compete on price)."""
-    return kernel.split(".", 1)[1]
+    """A library kernel's op, whichever backend wrote it (`cute.linear` and `triton.linear` compete on price),
+    with or without the RMSNorm before it folded in (`cute.rmsnorm_linear` is a linear with its norm)."""
+    return kernel.split(".", 1)[1].removeprefix("rmsnorm_")
 
 
-@awaiting("triton.decode_attention")
+@awaiting("cute.rmsnorm_linear")
 def test_each_layer_runs_the_fast_decode_kernels(result):
     kernels = sorted(n.attrs["kernel"] for n in result.graph.nodes if n.op == "kernel")
     ops = [_op(k) for k in kernels]
@@ -74,7 +75,8 @@ def test_the_outputs_are_the_original_graphs(step, result):
 
 
 def test_the_cute_gemvs_compete_on_price(result):
-    # the shipped H200 rows measure CuTe's GEMV under Triton's at this QKV shape (6.3 against 7.2 us)
+    # the shipped H200 rows measure CuTe's GEMV under Triton's at this QKV shape (6.3 against 7.2 us); with
+    # the input norm folded in or not, as the prices decide
     qkv = [n.attrs["kernel"] for n in result.graph.nodes if n.op == "kernel"
            and n.outputs[0].type.shape[-1] == 2048 + 2 * 1024]
-    assert qkv == ["cute.linear", "cute.linear"], qkv
+    assert len(qkv) == 2 and set(qkv) <= {"cute.linear", "cute.rmsnorm_linear"}, qkv

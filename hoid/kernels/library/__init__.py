@@ -60,6 +60,8 @@ CUTE_SPECS = (
     cute_gemv.LINEAR_SPEC,
     cute_gemv.LINEAR_ADD_SPEC,
     cute_gemv.LINEAR_SWIGLU_SPEC,
+    cute_gemv.RMSNORM_LINEAR_SPEC,
+    cute_gemv.RMSNORM_LINEAR_SWIGLU_SPEC,
     cute_gemm.LINEAR_SPEC,
     cute_gemm.LINEAR_ADD_SPEC,
 )

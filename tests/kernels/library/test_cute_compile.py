@@ -16,7 +16,8 @@ from hoid.kernels import KernelUnavailable, Target, all_kernels, bind
 from hoid.kernels.library._cute_compile import CUTE_TARGETS, have_cute
 
 CUTE_IDS = sorted(k.id for k in all_kernels().values() if k.backend == "cute")
-GEMV_IDS = ["cute.linear", "cute.linear_add", "cute.linear_swiglu_merged"]
+GEMV_IDS = ["cute.linear", "cute.linear_add", "cute.linear_swiglu_merged", "cute.rmsnorm_linear",
+            "cute.rmsnorm_linear_swiglu_merged"]
 GEMM_IDS = ["cute.gemm_linear", "cute.gemm_linear_add"]
 
 needs_cute = pytest.mark.skipif(not have_cute() and os.environ.get("HOID_REQUIRE_CUTE") != "1",
@@ -144,6 +145,28 @@ def test_the_launch_path_builds_over_torch_tensors(module, epilogue, m, k, rows)
     residual = torch.zeros(m, n_out, dtype=torch.bfloat16) if epilogue == "add" else None
     name, key, make, tensors = mod.prepare(x, w, residual, out, epilogue)
     assert compiled_for(name, key, make, dlpack_views(tensors), null_stream(), "sm_90") is not None
+
+
+@needs_cute
+@pytest.mark.parametrize("epilogue", ["none", "swiglu"])
+def test_the_norm_prologue_builds_over_torch_tensors_one_build_per_eps(epilogue):
+    import torch
+
+    from hoid.kernels.library import cute_gemv
+    from hoid.kernels.library._cute_compile import compiled_for, dlpack_views, null_stream
+
+    x, g, w = torch.zeros(1, 2048, dtype=torch.bfloat16), torch.ones(2048, dtype=torch.bfloat16), torch.zeros(
+        512, 2048, dtype=torch.bfloat16)
+    out = torch.empty(1, 256 if epilogue == "swiglu" else 512, dtype=torch.bfloat16)
+    keys = set()
+    for eps in (1e-6, 1e-5):
+        name, key, make, tensors = cute_gemv.prepare(x, w, None, out, epilogue, norm_weight=g, eps=eps)
+        assert name == f"cute.gemv.norm.{epilogue}" and tensors[1].shape == (1, 2048) and tensors[2] is w
+        assert compiled_for(name, key, make, dlpack_views(tensors), null_stream(), "sm_90") is not None
+        keys.add(key)
+    assert len(keys) == 2  # eps is compiled in: a build each
+    plain = cute_gemv.prepare(x, w, None, out, epilogue)[1]
+    assert plain not in keys
 
 
 def test_the_gemm_leaves_one_row_to_the_gemvs_and_says_so():

@@ -66,6 +66,33 @@ def test_gemv_matches_float64_at_decode_matrices(case, m):
     assert_matches(all_kernels()[kernel_id], _inputs(m, rows, k, residual, seed=m), {})
 
 
+def _norm_inputs(m, rows, k, seed):
+    """(x, norm weight, weight): the RMSNorm prologue's operands, the norm weight near 1 as trained ones are."""
+    x, w = _inputs(m, rows, k, False, seed)
+    g = torch.Generator(device="cuda").manual_seed(seed + 100)
+    norm_weight = (1 + 0.1 * torch.randn(k, device="cuda", generator=g)).to(torch.bfloat16)
+    return [x, norm_weight, w]
+
+
+@pytest.mark.parametrize("m", [1, 16])
+@pytest.mark.parametrize("model", list(MODELS))
+@pytest.mark.parametrize("kernel_id", ["cute.rmsnorm_linear", "cute.rmsnorm_linear_swiglu_merged"])
+def test_the_norm_prologue_matches_float64_at_decode_matrices(kernel_id, model, m):
+    """The input norm before QKV, the post-attention norm before gate/up: each model's eps with its widths."""
+    hidden, inter, q, kv, hd = MODELS[model]
+    rows = 2 * inter if kernel_id.endswith("swiglu_merged") else (q + 2 * kv) * hd
+    eps = 1e-5 if model.startswith("llama") else 1e-6
+    assert_matches(all_kernels()[kernel_id], _norm_inputs(m, rows, hidden, seed=m), {"eps": eps})
+
+
+@pytest.mark.parametrize("kernel_id", ["cute.rmsnorm_linear", "cute.rmsnorm_linear_swiglu_merged"])
+def test_the_norm_prologue_s_pdl_launches_give_the_plain_results(kernel_id):
+    inputs = _norm_inputs(1, 4096, 2048, seed=12)
+    plain = _bound(kernel_id, inputs)(*inputs)[0]
+    for early in (False, True):
+        assert torch.equal(_bound(kernel_id, inputs, pdl=True, early=early)(*inputs)[0], plain), early
+
+
 @pytest.mark.skipif(torch.cuda.is_available() and not _is_hopper(), reason="WGMMA: sm_90 only")
 @pytest.mark.parametrize("shape", [(4096, 4096, 4096, False), (128, 4096, 2048, False), (128, 2048, 2048, True),
                                    (1024, 12288, 2048, False), (1024, 2048, 6144, True), (300, 200, 1000, True)],

@@ -14,7 +14,8 @@ from hoid.kernels import Target, get
 from hoid.kernels.launch import bind_spec, resolve_params
 from hoid.kernels.library._cute_compile import have_cute
 
-GEMV_IDS = ["cute.linear", "cute.linear_add", "cute.linear_swiglu_merged"]
+GEMV_IDS = ["cute.linear", "cute.linear_add", "cute.linear_swiglu_merged", "cute.rmsnorm_linear",
+            "cute.rmsnorm_linear_swiglu_merged"]
 
 needs_cute = pytest.mark.skipif(not have_cute() and os.environ.get("HOID_REQUIRE_CUTE") != "1",
                                 reason="CuTe DSL is not installed (pip install 'hoid[cute]'); "
@@ -23,14 +24,16 @@ needs_cute = pytest.mark.skipif(not have_cute() and os.environ.get("HOID_REQUIRE
 
 def _types(kernel_id, m=1, k=2048, n=64):
     rows = 2 * n if kernel_id.endswith("swiglu_merged") else n
-    types = [TensorType((m, k), "bf16"), TensorType((rows, k), "bf16")]
+    norm = [TensorType((k,), "bf16")] if "rmsnorm" in kernel_id else []  # (x, norm weight, weight)
+    types = [TensorType((m, k), "bf16"), *norm, TensorType((rows, k), "bf16")]
     return types + ([TensorType((m, n), "bf16")] if kernel_id.endswith("_add") else [])
 
 
 @pytest.mark.parametrize("kernel_id", GEMV_IDS)
 def test_the_gemvs_declare_pdl_with_the_weight_read_early(kernel_id):
     spec = get(kernel_id)
-    assert spec.pdl and spec.pdl_early == (1,)  # input 1: the weight, which no kernel of a decode step writes
+    # the weight (input 1; 2 after the norm prologue's norm weight), which no kernel of a decode step writes
+    assert spec.pdl and spec.pdl_early == ((2,) if "rmsnorm" in kernel_id else (1,))
     types = _types(kernel_id)
     params = resolve_params(spec, types, {}, target=Target.H200)
     plain = bind_spec(spec, types, {}, params)
