@@ -45,7 +45,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(1, str(HERE.parent))
 
 from decode import copy_bandwidth, versions  # noqa: E402
-from decode_loop import release, tokens_per_second  # noqa: E402
+from decode_loop import release, save_json, tokens_per_second  # noqa: E402
 
 
 def _kernels(graph) -> list[str]:
@@ -115,12 +115,6 @@ def summarize(rows: dict) -> dict | None:
             "both_at_least_as_fast": rows["both"]["tokens_per_s"] >= best_alone}
 
 
-def _write(path: Path, result: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(result, indent=1, default=str) + "\n")
-    tmp.replace(path)
-
-
 def merge(folder: Path, out: Path) -> list[Path]:
     """Each model's slice files in `folder` merged into `out`/search_ablation[-MODEL].json (a variant measured
     in two slices: the later one's); returns the files written. Slices that differ in `SAME` are refused."""
@@ -143,7 +137,7 @@ def merge(folder: Path, out: Path) -> list[Path]:
                   "slices": [{"file": d["file"], "date": d["date"], "variants": list(d["variants"])} for d in slices]}
         merged.pop("file")
         out.mkdir(parents=True, exist_ok=True)
-        _write(out / f"{_stem(model)}.json", merged)
+        save_json(out / f"{_stem(model)}.json", merged)
         written.append(out / f"{_stem(model)}.json")
     if not written:
         raise SystemExit(f"--merge: no slice file (search_ablation*-VARIANTS.json) in {folder}")
@@ -198,7 +192,7 @@ def main(argv=None) -> int:
                 release(device)
                 print(f"{name:<10} {rows[name]['tokens_per_s']:9.1f} tok/s  optimize {seconds:7.1f} s  "
                       f"kernels {', '.join(rows[name]['kernels']) or '-'}", flush=True)
-                _write(path, {**header, "variants": rows, "summary": summarize(rows)})  # a cut call keeps these
+                save_json(path, {**header, "variants": rows, "summary": summarize(rows)})  # a cut call keeps these
     finally:
         if saved is None:
             os.environ.pop("HOID_CACHE", None)
