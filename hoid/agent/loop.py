@@ -134,13 +134,12 @@ class Runner:
         self.finalist_timing: dict = {}  # what the last `best_finalist` spent: extraction, whole-graph timing
         self.proposers = proposers_for(agent)
         self._owns_journal = not isinstance(journal, Journal)
-        self._owns_cache = cache is not None and not isinstance(cache, MeasureCache)
-        if self._owns_cache:  # a path, as the journal and the store take theirs
+        self._opened_cache = None  # a cache given by path: this run opens it, and closes it
+        if cache is not None and not isinstance(cache, MeasureCache):
             if not isinstance(cache, (str, os.PathLike)):
                 raise TypeError(f"hoid.optimize(cache={cache!r}): expected a hoid.measure.MeasureCache or the path "
                                 "of its file (default: HOID_CACHE's)")
-            cache = MeasureCache(cache)
-        self._cache = cache
+            cache = self._opened_cache = MeasureCache(cache)
         self.journal = journal if isinstance(journal, Journal) else Journal(journal)
         self.progress = progress or (lambda event: None)
         self.store = AcceptedStore() if store is None else (None if store is False else store)  # HOID_KERNELS
@@ -169,8 +168,8 @@ class Runner:
                 self.executor.close()
             if self._owns_journal:  # closing checkpoints its write-ahead log: the file alone holds the run
                 self.journal.close()
-            if self._owns_cache:
-                self._cache.close()
+            if self._opened_cache is not None:
+                self._opened_cache.close()
 
     def _run(self) -> Optimized:
         from ..search.library import apply_library

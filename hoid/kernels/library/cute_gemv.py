@@ -38,7 +38,7 @@ import functools
 import random
 
 from ...ir import GraphBuilder, TensorType, Value
-from ...ir.registry import Attr
+from ...ir.registry import get_op
 from ..pattern import Pattern
 from ..spec import KernelSpec, Param, Target
 from . import _constraints as C
@@ -284,7 +284,7 @@ def _rmsnorm_linear(b: GraphBuilder, ins: list[Value], attrs: dict) -> Value:
     return b.matmul(b.rmsnorm(x, norm_weight, eps=attrs.get("eps", 1e-6)), b.transpose(w, dim0=0, dim1=1))
 
 
-NORM_ATTRS = (Attr("eps", "float", 1e-6),)
+NORM_ATTRS = get_op("rmsnorm").attrs  # its eps, as the op registry defines it
 RMSNORM_LINEAR = Pattern(
     "rmsnorm_linear", ("x", "norm_weight", "weight"), _rmsnorm_linear, attrs=NORM_ATTRS,
     doc="rmsnorm(x, norm_weight) @ weight.T: a decoder layer's input norm and the (merged) QKV projection")
