@@ -84,6 +84,15 @@ def fingerprints(kernel_ids: list[str], checkout: Path = ROOT) -> dict[str, dict
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def carried(before: dict | None, kernel_id: str, old: dict, new: dict, rev: str, why: str) -> dict:
+    """The carry-over entry of `kernel_id` from its `old` build (`fingerprints`' at `rev`) to its `new` one, same
+    PTX. A kernel already carried to the old version (`before`) keeps the version its rows were measured at:
+    the PTX was the same there too, so it is the same from there to here."""
+    priced = before["from"] if before is not None and before["to"] == old["version"] else old["version"]
+    return {"kernel": kernel_id, "from": priced, "to": new["version"], "fingerprint": new["fingerprint"],
+            "builds": new["builds"], "rev": rev, "why": why}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("kernels", nargs="+")
@@ -112,6 +121,8 @@ def main(argv=None) -> int:
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(old_tree)], cwd=ROOT, check=True)
     new = fingerprints(args.kernels)
+    rev = subprocess.run(["git", "rev-parse", "--short", args.from_rev], cwd=ROOT, capture_output=True, text=True,
+                         check=True).stdout.strip()  # a commit, not a name that moves ("HEAD")
     entries = {e["kernel"]: e for e in carryovers(out)}
     refused = 0
     for kernel_id in args.kernels:
@@ -123,14 +134,9 @@ def main(argv=None) -> int:
             print(f"{kernel_id}: refused: its plain builds compile to other PTX than at {args.from_rev} "
                   f"({a['fingerprint']} -> {b['fingerprint']}): it needs H200 prices")
         else:
-            # a kernel already carried to the old version keeps the version its rows were measured at: the PTX
-            # was the same there too, so it is the same from there to here
-            before = entries.get(kernel_id)
-            priced = before["from"] if before is not None and before["to"] == a["version"] else a["version"]
-            entries[kernel_id] = {"kernel": kernel_id, "from": priced, "to": b["version"],
-                                  "fingerprint": b["fingerprint"], "builds": b["builds"], "rev": args.from_rev,
-                                  "why": args.why}
-            print(f"{kernel_id}: {priced} -> {b['version']}: same PTX in {b['builds']} builds: carried")
+            entries[kernel_id] = carried(entries.get(kernel_id), kernel_id, a, b, rev, args.why)
+            print(f"{kernel_id}: {entries[kernel_id]['from']} -> {b['version']}: same PTX in {b['builds']} builds: "
+                  "carried")
     out.write_text(json.dumps({"doc": "benchmarks/price_carryover.py", "carryovers": sorted(
         entries.values(), key=lambda e: e["kernel"])}, indent=1) + "\n")
     return 1 if refused else 0

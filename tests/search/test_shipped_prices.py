@@ -50,3 +50,14 @@ def test_every_price_carryover_vouches_for_the_code_that_builds_now():
             f"{kernel} is at version {all_kernels()[kernel].version}, its carry-over at {e['to']}: run "
             "benchmarks/price_carryover.py again (or price it on the H200) and drop the stale entry")
         assert now[kernel]["fingerprint"] == e["fingerprint"], f"{kernel}: its PTX changed since the carry-over"
+
+
+def test_a_carry_over_of_a_carried_kernel_keeps_the_version_its_rows_measured():
+    from benchmarks.price_carryover import carried
+
+    old, new = {"version": "v2", "fingerprint": "f", "builds": 2}, {"version": "v3", "fingerprint": "f", "builds": 2}
+    chained = carried({"kernel": "k", "from": "v1", "to": "v2"}, "k", old, new, "abc1234", "why")
+    assert (chained["from"], chained["to"], chained["rev"]) == ("v1", "v3", "abc1234")
+    # an entry for another version says nothing about this edit: the rows are the old build's own
+    assert carried({"kernel": "k", "from": "v0", "to": "v9"}, "k", old, new, "abc1234", "why")["from"] == "v2"
+    assert carried(None, "k", old, new, "abc1234", "why")["from"] == "v2"
