@@ -104,6 +104,23 @@ def merged(old: dict, result: dict, versions: dict[str, str], carried: frozenset
             "models": sorted(set(old.get("models", [])) | set(result["models"]))}
 
 
+def write_merged(out: Path, result: dict, carryover: Path | None = None) -> None:
+    """Write `result` to `out`, merged into the rows already there. The carry-overs that keep a stale
+    version's rows are the committed ones (`hoid.search.prices.CARRYOVER`), wherever `out` is: on the
+    H200 it is a copy under $OUT, beside which there is no carry-over file (read there, 2026-12-04's
+    run dropped every carried row: 130 of them)."""
+    if out.is_file():
+        from hoid.kernels import all_kernels
+        from hoid.search.prices import CARRYOVER, carryovers
+
+        versions = {spec.id: spec.version for spec in all_kernels().values()}
+        carried = frozenset((e["kernel"], e["from"]) for e in carryovers(carryover or CARRYOVER)
+                            if versions.get(e["kernel"]) == e["to"])
+        result = merged(json.loads(out.read_text()), result, versions, carried)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="benchmarks/results/decode_prices.json")
@@ -167,16 +184,7 @@ def main() -> int:
               "failed": failed, "rows": rows}
     if args.graphs == "prefill":
         result["prompts"] = list(PROMPTS)
-    if Path(args.out).is_file():
-        from hoid.kernels import all_kernels
-        from hoid.search.prices import CARRYOVER_NAME, carryovers
-
-        versions = {spec.id: spec.version for spec in all_kernels().values()}
-        carried = frozenset((e["kernel"], e["from"]) for e in carryovers(Path(args.out).with_name(CARRYOVER_NAME))
-                            if versions.get(e["kernel"]) == e["to"])
-        result = merged(json.loads(Path(args.out).read_text()), result, versions, carried)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    write_merged(Path(args.out), result)
     by_name: dict[str, list[float]] = {}
     for r in rows:
         by_name.setdefault(r["name"], []).append(r["median"])

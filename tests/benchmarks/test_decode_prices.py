@@ -60,3 +60,24 @@ def test_only_a_kernel_the_graphs_do_not_call_is_refused_by_name(monkeypatch):
                                       "--only", "triton.prefil_attention"])
     with pytest.raises(SystemExit, match="no prefill call of triton.prefil_attention.*torch.sdpa_masked"):
         decode_prices.main()
+
+
+def test_the_merge_reads_the_committed_carry_overs_wherever_the_file_is_written(tmp_path):
+    """On the H200 the file is written under $OUT, where no carry-over file lies beside it."""
+    import json
+
+    from decode_prices import write_merged
+
+    from hoid.kernels import all_kernels
+
+    spec = next(iter(all_kernels().values()))
+    out = tmp_path / "out" / "decode_prices.json"
+    out.parent.mkdir()
+    out.write_text(json.dumps({"rows": [_row(spec.id, "priced", ["bf16[1]"], 1e-6)]}))
+    carryover = tmp_path / "committed" / "price_carryover.json"
+    carryover.parent.mkdir()
+    carryover.write_text(json.dumps({"carryovers": [{"kernel": spec.id, "from": "priced", "to": spec.version}]}))
+    write_merged(out, {"models": [], "rows": []}, carryover)
+    assert [r["version"] for r in json.loads(out.read_text())["rows"]] == ["priced"]
+    write_merged(out, {"models": [], "rows": []}, tmp_path / "none.json")  # not carried: a stale version
+    assert json.loads(out.read_text())["rows"] == []
