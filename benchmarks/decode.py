@@ -285,6 +285,11 @@ def run_shape(lm, shape: Shape, keys: list[str], args, device, cell: dict, save)
         done(run_row(key, name, "hoid", lambda b=build: b(lm, shape, ctx, plan), prompt, shape.new,
                      warmup=args.warmup, after=after))
     if plan is not None:
+        if plan.prefill is not None:  # again, with the prefill's measurements (a row cut off loses only those)
+            try:
+                plan.archive(archive)
+            except OSError as e:
+                print(f"could not write {archive} again: {type(e).__name__}: {e}")
         plan.close()
 
 

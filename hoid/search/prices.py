@@ -215,6 +215,8 @@ class PricedCost:
     def __call__(self, call: OpCall) -> float:
         if not self.prices.rows:  # nothing measured: every price is the model's (no lookups per e-node)
             return self.analytic(call)
+        if call.op == "kernel" and self.prices.seconds(call) == UNRUNNABLE_SECONDS:
+            return UNRUNNABLE_SECONDS  # it raised when timed here, whatever its plain side's rows say
         if self.status(call) == "measured":
             return float(self.prices.seconds(call))
         if call.op == "kernel" and self.prices.seconds(call) is None:
@@ -292,6 +294,9 @@ def _keep_fresh(fresh: list | None, m) -> None:
 # slower: on the roofline alone (efficiency 1) it would always beat a measured rival (a CuTe GEMV never
 # timed displaced the Triton GEMV measured at that shape), so it must be measured to win.
 UNMEASURED_PENALTY = 1.05
+# The price of a kernel call that raised when timed (`measure_unpriced`): a second, more than any graph takes,
+# and finite, so that extraction's sums stay numbers
+UNRUNNABLE_SECONDS = 1.0
 
 
 def rival_kernels(kernels: Mapping[str, KernelImpl]) -> dict[str, set[str]]:
@@ -335,15 +340,21 @@ def priced_calls(graph: Graph, device: Device, kernels=None) -> list[OpCall]:
     """Every call a search of `graph` for `device` asks prices of: each e-node after the rule sets and the
     library (kernels with their resolved params), except what is free whatever the prices (inputs,
     projections, weight-only terms, views), each once by its `price_key`. What the shipped rows must hold."""
-    from .cost import op_call, weight_only_classes
     from .library import apply_library
     from .rules import default_rulesets
-    from .snapshot import ABSENT, INPUT, OUT
     from .space import SearchSpace
 
     space = SearchSpace(graph, target=device.target())
     space.saturate(default_rulesets())
     apply_library(space, kernels)
+    return space_calls(space, graph, device)
+
+
+def space_calls(space, graph: Graph, device: Device) -> list[OpCall]:
+    """`priced_calls` of a `SearchSpace` already saturated and holding its kernels."""
+    from .cost import op_call, weight_only_classes
+    from .snapshot import ABSENT, INPUT, OUT
+
     snapshot = space.snapshot()
     folded = weight_only_classes(snapshot, {v.name for v in graph.weight_inputs})
     analytic, calls = AnalyticCost(device), {}
@@ -354,3 +365,37 @@ def priced_calls(graph: Graph, device: Device, kernels=None) -> list[OpCall]:
         if call.op == "kernel" or analytic(call) > 0:
             calls.setdefault(price_key(device.name, call), call)
     return list(calls.values())
+
+
+def measure_unpriced(calls: list[OpCall], device: Device, prices: Prices, cache) -> tuple[Prices, list[str]]:
+    """Time, on this machine (which must be `device`), each of `calls` that `prices` holds no row for, into
+    `cache`; returns the prices with the cache's rows, and what could not be timed, each with why.
+
+    A choice the model prices can be far off where no row of the kernel's regime exists (2026-12-04, H200:
+    the CuTe GEMM, never timed at a prompt's shapes, was priced from the GEMVs' decode rows and chosen for
+    Llama-3.2-1B's prefill at 57 us a down projection, 4x cuBLAS's time): measured, both sides of every
+    choice are. A kernel call that raises is priced at `UNRUNNABLE_SECONDS` (never chosen), not modelled."""
+    from ..measure.local import local_device
+
+    here = local_device()
+    if here.name != device.name:
+        raise ValueError(f"measuring prices for {device.name} needs that device, and this machine's is "
+                         f"{here.name}: search without `measure` (the shipped rows and the model price it)")
+    failed, unrunnable = [], {}
+    for call in calls:
+        if prices.seconds(call) is not None:
+            continue
+        try:
+            _, _, _, method = measure_call(call, device, cache=cache)
+        except Exception as e:  # one kernel that cannot run must not stop the others' timing
+            failed.append(f"{call.name}({', '.join(map(str, call.inputs))}): {type(e).__name__}: {e}")
+            if call.op == "kernel":
+                unrunnable[_measured(price_key(device.name, call))] = (UNRUNNABLE_SECONDS, None)
+            continue
+        if method == "suspect":
+            failed.append(f"{call.name}({', '.join(map(str, call.inputs))}): faster than its floor (not kept)")
+    measured = prices.with_cache(cache)
+    if unrunnable:
+        measured = Prices(device.name, {**measured.rows, **unrunnable},
+                          f"{measured.source} ({len(unrunnable)} kernel calls that raised, never chosen)")
+    return measured, failed

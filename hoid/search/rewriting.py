@@ -20,7 +20,7 @@ from .cost import CostModel, OpCall
 from .extract import Method
 from .library import LibraryReport, apply_library
 from .limits import Limits, SaturationReport
-from .prices import PricedCost, Prices
+from .prices import PricedCost, Prices, measure_unpriced, space_calls
 from .rules import RuleSet, default_rulesets
 from .space import SearchSpace
 
@@ -42,6 +42,7 @@ class SearchReport:
     measured: list[str] = field(default_factory=list)
     modelled: list[str] = field(default_factory=list)
     prices: str = ""
+    unmeasured: list[str] = field(default_factory=list)  # with `measure`: the calls that could not be timed, why
 
     @property
     def stop_reason(self):
@@ -50,7 +51,9 @@ class SearchReport:
     def __str__(self) -> str:
         return (f"saturation: {self.saturation}; with kernels {self.enodes} e-nodes; extraction: {self.method}; "
                 f"{self.cost * 1e6:.2f} us ({self.measured_seconds * 1e6:.2f} measured in {len(self.measured)} "
-                f"calls, {self.modelled_seconds * 1e6:.2f} modelled in {len(self.modelled)}); prices: {self.prices}")
+                f"calls, {self.modelled_seconds * 1e6:.2f} modelled in {len(self.modelled)}); prices: {self.prices}"
+                + (f"; {len(self.unmeasured)} calls could not be timed: {'; '.join(self.unmeasured[:3])}"
+                   if self.unmeasured else ""))
 
 
 @dataclass
@@ -77,27 +80,37 @@ def default_prices(device: Device) -> Prices:
 
 def search(graph: Graph, *, device: str | Device = "h200", cost: CostModel | None = None,
            limits: Limits | None = None, rulesets: list[RuleSet] | None = None,
-           kernels: KernelSet | None = None, prices: Prices | None = None) -> SearchResult:
+           kernels: KernelSet | None = None, prices: Prices | None = None, measure=None) -> SearchResult:
     """The cheapest graph equivalent to `graph` that the rules and kernels can reach, and how it was found.
 
     device: the GPU the graph is made for (a `hoid.measure.devices` name or entry): kernel params are
     resolved for it and it is what the prices are of. cost: a cost model (default: `PricedCost` over
     `prices`, default `default_prices(device)`). limits: saturation limits. rulesets: default algebra,
     patterns and layout. kernels: the `hoid.kernels.KernelSet` to inject (default: the built-in library;
-    `KernelSet.empty()` for none). For the e-graph and the finalists, use `SearchSpace` directly.
+    `KernelSet.empty()` for none). measure: a `hoid.measure.MeasureCache`: on the GPU that is `device`, every
+    call the prices hold no row for is timed into it first, so that each choice is priced measured (a few
+    seconds a distinct call; a failure is listed in the report's `unmeasured`). For the e-graph and the
+    finalists, use `SearchSpace` directly.
     """
     graph = expect_graph(graph, "hoid.search")
     device = get_device(device) if isinstance(device, str) else device
     space = SearchSpace(graph, target=device.target())
     saturation = space.saturate(rulesets if rulesets is not None else default_rulesets(), limits)
     library = apply_library(space, kernels)
-    model = cost or PricedCost(device, prices if prices is not None else default_prices(device),
-                               space.encoding.kernels)
+    prices = prices if prices is not None else default_prices(device)
+    unmeasured: list[str] = []
+    if measure is not None:
+        if cost is not None:
+            raise ValueError("hoid.search: `measure` times calls for the prices, which a given `cost` does not "
+                             "read: pass one or the other")
+        prices, unmeasured = measure_unpriced(space_calls(space, graph, device), device, prices, measure)
+    model = cost or PricedCost(device, prices, space.encoding.kernels)
     best = space.extract(model).best
     if best.method.fell_back:  # still a correct graph, but maybe not the cheapest: say so
         warnings.warn(f"hoid.search: extraction fell back to {best.method}", RuntimeWarning, stacklevel=2)
     report = SearchReport(saturation, space.size(), library, best.method, best.cost,
-                          prices=model.prices.source if isinstance(model, PricedCost) else type(model).__name__)
+                          prices=model.prices.source if isinstance(model, PricedCost) else type(model).__name__,
+                          unmeasured=unmeasured)
     if isinstance(model, PricedCost):
         _split(best.graph, model, report)
     return SearchResult(best.graph, report)
@@ -124,7 +137,8 @@ def _split(graph: Graph, model: PricedCost, report: SearchReport) -> None:
 
 def rewrite(graph: Graph, *, device: str | Device = "h200", cost: CostModel | None = None,
             limits: Limits | None = None, rulesets: list[RuleSet] | None = None,
-            kernels: KernelSet | None = None) -> Graph:
+            kernels: KernelSet | None = None, measure=None) -> Graph:
     """`search(...).graph`: the cheapest graph equivalent to `graph` (see `search`)."""
     graph = expect_graph(graph, "hoid.search.rewrite")
-    return search(graph, device=device, cost=cost, limits=limits, rulesets=rulesets, kernels=kernels).graph
+    return search(graph, device=device, cost=cost, limits=limits, rulesets=rulesets, kernels=kernels,
+                  measure=measure).graph

@@ -130,3 +130,50 @@ def test_a_carried_over_version_is_priced_by_the_rows_of_the_version_it_replaced
     (tmp_path / "price_carryover.json").write_text(json.dumps({"carryovers": [
         {"kernel": key.kernel, "from": "0ld0ld0ld0ld", "to": impl.version, "fingerprint": "x", "why": "test"}]}))
     assert Prices.shipped(H200.name, shipped).seconds(call) == 7e-6
+
+
+def _rmsnorm_then_linear():
+    b = GraphBuilder("norm_linear")
+    x = b.input("x", (4, 64), "f32")
+    g, w = b.weight("g", (64,), "f32"), b.weight("w", (32, 64), "f32")
+    return b.build(b.matmul(b.rmsnorm(x, g, eps=1e-6), b.transpose(w, dim0=0, dim1=1)))
+
+
+def test_a_measured_search_times_every_call_it_prices_so_no_choice_is_modelled(tmp_path):
+    from hoid.kernels import KernelSet
+    from hoid.measure import MeasureCache
+    from hoid.measure.local import local_device
+    from hoid.search import search
+
+    here = local_device()
+    graph = _rmsnorm_then_linear()
+    kernels = KernelSet.default().runnable_here()
+    modelled = search(graph, device=here, kernels=kernels)
+    assert modelled.report.modelled and not modelled.report.measured  # nothing measured on this CPU before
+    with MeasureCache(tmp_path / "m.sqlite") as cache:
+        result = search(graph, device=here, kernels=kernels, measure=cache)
+        assert len(cache.entries(device=here.name)) >= len(result.report.measured) > 0
+    assert not result.report.modelled and not result.report.unmeasured, result.report
+    assert "m.sqlite" in result.report.prices
+
+
+def test_a_measured_search_needs_the_device_it_prices_for(tmp_path):
+    import pytest
+
+    from hoid.measure import MeasureCache
+    from hoid.measure.local import has_cuda
+    from hoid.search import search
+
+    if has_cuda() and __import__("torch").cuda.get_device_name() == H200.name:
+        pytest.skip("this machine is an H200: the search would measure")
+    with MeasureCache(tmp_path / "m.sqlite") as cache, pytest.raises(ValueError, match="needs that device"):
+        search(_rmsnorm_then_linear(), device=H200, measure=cache)
+
+
+def test_a_kernel_that_raised_when_timed_is_never_chosen():
+    from hoid.search.prices import UNRUNNABLE_SECONDS
+
+    triton, triton_impl = _linear_call("triton.linear")
+    rows = {price_key(H200.name, triton): (UNRUNNABLE_SECONDS, None)}
+    model = PricedCost(H200, Prices(H200.name, rows, "test"), {"a": triton_impl})
+    assert model(triton) == UNRUNNABLE_SECONDS  # its plain side unmeasured: still not the model's price
