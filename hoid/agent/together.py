@@ -13,7 +13,8 @@ added beside the kept ones, so under the extraction's prices it could only tie a
 with fewer than two passing) nothing is decided here: the loop decides them one by one as any proposal,
 their checks and kernel measurements reused: a batch that gains nothing costs one extra measurement.
 A proposal its check rejects needs no measurement: it is journaled with why at once, so that a budget
-that ends after the batch does not lose it (nor does the report).
+that ends after the batch does not lose it (nor does the report); so are those that passed in a batch that
+gained nothing, when the budget's minutes end with it (they would get no turn of their own).
 """
 
 from __future__ import annotations
@@ -55,13 +56,13 @@ def decide_together(run, proposer: str, proposals: list[Proposal], context: Cont
     if best is None:
         run.emit(kind="together", proposer=proposer, passed=len(passed), used=0, kept=False,
                  why="no finalist uses any of them", **spent)
-        return rejected
+        return rejected | _record_unreached(run, proposer, passed, "no finalist used any of them")
     best_f, best_e = best
     gain, why = run.beats_best(best_e)
     used = {key for proposal, key, region, _ in passed if uses(best_f.graph, proposal.kernel.id, region)}
     run.emit(kind="together", proposer=proposer, passed=len(passed), used=len(used), kept=gain, why=why, **spent)
     if not gain or not used:
-        return rejected
+        return rejected | _record_unreached(run, proposer, passed, why if not gain else "no finalist used any")
     attempt = None
     for proposal, key, region, result in passed:
         kernel, keep = result.kernel, key in used
@@ -85,6 +86,28 @@ def decide_together(run, proposer: str, proposals: list[Proposal], context: Cont
                            kind=getattr(result.verdict, "kind", None))
     run.keep_graph(best_f.graph, best_e, attempt)
     return rejected | {key for _, key, _, _ in passed}
+
+
+def _record_unreached(run, proposer: str, passed: list[tuple], why: str) -> set[str]:
+    """Where the budget's minutes ended with a batch that gained nothing, the passing proposals get no turn of
+    their own: each is journaled now as passed and not kept, with the batch's outcome (the H200's warm run of
+    2026-12-04 evaluated 8 codegen kernels in 51 s, its batch gained 0.0%, and the journal held none of them).
+    Their keys; none while there is time for their turns (the module doc says why those come)."""
+    if run.out_of_time() is None:
+        return set()
+    keys = set()
+    for proposal, key, region, result in passed:
+        kernel = result.kernel
+        attempt = run.begin_attempt(proposer, proposal, region)
+        run.evaluations.drop(key)
+        said = (f"passed; not decided alone, the budget ended after its batch of {len(passed)}, which "
+                f"gained nothing: {why}") + retried_note(result)
+        run.finish_attempt(attempt, proposer, region, proposal.kernel, "passed", False, said,
+                           dict(verdict_reason=result.verdict.reason, params=result.params, kernel_s=kernel.seconds,
+                                kernel_evidence=kernel.evidence, kernel_method=kernel.method),
+                           kind=getattr(result.verdict, "kind", None))
+        keys.add(key)
+    return keys
 
 
 def _record_rejections(run, proposer: str, evaluated: list[tuple]) -> set[str]:

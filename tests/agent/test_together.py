@@ -112,3 +112,28 @@ def test_a_rejection_in_a_batch_is_journaled_with_why_even_when_the_budget_ends_
     assert event["evaluated"] == 3 and event["failed"] == 1 and event["passed"] == 2
     assert attempts[wrong.id]["verdict"] == "rejected" and attempts[wrong.id]["why"]
     assert attempts[FAST_RMSNORM.id]["kept"]
+
+
+def test_a_batch_that_gains_nothing_as_the_budget_ends_is_journaled_with_its_outcome(tmp_path, monkeypatch):
+    """The H200's warm run of 12-04: the codegen batch passed 8, gained 0.0%, the budget ended, and the
+    journal held none of the 8."""
+    from hoid.agent.budget import Spend
+
+    skew = {"minutes": 0.0}
+    minutes = Spend.minutes.fget
+    monkeypatch.setattr(Spend, "minutes", property(lambda self: minutes(self) + skew["minutes"]))
+
+    def progress(event):
+        if event["kind"] == "together":  # the batch's evaluation and measurement took the budget's minutes
+            skew["minutes"] = 60.0
+
+    prices = {FAST_RMSNORM.id: 1.0, SLOW_RMSNORM.id: 2.0}  # both slower than the graph as it is
+    opt = hoid.optimize(norm_graph(), agent=[Batch("p", FAST_RMSNORM, SLOW_RMSNORM)], device="h200",
+                        journal=tmp_path / "j.sqlite", store=False, trials=4, executor=Priced(prices),
+                        progress=progress, budget=hoid.Budget(minutes=10))
+    attempts = {a["kernel"]: a for a in opt.report.attempts}
+    assert set(attempts) == {FAST_RMSNORM.id, SLOW_RMSNORM.id}
+    for attempt in attempts.values():
+        assert attempt["verdict"] == "passed" and not attempt["kept"] and "gained nothing" in attempt["why"]
+        assert attempt["kernel_s"] is not None  # its measurement, which the batch made, kept with it
+    assert opt.report.stop_reason == "budget spent: 10 minutes"
