@@ -77,6 +77,11 @@
 #               `hoid-backend` as three calls, not `hoid`. fast-a 554 s (max-autotune's GEMM autotuning), tests
 #               281 s with cute-b, prices ONLY=one kernel 51 s. A cell is then hoid-compile + fast-a (~16 min):
 #               two cells a session, the export and backend rows in a third call where time is left.
+#     Measured 2026-12-04 (morning): Llama-3.2-1B hoid-compile 335 s, its fast-a 349 s (max-autotune's warm-up
+#               205 s); Qwen3-4B hoid-compile 371 s; tests 251 s (139 passed); the CuTe GPU tests alone 61 s; prices
+#               ONLY=two kernels 70 s. The machine went cold between two calls while a file was copied here
+#               (over 30 s): /tmp/cute was gone, and prep && cute-a ran again. Issue the next call at once; do
+#               the local work while a long call runs, or after the session.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD:/tmp/site
 out=${OUT:-/tmp/out}
