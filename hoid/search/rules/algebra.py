@@ -82,4 +82,32 @@ RULES = (
          _unary_example("f32", lambda b, x: b.exp(b.add(x, 0.0)))),
 )
 
+def _zero_range_example(scalar: bool, arange_first: bool):
+    """A position plus `arange(0, 1)`, as transformers' decoders compute `cache_position` and the mask's
+    row (position [1], or the scalar picked out of it), feeding an op so the sum is not an output."""
+    def example():
+        b = GraphBuilder("example")
+        x = b.input("x", () if scalar else (1,), "i64")
+        zero = b.arange(start=0, end=1, step=1, dtype="i64")
+        total = b.add(zero, x) if arange_first else b.add(x, zero)
+        return b.build(b.mul(total, 3))
+    return example
+
+
+# x + arange(0, 1) is x + [0]: the value x, broadcast to [1] where x is a scalar (a reshape, which launches
+# nothing); the same dtype on both sides, so no promotion. Llama's decode step computes its position twice
+# this way (two 1.2 us launches a token on the H200, 12-04's profile)
+RULES = RULES + (
+    Rule("add-zero-range",
+         """(rule ((= e (Add x (Arange (Int 0) (Int 1) (Int 1) (Str d)) (NoAttr))) (= (dtype x) d) (= (shape e) s))
+                  ((union e (Reshape x (Ints s)))))""",
+         "x + arange(0, 1) = reshape(x, shape of the sum)",
+         _zero_range_example(scalar=False, arange_first=False)),
+    Rule("zero-range-add",
+         """(rule ((= e (Add (Arange (Int 0) (Int 1) (Int 1) (Str d)) x (NoAttr))) (= (dtype x) d) (= (shape e) s))
+                  ((union e (Reshape x (Ints s)))))""",
+         "arange(0, 1) + x = reshape(x, shape of the sum)",
+         _zero_range_example(scalar=True, arange_first=True)),
+)
+
 ALGEBRA = RuleSet("algebra", RULES, __doc__ or "")
