@@ -15,6 +15,8 @@ events is a `decode_loop.progress` line. Rows:
   the prefill compiled over the same cache; the in-context profile (`hoid.runtime.profile`) after timing;
 - `hoid-export`: `hoid.export` packages of both graphs, imported as plain PyTorch, the step under
   `torch.compile` reduce-overhead (the caches as module buffers, so CUDA graphs are kept), the prefill too;
+  the kernels opaque to it (`trace_triton=False`): traced, its warm-up passed 164 s on the H200 (12-03 night,
+  about 450 Triton call sites, each lowered to TTIR by torch's mutation analysis) and the row went unmeasured;
 - `hoid-backend`: the plain fast model under `torch.compile(backend=hoid.backend.backend)`, reading the
   kernels that run accepted (`HOID_KERNELS` pointed at its store).
 """
@@ -264,7 +266,7 @@ class _Stateful(torch.nn.Module):
 def _import_package(graph, folder: Path, name: str, device):
     import hoid
 
-    hoid.export(graph, folder / name)
+    hoid.export(graph, folder / name, trace_triton=False)  # the module doc says why
     sys.path.insert(0, str(folder))
     try:
         return importlib.import_module(name).load(device)
@@ -285,7 +287,8 @@ def hoid_export(lm, shape: Shape, ctx: Context, plan: Plan) -> Decoder:
     export_s = time.perf_counter() - begin
     state = empty_cache(plan.graph, device)
     step, prefill = _Stateful(step_model, state, 1), _Stateful(prefill_model, state, shape.prompt)
-    info = {"export_s": export_s, "copied_back_states": len(step.copy_back), "optimize": plan.optimize}
+    info = {"export_s": export_s, "copied_back_states": len(step.copy_back), "optimize": plan.optimize,
+            "kernels": "opaque custom_ops (hoid.export trace_triton=False)"}
     restore = _count_mutation_analysis(info)
     if device.type == "cuda":  # both as the stock rows compile theirs (the prefill eager gave a 47 ms TTFT)
         run, first = (torch.compile(m, mode="reduce-overhead", fullgraph=True, dynamic=False) for m in (step, prefill))

@@ -161,3 +161,36 @@ def test_an_exported_decode_step_with_attention_and_gemv_compiles_under_torch_co
         analysis.removeHandler(handler)
     assert not [r.getMessage() for r in records if "every input is mutated" in r.getMessage()]
     torch.testing.assert_close(got, want, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_an_opaque_package_compiles_without_tracing_a_kernel_and_agrees(tmp_path):
+    """`trace_triton=False`: torch.compile sees each Triton kernel through its fake, so its mutation analysis
+    (`generate_ttir`, once per call site: the H200's export row spent over 164 s there) never runs, and the
+    package still launches the compiled graph's kernels and agrees with it."""
+    import torch._higher_order_ops.triton_kernel_wrap as wrap
+
+    from hoid.models import build_model, decode_step_graph
+
+    lm = build_model("qwen3-1.7b-tiny", dtype=torch.bfloat16, device="cuda")
+    graph = _with_kernels(decode_step_graph(lm, 64), "triton.decode_attention", "triton.linear")
+    assert {n.attrs["kernel"] for n in graph.nodes if n.op == "kernel"} >= {"triton.decode_attention"}
+    compiled = hoid.compile(graph, cuda_graph=False)
+    hoid.export(graph, tmp_path / "opaque_pkg", trace_triton=False)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import opaque_pkg
+
+        model = opaque_pkg.load("cuda")
+    finally:
+        sys.path.remove(str(tmp_path))
+    calls, original = [], wrap.generate_ttir
+    wrap.generate_ttir = lambda *a, **k: calls.append(1) or original(*a, **k)
+    try:
+        ids, pos = torch.tensor([[3]], device="cuda"), torch.tensor([2], device="cuda")
+        want = compiled(ids, pos, *[torch.zeros_like(t) for t in compiled.state])
+        got = torch.compile(model, fullgraph=True)(ids, pos, *[torch.zeros_like(t) for t in compiled.state])
+    finally:
+        wrap.generate_ttir = original
+    assert not calls, f"torch.compile traced into {len(calls)} Triton launches"
+    torch.testing.assert_close(got[0].float(), want[0].float(), rtol=2e-2, atol=2e-2)
