@@ -95,8 +95,8 @@ def test_runs_of_one_cell_merge_by_row_the_later_winning(tmp_path):
     [cell] = dr.load(tmp_path, legacy=None)
     assert {r["key"]: r["tokens_per_s"] for r in cell["rows"]} == {"s": 120, "hoid-compile": 200}
     assert cell["best_stock"]["tokens_per_s"]["value"] == 120
-    table = dr.markdown([cell])
-    assert "| m | 128 | 1 | 120 (s) | 200 | 1.67x |" in table and "20%" in table
+    table = dr.markdown([cell], ("s",))
+    assert "| m | 128 | 1 | 120 (s; 1 of 1 rows) | 200 | 1.67x |" in table and "20%" in table
     assert dr.plot([cell], tmp_path / "p.png").stat().st_size > 0
 
 
@@ -126,9 +126,22 @@ def test_the_issues_musts_name_what_is_missed():
                     optimize={"cold": {"seconds": 500}, "warm": {"seconds": warm_s}})
         return {"rows": [_row("s", 100, ttft=0.02), _row("t", 90, ttft=0.01), hoid]}
 
-    assert dr.misses(cell(100, 0.01, 300)) == []  # ties meet the musts
-    assert dr.misses(cell(99, 0.011, 301)) == ["decode slower than best stock", "TTFT worse than best stock",
-                                               "warm optimize 301 s > 300 s"]
-    assert dr.misses(cell(500, 0.001, 10, failed=True)) == ["no hoid-compile row that passed the gate"]
-    assert dr.markdown([{**cell(100, 0.01, 300), "model": "m", "shape": {"prompt": 1, "batch": 1}}]).endswith(
-        "| met |")
+    lattice = ("s", "t")
+    assert dr.misses(cell(100, 0.01, 300), lattice) == []  # ties meet the musts
+    assert dr.misses(cell(99, 0.011, 301), lattice) == ["decode slower than best stock", "TTFT worse than best stock",
+                                                        "warm optimize 301 s > 300 s"]
+    assert dr.misses(cell(500, 0.001, 10, failed=True), lattice) == ["no hoid-compile row that passed the gate"]
+    table = dr.markdown([{**cell(100, 0.01, 300), "model": "m", "shape": {"prompt": 1, "batch": 1}}], lattice)
+    assert table.endswith("| met |") and "2 of 2 rows" in table
+
+
+def test_best_stock_over_part_of_the_lattice_does_not_meet_the_musts():
+    """12-04: Qwen3-4B's only stock row was transformers eager (14 tok/s), and the table said 29x, musts met."""
+    hoid = _row("hoid-compile", 402, group="hoid", optimize={"warm": {"seconds": 150}})
+    cell = {"rows": [_row("hf-eager", 14, ttft=0.06), hoid], "model": "qwen3-4b", "shape": {"prompt": 128, "batch": 1}}
+    lattice = dr.stock_lattice()
+    assert "hf-eager" in lattice and "fast-reduce-overhead" in lattice  # decode_stock's rows
+    [missed] = dr.misses(cell)
+    assert missed.startswith("stock rows not run: ") and "fast-reduce-overhead" in missed and "hf-eager" not in missed
+    assert f"1 of {len(lattice)} rows" in dr.markdown([cell])
+    assert dr.stock_not_run({**cell, "legacy": True}) == []  # the first version's file asked for no lattice
