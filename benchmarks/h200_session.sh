@@ -57,6 +57,8 @@
 #     hf-a      hf-static, hf-compile-default, hf-compile-reduce-overhead: the lattice's rows over
 #               transformers' own model (static cache), not yet run on the H200 in this harness; time unknown
 #     hf-b      hf-compile-max-autotune (the same; max-autotune's GEMM autotuning: expect fast-a's order)
+#     stock     every lattice row fast-a leaves (fast-b's, hf-a's, hf-b's; or ROWS=a,b), as far as one call
+#               goes: decode.py saves each row as it finishes, so a call cut at its limit keeps those
 #               The fast slices gate their rows for information (--gate-stock: is the backend's fast model
 #               itself within the gate?), from the gate file, and write $OUT/reference.json with any cell the
 #               committed reference lacks (a model's or shape's first run: the reference rule): commit it.
@@ -170,6 +172,10 @@ case ${1:-} in
       fast-b) rows=(--rows fast-max-autotune-cd --gate-stock --gate-cache "$gates") ;;
       hf-a) rows=(--rows hf-static,hf-compile-default,hf-compile-reduce-overhead --gate-stock --gate-cache "$gates") ;;
       hf-b) rows=(--rows hf-compile-max-autotune --gate-stock --gate-cache "$gates") ;;
+      stock)  # the lattice's rows fast-a leaves, in one call: each finished row is saved (a cut call keeps
+              # them; run the rest with ROWS=...)
+        rows=(--rows "${ROWS:-fast-max-autotune-cd,hf-static,hf-compile-default,hf-compile-reduce-overhead,hf-compile-max-autotune}"
+              --gate-stock --gate-cache "$gates") ;;
       hoid-compile) rows=(--rows hoid-compile "${hoid[@]}") ;;
       hoid-export) rows=(--rows hoid-export --no-warm "${hoid[@]}") ;;
       hoid-backend) rows=(--rows hoid-backend --no-warm "${hoid[@]}") ;;
@@ -179,7 +185,7 @@ case ${1:-} in
                "hoid-compile, hoid-export and hoid-backend as three calls (or BUDGET=1m decode hoid)" >&2; exit 2
         fi
         rows=(--rows hoid-compile,hoid-export,hoid-backend "${hoid[@]}") ;;
-      *) echo "decode: SLICE is one of gate fast-a fast-b hf-a hf-b hoid hoid-compile hoid-export hoid-backend" >&2
+      *) echo "decode: SLICE is one of gate fast-a fast-b hf-a hf-b stock hoid hoid-compile hoid-export hoid-backend" >&2
          exit 2 ;;
     esac
     if [[ $slice == hoid* ]] && ! python3 -c "import egglog" 2>/dev/null; then
@@ -188,7 +194,7 @@ case ${1:-} in
         || { echo "decode $slice: the wheels did not install" >&2; exit 1; }
     fi
     # a stock slice adds the cells the reference lacks (a model's first run): $OUT/reference.json, to commit
-    if [[ $slice == fast-* ]]; then
+    if [[ $slice == fast-* || $slice == stock ]]; then
       kept=(); for a in "${common[@]}"; do [[ $a == --no-write-reference ]] || kept+=("$a"); done; common=("${kept[@]}")
     fi
     bash "$0" run "${common[@]}" "${rows[@]}"; code=$?
