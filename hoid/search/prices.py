@@ -183,6 +183,8 @@ class PricedCost:
         """Decide, for each kernel, whether its choice is measured on both sides; a plain call on the side
         of a modelled choice is modelled too, wherever it appears."""
         self._rivals = rival_kernels(kernels)
+        # rows of kernel calls that raised when timed (`measure_unpriced`): looked up per call only if any
+        self._unrunnable = any(row[0] == UNRUNNABLE_SECONDS for row in self.prices.rows.values())
         launch = self.device.graph_launch_overhead
         bound = self.prices.efficiencies(BOUND_BY_FLOOR * launch, launch)
         small = self.prices.overheads(BOUND_BY_FLOOR * launch, launch)
@@ -215,7 +217,7 @@ class PricedCost:
     def __call__(self, call: OpCall) -> float:
         if not self.prices.rows:  # nothing measured: every price is the model's (no lookups per e-node)
             return self.analytic(call)
-        if call.op == "kernel" and self.prices.seconds(call) == UNRUNNABLE_SECONDS:
+        if self._unrunnable and call.op == "kernel" and self.prices.seconds(call) == UNRUNNABLE_SECONDS:
             return UNRUNNABLE_SECONDS  # it raised when timed here, whatever its plain side's rows say
         if self.status(call) == "measured":
             return float(self.prices.seconds(call))
