@@ -5,7 +5,9 @@ and a torch copy of the same bytes; the Hopper GEMM at 4096^3 and Qwen3-1.7B's p
 
     PYTHONPATH=. python3 benchmarks/kernels_cute.py --parts decode,prefill     # ~5 min on the H200 (estimate)
     PYTHONPATH=. python3 benchmarks/kernels_cute.py --parts model              # ~4 min (estimate)
-    PYTHONPATH=. python3 benchmarks/kernels_cute.py --parts decode --tune      # + a GEMV param sweep
+    PYTHONPATH=. python3 benchmarks/kernels_cute.py --parts decode --tune --m 1 --only Llama-3.2-1B --out $OUT
+                                   # + the GEMV param grid, every candidate's time kept (rows "tried"): 25 builds
+                                   # and timings per matrix, ~1.8 s each (12-04's prices): ~3 min a model
 
 The part `model`: Qwen3-1.7B's decode tokens/s through `hoid.compile` with the CuTe GEMVs, and the same
 rewrite with the Triton GEMVs. On the H200 without network, `benchmarks/cute_h200.sh` wraps these.
@@ -45,7 +47,10 @@ MODELS = {"Qwen3-1.7B": (2048, 6144, 16, 8, 128, 151936), "Qwen3-4B": (2560, 972
           "Llama-3.2-1B": (2048, 8192, 32, 8, 64, 128256), "Llama-3.1-8B": (4096, 14336, 32, 8, 128, 128256)}
 EAGER = {"linear": lambda x, w: F.linear(x, w), "linear_add": lambda x, w, r: F.linear(x, w) + r,
          "linear_swiglu_merged": lambda x, w: _swiglu(F.linear(x, w))}
-TUNE_GRID = [dict(rows=r, unroll=u, warps=w) for r, u, w in itertools.product((1, 2), (4, 8), (4, 8))]
+# rows 2 and 4 reuse each step's x across rows: at K = 8192 (Llama-3.2-1B's down projection) one row a warp
+# reads x once per weight row, as many bytes as the weight (through L2), and ran at 61% of its floor on the
+# H200 (12-04) with the library sweep never trying more rows
+TUNE_GRID = [dict(rows=r, unroll=u, warps=w) for r, u, w in itertools.product((1, 2, 4), (2, 4, 8, 16), (4, 8))]
 
 
 def _swiglu(y):
@@ -113,9 +118,11 @@ def run_decode(m: int, bandwidth: float, tune: bool, only: str) -> list[dict]:
             n_out = w_rows // 2 if pattern == "linear_swiglu_merged" else w_rows
             moved = moved_bytes(inputs, n_out)
             cute_s, params, err = hoid_seconds(f"cute.{pattern}", inputs)
-            if tune:
+            if tune:  # every candidate's time kept: what `cute_gemv.choose` is to be set from
+                row["tried"] = [{"params": params, "seconds": cute_s}]
                 for cand in TUNE_GRID:
                     s, p, e = hoid_seconds(f"cute.{pattern}", inputs, cand)
+                    row["tried"].append({"params": p, "seconds": s})
                     if s < cute_s:
                         cute_s, params, err = s, p, e
             triton_s, _, triton_err = hoid_seconds(f"triton.{pattern}", inputs)
