@@ -71,8 +71,10 @@ class OpDef:
       templates by condition, the first that holds: "attr=value", "operands=N", or the kind of the
       output, "float"/"int"/"bool" (a plain string serves float and int outputs; a bool output needs a
       "bool" key). "view", for a view: no code; the strides `infer` gives the output over a contiguous input
-      say which input element each output element is, and the generator reads the input there. None: the
-      generator does not fuse the op (and says so).
+      say which input element each output element is, and the generator reads the input there. "repeat",
+      for a join (concat) of one tensor to itself along `dim`: no code either, the input read at each
+      coordinate modulo its size there (a join of distinct tensors is refused). None: the generator does
+      not fuse the op (and says so).
     """
 
     name: str

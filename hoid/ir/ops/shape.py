@@ -295,6 +295,7 @@ register_op(OpDef(
     infer=_concat_infer,
     reference=lambda *xs, dim: torch.cat(xs, dim),
     sample=_concat_sample,
+    triton="repeat",  # generated only where every operand is one tensor (RoPE's cat(freqs, freqs)): a view
     category="shape",
     doc="join tensors along dim (torch.cat; dtypes promote)",
 ))

@@ -159,6 +159,14 @@ def view_coords(node, out: tuple[Ix, ...], shape: tuple[int, ...]) -> tuple[Ix, 
     return _digits(flat, tuple(x.shape), shape)
 
 
+def repeat_coords(node, out: tuple[Ix, ...], shape: tuple[int, ...]) -> tuple[Ix, ...]:
+    """The coordinates of the tensor that the concat `node` joins to itself (every operand the same value)
+    that its output's coordinates `out` read: the same, but modulo the tensor's size along the joined dim."""
+    x = node.inputs[0].type
+    d = node.attrs["dim"] % x.rank
+    return tuple(make([(c, 1)], shape, mod=x.shape[d]) if i == d else c for i, c in enumerate(out))
+
+
 def reshaped(coords: tuple[Ix, ...], from_shape: tuple[int, ...], to_shape: tuple[int, ...],
              shape: tuple[int, ...]) -> tuple[Ix, ...]:
     """The coordinates in `to_shape` of the element at `coords` in `from_shape` (both row-major, one numel)."""

@@ -36,8 +36,8 @@ from functools import cached_property
 
 from ...ir import Graph
 from ...ir.registry import get_op
-from .index import ZERO, Ix, broadcast_coords, dim, reshaped, view_coords
-from .templates import COMPUTE, VIEW, choose, is_row_template, unsplittable
+from .index import ZERO, Ix, broadcast_coords, dim, repeat_coords, reshaped, view_coords
+from .templates import COMPUTE, REPEAT, VIEW, choose, is_row_template, unsplittable
 
 MAX_ROW = 16384  # the longest row one tile holds (float32 registers of one program); longer rows are looped
 
@@ -148,7 +148,7 @@ def _in_place(body: Graph, templates: dict[int, str], views: dict[int, RowView])
     marked.update(n.outputs[0].name for i, n in enumerate(body.nodes) if is_row_template(templates[i]))
     for i in reversed(range(len(body.nodes))):
         node = body.nodes[i]
-        if node.outputs[0].name in marked and templates[i] != VIEW:
+        if node.outputs[0].name in marked and templates[i] not in (VIEW, REPEAT):
             reads = list(node.inputs)
             if i in views:
                 trailing = views[i].trailing(node.inputs[0].type.rank)
@@ -171,6 +171,10 @@ def _templates(body: Graph) -> tuple[dict[int, str], dict[int, RowView]]:
         template, why = choose(get_op(node.op), node.attrs, len(node.inputs), out.dtype)
         if template is None:
             raise Refused(f"{node.name}: {why}")
+        if template == REPEAT and len({v.name for v in node.inputs}) > 1:
+            raise Refused(f"{node.name}: {node.op} joins distinct tensors "
+                          f"({', '.join('%' + v.name for v in node.inputs)}); only a tensor joined to itself is "
+                          "generated (read at its coordinates modulo its size)")
         templates[i] = template
         if is_row_template(template):
             try:
@@ -263,7 +267,7 @@ def _addressing(body: Graph, templates, in_place: set[str], values: tuple[int, .
         template = templates[i]
         if out.name not in in_place:  # read only through views: evaluated where they read it
             continue
-        if template == VIEW:
+        if template in (VIEW, REPEAT):
             addressing[out.name] = _right_aligned(tuple(out.type.shape), rank)
             continue
         flat_in = [v.name for v in node.inputs if v.name in per_row]
@@ -304,6 +308,8 @@ def operand_coords(node, template: str, coords: tuple[Ix, ...], layout: Layout) 
     out = node.outputs[0]
     if template == VIEW:
         return [view_coords(node, coords, layout.shape)]
+    if template == REPEAT:  # every operand is the one tensor, read at the same place
+        return [repeat_coords(node, coords, layout.shape)] * len(node.inputs)
     if not is_row_template(template):
         return [broadcast_coords(coords, tuple(out.type.shape), tuple(v.type.shape)) for v in node.inputs]
     if out.name not in layout.addressing or coords != layout.own_coords(out):

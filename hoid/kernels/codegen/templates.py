@@ -27,6 +27,11 @@ _PRIVATE = re.compile(r"(?<![\w.])_([A-Za-z]\w*)")
 # The template of a view (`OpDef.triton = "view"`): no code of its own; its output's strides, as the op infers
 # them over a contiguous input, say which input element each output element is (`index.view_coords`).
 VIEW = "view"
+# The template of a tensor joined to itself along `dim` (`OpDef.triton = "repeat"`: concat of one value k
+# times, as RoPE's tables are made, cat(freqs, freqs)): no code either, each output element reads the input
+# at its coordinate modulo the input's size along `dim` (`index.repeat_coords`), which no strides can say.
+# A node of several distinct operands has no such template (legality refuses it, naming them).
+REPEAT = "repeat"
 
 # A row reduction inside a template: `tl.sum(E, axis=1, keep_dims=True)` (or max, min) over a tile's rows.
 _REDUCE = re.compile(r"\btl\.(sum|max|min)\(")
@@ -68,7 +73,7 @@ def choose(op: OpDef, attrs: dict, n_operands: int, out_dtype: str) -> tuple[str
     out_kind = kind(out_dtype)
     if template is None:
         return None, f"{op.name} has no Triton template (OpDef.triton)"
-    if template == VIEW:
+    if template in (VIEW, REPEAT):
         return template, ""
     if isinstance(template, str):
         if out_kind == "bool":

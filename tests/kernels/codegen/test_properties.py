@@ -61,6 +61,9 @@ def fusible_graphs(draw, max_nodes: int = 6, last_dim: float = 0.5, row: tuple[i
             else:
                 cut = rng.randint(0, values[-1].type.rank)
                 operands.append(b.input(f"x{step}_{i}", values[-1].type.shape[cut:], t.dtype))
+        if op.name == "concat":  # generated only joining a tensor to itself: the strategy draws such joins
+            operands = [values[-1]] * len(types)
+            attrs["dim"] = rng.randrange(max(values[-1].type.rank, 1))
         try:
             infer_node(op.name, [v.type for v in operands], attrs)
         except GraphError:
@@ -88,7 +91,7 @@ def _view_of(op: str, t, rng) -> dict:
 
 def test_the_strategy_draws_the_families_the_generator_fuses():
     assert {"add", "where", "cast", "gt", "sum", "mean", "var", "amax", "softmax", "layer_norm", "rmsnorm",
-            "gelu", "expand", "reshape", "permute", "transpose"} <= set(FUSIBLE)
+            "gelu", "expand", "reshape", "permute", "transpose", "concat"} <= set(FUSIBLE)
 
 
 def _runs(graph) -> bool:

@@ -152,3 +152,25 @@ def test_an_expand_read_by_every_layer_joins_each_layers_region():
     assert not found.refusals
     assert found.regions[0].generated.spec.id == found.regions[1].generated.spec.id
     assert_verified(found.regions[0].generated)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_rope_tables_join_the_frequencies_to_themselves_in_one_kernel(dtype):
+    """transformers' rotary tables: emb = cat(freqs, freqs) -> cos, sin -> cast; the frequencies a transpose of
+    what came before (inv_freq [1, F, 1] @ positions, outside). One kernel reads each frequency twice."""
+    b = builder()
+    freqs = b.input("freqs", (1, 8, 3), "f32")  # [1, F, T]: the matmul's output
+    emb = b.concat(*[b.transpose(freqs, dim0=1, dim1=2)] * 2, dim=-1)  # [1, T, 2F]
+    fused = _one_region(b.build(b.cast(b.cos(emb), dtype=dtype), b.cast(b.sin(emb), dtype=dtype)))
+    assert _ops(fused) == ["transpose", "concat", "cos", "cast", "sin", "cast"]
+    assert [gi.value.type.shape for gi in fused.generated.body.inputs] == [(1, 8, 3)]
+    assert "% 8" in "".join(_loads(fused.generated))  # the joined dim read modulo the frequencies' count
+    assert_verified(fused.generated)
+
+
+def test_a_join_of_distinct_tensors_is_refused_with_their_names():
+    b = builder()
+    x, y = b.input("x", (2, 4), "f32"), b.input("y", (2, 4), "f32")
+    found = find_regions(b.build(b.exp(b.concat(b.neg(x), b.neg(y), dim=-1))))
+    assert not any("concat" in _ops(f) for f in found.regions)
+    assert any("concat joins distinct tensors (%" in r.reason for r in found.refusals), found.refusals
