@@ -8,6 +8,11 @@ kept with its reason: a node the generator cannot compute alone is *skipped*; a 
 kernels where one was wanted (*not fused*). Values computed from weights alone are left out: the runtime
 folds them once.
 
+A region that computes a value many nodes outside read (`SHARED_READERS` or more: a table every layer reads,
+as RoPE's cos and sin) is also proposed cut down to what that value needs: grown greedily, the region took in
+the first reader's ops too (layer 0's rotation of q), and such a kernel competes with the per-layer kernels
+the other layers use; the table alone does not. Both go to the search, which keeps what is faster.
+
 Views (reshape, permute, transpose, expand: ops whose template is a view's) join the region of the node that
 reads them, with the chain of views behind them, so that the kernel reads through them instead of the
 region breaking there; where that is refused, the node reads the view's result as an input instead. A view
@@ -26,6 +31,8 @@ from ...ir.analysis import weight_only_values
 from ...ir.registry import get_op, has_op
 from .generate import Generated, generate
 from .legality import MAX_ROW, Refused, check
+
+SHARED_READERS = 4  # a value read by this many nodes outside its region is a shared table (see the module doc)
 
 
 @dataclass(frozen=True)
@@ -165,24 +172,54 @@ def find_regions(graph: Graph, *, generate_kernels: bool = True, max_row: int = 
         groups[keep].extend(attempt)
         groups[keep].append(node)
         group_of[id(node)] = keep
+    readers: dict[str, int] = {}
+    for n in graph.nodes:
+        for v in {v.name for v in n.inputs}:
+            readers[v] = readers.get(v, 0) + 1
     for members in groups:
         if not members:
             continue
-        region = Region.of(graph, members)
-        why = _legal(graph, members, max_row, order)
-        if why is not None:
-            found.refusals.append(Refusal("skipped", tuple(n.name for n in region.nodes), why))
-            continue
-        if not generate_kernels:
-            found.regions.append(FusedRegion(region, None))
-            continue
-        try:
-            generated = generate(cut(graph, members), max_row=max_row)
-        except Refused as e:  # legal above, so this is the generator's own limit: say so, never crash
-            found.refusals.append(Refusal("skipped", tuple(n.name for n in region.nodes), str(e)))
-            continue
-        found.regions.append(FusedRegion(region, generated))
+        for part in (members, _shared_tables(members, readers)):
+            if not part:
+                continue
+            region = Region.of(graph, part)
+            why = _legal(graph, part, max_row, order)
+            if why is not None:
+                found.refusals.append(Refusal("skipped", tuple(n.name for n in region.nodes), why))
+                continue
+            if not generate_kernels:
+                found.regions.append(FusedRegion(region, None))
+                continue
+            try:
+                generated = generate(cut(graph, part), max_row=max_row)
+            except Refused as e:  # legal above, so this is the generator's own limit: say so, never crash
+                found.refusals.append(Refusal("skipped", tuple(n.name for n in region.nodes), str(e)))
+                continue
+            found.regions.append(FusedRegion(region, generated))
     return found
+
+
+def _shared_tables(members: list, readers: dict[str, int]) -> list:
+    """The nodes of `members` that the values read `SHARED_READERS` times or more outside them need (the
+    module doc says why), in order; none where there is no such value or it needs every node."""
+    inside = {id(n) for n in members}
+    produced = {v.name: n for n in members for v in n.outputs}
+    read_inside: dict[str, int] = {}
+    for n in members:
+        for v in {v.name for v in n.inputs}:
+            read_inside[v] = read_inside.get(v, 0) + 1
+    shared = [name for name in produced if readers.get(name, 0) - read_inside.get(name, 0) >= SHARED_READERS]
+    needed: set[int] = set()
+    stack = [produced[name] for name in shared]
+    while stack:
+        n = stack.pop()
+        if id(n) in needed:
+            continue
+        needed.add(id(n))
+        stack.extend(produced[v.name] for v in n.inputs if v.name in produced and id(produced[v.name]) in inside)
+    part = [n for n in members if id(n) in needed]
+    computes = [n for n in part if not _is_view(n)]
+    return part if 0 < len(computes) < len([n for n in members if not _is_view(n)]) else []
 
 
 def _place(graph, groups, group_of, producers, pulled, node, max_row, order):
