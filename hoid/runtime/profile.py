@@ -39,6 +39,9 @@ def profile(compiled: CompiledGraph, inputs: Sequence[torch.Tensor], *, device: 
         key = ("node", id(node)) if key is None else key  # None: an attr without an exact key, timed alone
         if key in seen:
             seconds, method = seen[key]
+        elif _aliases_an_input(node, call, args):  # a view torch made without a copy: nothing to time (its
+            seconds, method = 0.0, "no launch: a view of its input"  # CUDA graph would be empty, and say so)
+            seen[key] = (seconds, method)
         else:
             timing = time_on(device, call, args, **timer_options)
             method = f"{timing.method}; {timing.note}" if timing.note else timing.method
@@ -51,6 +54,17 @@ def profile(compiled: CompiledGraph, inputs: Sequence[torch.Tensor], *, device: 
                    **({"rotate": False} if device.arch != "cpu" else {})).median
     kernels = kernel_seconds(compiled, step_args) if device.arch != "cpu" else None
     return Profile(compiled.graph.name, device.name, "in-context", rows_of(timed), step=step, kernels=kernels)
+
+
+def _aliases_an_input(node, call, args) -> bool:
+    """Whether the plain view op `node` runs as a view here: every output shares an input's storage (torch's
+    reshape copies a tensor it cannot view, and then a kernel runs, which is timed)."""
+    if node.op == "kernel" or not get_op(node.op).is_view:
+        return False
+    outs = call(*args)
+    storages = {a.untyped_storage().data_ptr() for a in args if isinstance(a, torch.Tensor)}
+    return all(isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() in storages
+               for o in (outs if isinstance(outs, (tuple, list)) else (outs,)))
 
 
 def _environment(compiled: CompiledGraph, inputs) -> dict[str, torch.Tensor]:
