@@ -26,7 +26,7 @@ from ...ir.registry import get_op
 from ...ir.types import contiguous_strides
 from .index import Render, offset
 from .legality import Layout, operand_coords
-from .templates import COMPUTE, REPEAT, TL, VIEW, for_dtype, is_row_template, literal, render
+from .templates import COMPUTE, TL, for_dtype, is_row_template, literal, moves_no_data, render
 
 INT32_MAX = 2**31 - 1
 _ASSIGN = re.compile(r"^(\w+) = (.+)$")
@@ -102,7 +102,7 @@ def lower(body: Graph, layout: Layout) -> Program:
         op = get_op(node.op)
         for k, coords in enumerate(layout.requests.get(out.name, ())):
             reads = operand_coords(node, template, coords, layout)
-            if template in (VIEW, REPEAT):  # no code: what reads the view reads its input there
+            if moves_no_data(template):  # no code: what reads the view reads its input there
                 names[(out.name, coords)] = names[(node.inputs[0].name, reads[0])]
                 continue
             name = name_for(out, k)

@@ -37,7 +37,7 @@ from functools import cached_property
 from ...ir import Graph
 from ...ir.registry import get_op
 from .index import ZERO, Ix, broadcast_coords, dim, repeat_coords, reshaped, view_coords
-from .templates import COMPUTE, REPEAT, VIEW, choose, is_row_template, unsplittable
+from .templates import COMPUTE, REPEAT, VIEW, choose, is_row_template, moves_no_data, unsplittable
 
 MAX_ROW = 16384  # the longest row one tile holds (float32 registers of one program); longer rows are looped
 
@@ -148,7 +148,7 @@ def _in_place(body: Graph, templates: dict[int, str], views: dict[int, RowView])
     marked.update(n.outputs[0].name for i, n in enumerate(body.nodes) if is_row_template(templates[i]))
     for i in reversed(range(len(body.nodes))):
         node = body.nodes[i]
-        if node.outputs[0].name in marked and templates[i] not in (VIEW, REPEAT):
+        if node.outputs[0].name in marked and not moves_no_data(templates[i]):
             reads = list(node.inputs)
             if i in views:
                 trailing = views[i].trailing(node.inputs[0].type.rank)
@@ -267,7 +267,7 @@ def _addressing(body: Graph, templates, in_place: set[str], values: tuple[int, .
         template = templates[i]
         if out.name not in in_place:  # read only through views: evaluated where they read it
             continue
-        if template in (VIEW, REPEAT):
+        if moves_no_data(template):
             addressing[out.name] = _right_aligned(tuple(out.type.shape), rank)
             continue
         flat_in = [v.name for v in node.inputs if v.name in per_row]

@@ -172,14 +172,11 @@ def find_regions(graph: Graph, *, generate_kernels: bool = True, max_row: int = 
         groups[keep].extend(attempt)
         groups[keep].append(node)
         group_of[id(node)] = keep
-    readers: dict[str, int] = {}
-    for n in graph.nodes:
-        for v in {v.name for v in n.inputs}:
-            readers[v] = readers.get(v, 0) + 1
+    users = graph.users()
     for members in groups:
         if not members:
             continue
-        for part in (members, _shared_tables(members, readers)):
+        for part in (members, _shared_tables(members, users)):
             if not part:
                 continue
             region = Region.of(graph, part)
@@ -199,24 +196,19 @@ def find_regions(graph: Graph, *, generate_kernels: bool = True, max_row: int = 
     return found
 
 
-def _shared_tables(members: list, readers: dict[str, int]) -> list:
-    """The nodes of `members` that the values read `SHARED_READERS` times or more outside them need (the
+def _shared_tables(members: list, users: dict[str, list]) -> list:
+    """The nodes of `members` that the values read by `SHARED_READERS` or more nodes outside them need (the
     module doc says why), in order; none where there is no such value or it needs every node."""
     inside = {id(n) for n in members}
     produced = {v.name: n for n in members for v in n.outputs}
-    read_inside: dict[str, int] = {}
-    for n in members:
-        for v in {v.name for v in n.inputs}:
-            read_inside[v] = read_inside.get(v, 0) + 1
-    shared = [name for name in produced if readers.get(name, 0) - read_inside.get(name, 0) >= SHARED_READERS]
+    stack = [n for name, n in produced.items()
+             if len({id(u) for u in users.get(name, ()) if id(u) not in inside}) >= SHARED_READERS]
     needed: set[int] = set()
-    stack = [produced[name] for name in shared]
     while stack:
         n = stack.pop()
-        if id(n) in needed:
-            continue
-        needed.add(id(n))
-        stack.extend(produced[v.name] for v in n.inputs if v.name in produced and id(produced[v.name]) in inside)
+        if id(n) not in needed:
+            needed.add(id(n))
+            stack.extend(produced[v.name] for v in n.inputs if v.name in produced)
     part = [n for n in members if id(n) in needed]
     computes = [n for n in part if not _is_view(n)]
     return part if 0 < len(computes) < len([n for n in members if not _is_view(n)]) else []

@@ -73,7 +73,7 @@ def choose(op: OpDef, attrs: dict, n_operands: int, out_dtype: str) -> tuple[str
     out_kind = kind(out_dtype)
     if template is None:
         return None, f"{op.name} has no Triton template (OpDef.triton)"
-    if template in (VIEW, REPEAT):
+    if moves_no_data(template):
         return template, ""
     if isinstance(template, str):
         if out_kind == "bool":
@@ -85,6 +85,11 @@ def choose(op: OpDef, attrs: dict, n_operands: int, out_dtype: str) -> tuple[str
     shown = ", ".join(f"{k}={attrs[k]!r}" for k in sorted(attrs) if attrs[k] is not None)
     return None, (f"{op.name} has no Triton template for a {out_kind} output with {n_operands} operand(s)"
                   f"{' and ' + shown if shown else ''} (its templates: {', '.join(template)})")
+
+
+def moves_no_data(template: str) -> bool:
+    """A view's or a repeat's template: no code; what reads the node reads its input elsewhere."""
+    return template in (VIEW, REPEAT)
 
 
 def is_row_template(template: str) -> bool:
