@@ -25,6 +25,25 @@ def _residual_example():
     return b.build(b.add(residual, b.matmul(x, b.transpose(b.weight("w", (8, 4), "f32"), dim0=0, dim1=1))))
 
 
+def _zero_range_example(scalar: bool, arange_first: bool):
+    """A position plus `arange(0, 1)`, as transformers' decoders compute `cache_position` and the mask's
+    row (position [1], or the scalar picked out of it), feeding an op so the sum is not an output."""
+    def example():
+        b = GraphBuilder("example")
+        x = b.input("x", () if scalar else (1,), "i64")
+        zero = b.arange(start=0, end=1, step=1, dtype="i64")
+        total = b.add(zero, x) if arange_first else b.add(x, zero)
+        return b.build(b.mul(total, 3))
+    return example
+
+
+def _outer_product_example():
+    """RoPE's frequencies as transformers computes them, inv_freq [1, F, 1] @ positions [.., 1, T], batched."""
+    b = GraphBuilder("example")
+    freq, pos = b.input("freq", (1, 4, 1), "f32"), b.input("pos", (2, 1, 3), "f32")
+    return b.build(b.exp(b.matmul(freq, pos)))
+
+
 RULES = (
     # cast to the dtype a tensor already has is the tensor (torch returns it unchanged)
     Rule("cast-identity", "(rewrite (Cast x (Str d)) x :when ((= (dtype x) d)))",
@@ -80,24 +99,9 @@ RULES = (
     Rule("add-zero", "(rewrite (Add x (Absent) (Float 0.0)) x :when ((= (dtype x) d) (is-float d)))",
          "x + 0.0 = x for float x",
          _unary_example("f32", lambda b, x: b.exp(b.add(x, 0.0)))),
-)
-
-def _zero_range_example(scalar: bool, arange_first: bool):
-    """A position plus `arange(0, 1)`, as transformers' decoders compute `cache_position` and the mask's
-    row (position [1], or the scalar picked out of it), feeding an op so the sum is not an output."""
-    def example():
-        b = GraphBuilder("example")
-        x = b.input("x", () if scalar else (1,), "i64")
-        zero = b.arange(start=0, end=1, step=1, dtype="i64")
-        total = b.add(zero, x) if arange_first else b.add(x, zero)
-        return b.build(b.mul(total, 3))
-    return example
-
-
-# x + arange(0, 1) is x + [0]: the value x, broadcast to [1] where x is a scalar (a reshape, which launches
-# nothing); the same dtype on both sides, so no promotion. Llama's decode step computes its position twice
-# this way (two 1.2 us launches a token on the H200, 12-04's profile)
-RULES = RULES + (
+    # x + arange(0, 1) is x + [0]: the value x, broadcast to [1] where x is a scalar (a reshape, which launches
+    # nothing); the same dtype on both sides, so no promotion. Llama's decode step computes its position twice
+    # this way (two 1.2 us launches a token on the H200, 12-04's profile)
     Rule("add-zero-range",
          """(rule ((= e (Add x (Arange (Int 0) (Int 1) (Int 1) (Str d)) (NoAttr))) (= (dtype x) d) (= (shape e) s))
                   ((union e (Reshape x (Ints s)))))""",
@@ -108,19 +112,9 @@ RULES = RULES + (
                   ((union e (Reshape x (Ints s)))))""",
          "arange(0, 1) + x = reshape(x, shape of the sum)",
          _zero_range_example(scalar=True, arange_first=True)),
-)
-
-def _outer_product_example():
-    """RoPE's frequencies as transformers computes them: inv_freq [1, F, 1] @ position [1, 1, 1]."""
-    b = GraphBuilder("example")
-    freq, pos = b.input("freq", (1, 4, 1), "f32"), b.input("pos", (2, 1, 3), "f32")
-    return b.build(b.exp(b.matmul(freq, pos)))
-
-
-# a matmul whose contracted dim has size 1 sums one product per element: an outer product, the broadcast
-# product of its operands, exactly (one rounding either way). Llama's and Qwen3's RoPE frequencies come so
-# (inv_freq [1, 32, 1] @ position [1, 1, 1]), and the H200 timed that cuBLAS call at 2.9 us a token
-RULES = RULES + (
+    # a matmul whose contracted dim has size 1 sums one product per element: an outer product, the broadcast
+    # product of its operands, exactly (one rounding either way). Llama's and Qwen3's RoPE frequencies come so
+    # (inv_freq [1, 32, 1] @ position [1, 1, 1]), and the H200 timed that cuBLAS call at 2.9 us a token
     Rule("matmul-k1-is-mul",
          """(rule ((= e (Matmul a b)) (= (shape a) sa) (= (shape b) sb) (= (dtype a) d) (= (dtype b) d)
                    (>= (vec-length sa) 2) (>= (vec-length sb) 2)
