@@ -62,7 +62,7 @@ def decide_together(run, proposer: str, proposals: list[Proposal], context: Cont
     used = {key for proposal, key, region, _ in passed if uses(best_f.graph, proposal.kernel.id, region)}
     run.emit(kind="together", proposer=proposer, passed=len(passed), used=len(used), kept=gain, why=why, **spent)
     if not gain or not used:
-        return rejected | _record_unreached(run, proposer, passed, why if not gain else "no finalist used any")
+        return rejected | _record_unreached(run, proposer, passed, why if not gain else "no finalist used any of them")
     attempt = None
     for proposal, key, region, result in passed:
         kernel, keep = result.kernel, key in used
@@ -73,8 +73,7 @@ def decide_together(run, proposer: str, proposals: list[Proposal], context: Cont
         else:  # the batch's optimum is feasible with this one and the kept alone: it could only tie
             said = f"decided together: the extraction over all {len(passed)} of {proposer}'s that passed chose others"
         said += retried_note(result)
-        fields = dict(verdict_reason=result.verdict.reason, params=result.params, kernel_s=kernel.seconds,
-                      kernel_evidence=kernel.evidence, kernel_method=kernel.method)
+        fields = _passed_fields(result)
         if keep:
             fields.update(graph_s=best_e.seconds, graph_evidence=best_e.evidence)
         attempt_id = run.begin_attempt(proposer, proposal, region)
@@ -97,17 +96,21 @@ def _record_unreached(run, proposer: str, passed: list[tuple], why: str) -> set[
         return set()
     keys = set()
     for proposal, key, region, result in passed:
-        kernel = result.kernel
         attempt = run.begin_attempt(proposer, proposal, region)
         run.evaluations.drop(key)
         said = (f"passed; not decided alone, the budget ended after its batch of {len(passed)}, which "
                 f"gained nothing: {why}") + retried_note(result)
-        run.finish_attempt(attempt, proposer, region, proposal.kernel, "passed", False, said,
-                           dict(verdict_reason=result.verdict.reason, params=result.params, kernel_s=kernel.seconds,
-                                kernel_evidence=kernel.evidence, kernel_method=kernel.method),
+        run.finish_attempt(attempt, proposer, region, proposal.kernel, "passed", False, said, _passed_fields(result),
                            kind=getattr(result.verdict, "kind", None))
         keys.add(key)
     return keys
+
+
+def _passed_fields(result) -> dict:
+    """What the journal keeps of a passing proposal's evaluation: its check's words, params and kernel time."""
+    kernel = result.kernel
+    return dict(verdict_reason=result.verdict.reason, params=result.params, kernel_s=kernel.seconds,
+                kernel_evidence=kernel.evidence, kernel_method=kernel.method)
 
 
 def _record_rejections(run, proposer: str, evaluated: list[tuple]) -> set[str]:
