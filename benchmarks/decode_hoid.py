@@ -23,6 +23,7 @@ events is a `decode_loop.progress` line. Rows:
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import sys
@@ -77,12 +78,13 @@ class Plan:
             try:
                 with phase("hoid: import and rewrite the prefill"):
                     graph = prefill_graph(self.lm, shape.prompt, shape.cache_len, batch=shape.batch)
-                    kernels = KernelSet.default().runnable_here()
-                    if self.target.arch == "cpu":  # the tests' tiny runs: modelled, as ever
-                        result = hoid.search.search(graph, device=self.target, kernels=kernels)
-                    else:  # every choice timed here, into the run's cache (archived with the optimizes')
-                        with hoid.measure.MeasureCache(Path(self.folder.name) / "measure.sqlite") as cache:
-                            result = hoid.search.search(graph, device=self.target, kernels=kernels, measure=cache)
+                    # on the GPU every choice is timed, into the run's cache (archived with the optimizes');
+                    # the tests' tiny CPU runs price it modelled, as ever
+                    measured = self.target.arch != "cpu"
+                    with (hoid.measure.MeasureCache(Path(self.folder.name) / "measure.sqlite") if measured
+                          else contextlib.nullcontext()) as cache:
+                        result = hoid.search.search(graph, device=self.target,
+                                                    kernels=KernelSet.default().runnable_here(), measure=cache)
                     self.prefill = result.graph
             except Exception as e:
                 self.prefill_error = e
