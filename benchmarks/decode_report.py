@@ -249,7 +249,7 @@ def markdown(cells: list[dict], lattice: tuple[str, ...] | None = None) -> str:
             f"{_fmt(hoid and hoid.get('peak_bytes'), 2**-30, 1)}",
             f"{_fmt((opt.get('cold') or {}).get('seconds'))} / "
             + ("not run" if opt.get("warm_skipped") else _fmt((opt.get("warm") or {}).get("seconds"))),
-            gate, "met" if not misses(cell, lattice) else "; ".join(misses(cell, lattice))]) + " |")
+            gate, "; ".join(misses(cell, lattice)) or "met"]) + " |")
     return "\n".join(lines)
 
 
