@@ -69,9 +69,9 @@ class DirKernel:
     def sweep(self, spec: KernelSpec) -> tuple[dict, ...]:
         if "sweep" in self.meta:
             return tuple(dict(p) for p in self.meta["sweep"])
-        from .library_proposer import LibraryProposer  # one owner of "defaults first, then the choices"
+        from ..measure.tune import neighbours  # one owner of "the defaults first, then their neighbours"
 
-        return LibraryProposer()._sweep(spec)
+        return neighbours(spec)
 
 
 def region_spec(source: KernelSource, region: Graph, kernel_id: str, *, aliases: dict | None = None,

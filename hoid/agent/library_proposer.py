@@ -25,8 +25,9 @@ def _cute_runs_here() -> bool:
 
 
 class LibraryProposer:
-    """sweep: at most this many param combinations per kernel (the defaults first, then the spec's
-    choices in their declared order), so a kernel with many choices does not eat the budget."""
+    """sweep: at most this many param combinations per kernel (the defaults first, then one param at a time
+    moved to its nearest choices, every param in turn), so a kernel with many choices does not eat the
+    budget."""
 
     name = "library"
     independent = True  # its proposals never depend on earlier outcomes: a pool may read them ahead
@@ -48,19 +49,11 @@ class LibraryProposer:
                     context.skip(self.name, f"{spec.id} for {region.key}", "a CuTe DSL kernel cannot be checked "
                                  "here: it runs on a CUDA GPU with CuTe DSL installed (pip install 'hoid[cute]')")
                     continue
-                yield Proposal(region.key, spec, self._sweep(spec),
-                               note=f"library kernel {spec.id} for {region.pattern}")
+                sweep = self._sweep(spec, region.types, region.attrs, context.device.target())
+                yield Proposal(region.key, spec, sweep, note=f"library kernel {spec.id} for {region.pattern}")
 
-    def _sweep(self, spec) -> tuple[dict, ...]:
-        import itertools
+    def _sweep(self, spec, types=None, attrs=None, target=None) -> tuple[dict, ...]:
+        """The defaults, then their neighbours at the region's types (`hoid.measure.tune.neighbours`)."""
+        from ..measure.tune import neighbours
 
-        default = spec.default_params()
-        names = [p.name for p in spec.params]
-        combos = [default]
-        for values in itertools.product(*(p.choices for p in spec.params)):
-            if len(combos) >= self.sweep:
-                break
-            combo = dict(zip(names, values, strict=True))
-            if combo != default:
-                combos.append(combo)
-        return tuple(combos)
+        return neighbours(spec, self.sweep, types=types, attrs=attrs, target=target)

@@ -243,10 +243,10 @@ class Toolbox:
         return found[0] if found else None
 
     def _sweep(self, spec, sweep) -> tuple[dict, ...]:
-        from .library_proposer import LibraryProposer
+        from ..measure.tune import neighbours
 
         if sweep in (None, [], {}):
-            return LibraryProposer(sweep=6)._sweep(spec)
+            return neighbours(spec, 6)
         if isinstance(sweep, dict):
             sweep = [sweep]
         if not isinstance(sweep, list) or not all(isinstance(p, dict) for p in sweep):

@@ -65,6 +65,50 @@ def candidates_of(spec, limit: int = 64) -> list[dict]:
     return combos
 
 
+def neighbours(spec, size: int = 8, *, types: Sequence[TensorType] | None = None, attrs: dict | None = None,
+               target=None) -> tuple[dict, ...]:
+    """At most `size` param sets for a search to time: the defaults first, then, one param changed at a time,
+    the choices nearest the value the defaults take (for `types` on `target`, "auto" resolved by the spec's
+    heuristic; without types, the declared default), taken in turn across params so that every param is
+    varied before any is varied twice, each a different kernel once resolved.
+
+    Why not the product of the choices in declared order: its last param varies fastest, so a sweep of 8
+    never reached the first param's second choice (the CuTe GEMV's `rows`, which decides how often x is
+    re-read at K = 8192, was never tried by a search)."""
+    from ..kernels.launch import resolve_params
+
+    default = spec.default_params()
+
+    def resolved(params: dict) -> dict | None:
+        if types is None:
+            return params
+        try:
+            return resolve_params(spec, types, attrs or {}, params, target)
+        except (ValueError, TypeError, KeyError):  # a combination the kernel's heuristic refuses at this shape
+            return None
+
+    here = resolved(default) or default
+    ranked = []
+    for p in spec.params:
+        at = p.choices.index(here[p.name]) if here[p.name] in p.choices else 0
+        values = [v for v in p.choices if v != "auto" and v != here[p.name]]
+        values.sort(key=lambda v: (abs(p.choices.index(v) - at), p.choices.index(v)))
+        ranked.append((p.name, values))
+    combos, seen = [default], [here]
+    for rank in range(max((len(values) for _, values in ranked), default=0)):
+        for name, values in ranked:
+            if len(combos) >= size:
+                return tuple(combos)
+            if rank >= len(values):
+                continue
+            combo = {**default, name: values[rank]}
+            if (full := resolved(combo)) is None or full in seen:
+                continue
+            seen.append(full)
+            combos.append(combo)
+    return tuple(combos)
+
+
 def _trial(params: dict, m: KernelMeasurement) -> Trial:
     return Trial(params, None, m.sanity.reason) if m.suspect else Trial(params, m.median)
 

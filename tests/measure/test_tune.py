@@ -5,9 +5,12 @@ import torch
 
 from hoid.ir import TensorType
 from hoid.kernels import KernelSpec, Param, op_pattern
+from hoid.kernels.launch import resolve_params
+from hoid.kernels.registry import library_kernels
+from hoid.kernels.spec import Target
 from hoid.measure.cache import MeasureCache, MeasureKey
 from hoid.measure.cpu import calibrate_cpu
-from hoid.measure.tune import candidates_of, tune
+from hoid.measure.tune import candidates_of, neighbours, tune
 
 FAST = {"min_runs": 5, "min_seconds": 0.02}
 # Small enough that one call stays on one thread (torch parallelizes from 32K elements, and a thread
@@ -78,3 +81,26 @@ def test_a_suspect_default_stops_tuning_before_the_candidates_are_timed(monkeypa
     with pytest.raises(RuntimeError, match="below the roofline floor .faster than DRAM allows."):
         tune(spec_with_default(1), TYPES, {}, device=calibrate_cpu(), **FAST)
     assert timed == [{"chunks": 1}]  # the default alone: no candidate timed against a useless baseline
+
+
+def test_neighbours_vary_every_param_before_any_twice_each_a_different_kernel_at_the_shape():
+    """The CuTe GEMV at Llama-3.2-1B's down projection (K = 8192): its heuristic takes one row a warp, 8
+    warps, the K loop unrolled 8 times; the sweep tries 2 and 4 rows a warp (x re-read half and a quarter as
+    often) within its 8, where the product of the choices in declared order never moved `rows`."""
+    spec = library_kernels()["cute.linear_add"]
+    types = [TensorType((1, 8192), "bf16"), TensorType((2048, 8192), "bf16"), TensorType((1, 2048), "bf16")]
+    combos = neighbours(spec, 8, types=types, attrs={}, target=Target.H200)
+    assert combos[0] == spec.default_params()
+    assert [{k: v for k, v in c.items() if v != "auto"} for c in combos[1:]] == [
+        {"rows": 2}, {"warps": 4}, {"unroll": 4},  # each param once, nearest the resolved 1, 8, 8 first
+        {"rows": 4}, {"unroll": 16}, {"unroll": 2}, {"unroll": 1}]  # warps has no third choice
+    resolved = [resolve_params(spec, types, {}, c, Target.H200) for c in combos]
+    assert len({tuple(sorted(r.items())) for r in resolved}) == len(combos)  # no "rows: 1" twin of the defaults
+    assert len(neighbours(spec, 3, types=types, attrs={}, target=Target.H200)) == 3
+
+
+def test_neighbours_without_types_start_from_the_declared_defaults():
+    spec = KernelSpec("test.tuned", op_pattern("relu"), "torch", lambda x, out, **p: None,
+                      params=(Param("block", (64, 128, 256, 512), 256), Param("warps", (2, 4, 8), 4)))
+    assert neighbours(spec) == ({"block": 256, "warps": 4}, {"block": 128, "warps": 4}, {"block": 256, "warps": 2},
+                                {"block": 512, "warps": 4}, {"block": 256, "warps": 8}, {"block": 64, "warps": 4})
