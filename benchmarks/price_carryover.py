@@ -15,6 +15,8 @@ run (CuTe's GEMV imports the Triton GEMV's patterns). `--from-rev` builds both (
 that revision) and writes an entry only where they agree; `hoid.search.prices` reads the file beside the
 shipped rows, and a test rebuilds each entry's kernel and compares its fingerprint, so an entry cannot
 outlive the code it vouches for. A kernel whose PTX differs is refused, saying so: it waits for prices.
+The shipped measurement cache (`kernels_measure.sqlite`, what `hoid.optimize` reads on the H200) gets the
+carried kernel's rows copied to its new version too.
 """
 
 from __future__ import annotations
@@ -87,10 +89,25 @@ def fingerprints(kernel_ids: list[str], checkout: Path = ROOT) -> dict[str, dict
 def carried(before: dict | None, kernel_id: str, old: dict, new: dict, rev: str, why: str) -> dict:
     """The carry-over entry of `kernel_id` from its `old` build (`fingerprints`' at `rev`) to its `new` one, same
     PTX. A kernel already carried to the old version (`before`) keeps the version its rows were measured at:
-    the PTX was the same there too, so it is the same from there to here."""
-    priced = before["from"] if before is not None and before["to"] == old["version"] else old["version"]
+    the PTX was the same there too, so it is the same from there to here; so does one whose entry vouches for
+    the old build's PTX (the same edit carried twice, the first carry not yet committed)."""
+    same = before is not None and (before["to"] == old["version"] or before.get("fingerprint") == old["fingerprint"])
+    priced = before["from"] if same else old["version"]
     return {"kernel": kernel_id, "from": priced, "to": new["version"], "fingerprint": new["fingerprint"],
             "builds": new["builds"], "rev": rev, "why": why}
+
+
+def carry_measurements(kernel_id: str, versions: set[str], to: str, path: Path | None = None) -> int:
+    """The shipped measurement cache's rows of `kernel_id` at `versions`, copied to version `to`: the next
+    run on the H200 reads them instead of timing the same code again (hoid.agent.executor.SHIPPED)."""
+    from hoid.agent.executor import SHIPPED
+    from hoid.measure.cache import MeasureCache
+
+    path = path or SHIPPED
+    if not path.is_file():
+        return 0
+    with MeasureCache(path) as cache:
+        return sum(cache.carry(kernel_id, v, to) for v in sorted(versions) if v != to)
 
 
 def main(argv=None) -> int:
@@ -135,8 +152,9 @@ def main(argv=None) -> int:
                   f"({a['fingerprint']} -> {b['fingerprint']}): it needs H200 prices")
         else:
             entries[kernel_id] = carried(entries.get(kernel_id), kernel_id, a, b, rev, args.why)
+            copied = carry_measurements(kernel_id, {a["version"], entries[kernel_id]["from"]}, b["version"])
             print(f"{kernel_id}: {entries[kernel_id]['from']} -> {b['version']}: same PTX in {b['builds']} builds: "
-                  "carried")
+                  f"carried (and {copied} shipped measurements)")
     out.write_text(json.dumps({"doc": "benchmarks/price_carryover.py", "carryovers": sorted(
         entries.values(), key=lambda e: e["kernel"])}, indent=1) + "\n")
     return 1 if refused else 0

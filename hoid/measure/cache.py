@@ -263,6 +263,19 @@ class MeasureCache:
                 self._db.execute(f"DELETE FROM {table} WHERE kernel=? AND version=?", (kernel, version))
             return self._db.total_changes - before
 
+    def carry(self, kernel: str, version: str, to: str) -> int:
+        """Copy every measurement and choice of `kernel` at `version` to version `to` (an edit that builds the
+        same code: `benchmarks/price_carryover.py` has checked the PTX); a row `to` already has stays.
+        Returns the rows copied."""
+        with self._write():
+            before = self._db.total_changes
+            for table, columns in (("measurements", _MEASUREMENT_COLUMNS), ("choices", _CHOICE_COLUMNS)):
+                cols = ",".join(columns)
+                copied = ",".join("?" if c == "version" else c for c in columns)
+                self._db.execute(f"INSERT OR IGNORE INTO {table} ({cols}) SELECT {copied} FROM {table} "
+                                 "WHERE kernel=? AND version=?", (to, kernel, version))
+            return self._db.total_changes - before
+
     def merge(self, other_path: str | os.PathLike) -> int:
         """Take every measurement and choice of the cache file at `other_path`; where both hold a key, the
         newer one wins. Returns the number of rows taken. A file of schema 0 is read as migrated."""

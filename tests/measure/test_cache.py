@@ -81,6 +81,21 @@ def test_forget_drops_one_kernel_version_measurements_and_choices_alike(tmp_path
         assert cache.get(key(version="new")) is not None and cache.get_choice(key(version="new")) is not None
 
 
+def test_carry_copies_one_kernel_version_rows_to_another_and_keeps_what_is_there(tmp_path):
+    with MeasureCache(tmp_path / "m.sqlite") as cache:
+        cache.put(key(version="old"), Timing.of(1.0))
+        cache.put(key(version="old", params={"BLOCK": 64}), Timing.of(2.0))
+        cache.put_choice(key(version="old"), {"BLOCK": 64}, 2.0, 3)
+        cache.put(key(version="new", params={"BLOCK": 64}), Timing.of(5.0))  # measured at the new version
+        cache.put(key(kernel="torch.other", version="old"), Timing.of(7.0))
+        assert cache.carry("torch.rmsnorm", "old", "new") == 2  # one measurement and the choice
+        assert cache.get(key(version="new")).median == 1.0
+        assert cache.get(key(version="new", params={"BLOCK": 64})).median == 5.0
+        assert cache.get_choice(key(version="new")).params == {"BLOCK": 64}
+        assert cache.get(key(version="old")).median == 1.0  # the old rows stay
+        assert cache.get(key(kernel="torch.other", version="new")) is None
+
+
 def test_merge_takes_new_keys_and_newer_measurements(tmp_path):
     here, there = tmp_path / "here.sqlite", tmp_path / "there.sqlite"
     with MeasureCache(here) as a:

@@ -61,3 +61,6 @@ def test_a_carry_over_of_a_carried_kernel_keeps_the_version_its_rows_measured():
     # an entry for another version says nothing about this edit: the rows are the old build's own
     assert carried({"kernel": "k", "from": "v0", "to": "v9"}, "k", old, new, "abc1234", "why")["from"] == "v2"
     assert carried(None, "k", old, new, "abc1234", "why")["from"] == "v2"
+    # the same edit carried twice before a commit: the entry (v1 -> v2b) vouches for this very PTX
+    again = {"kernel": "k", "from": "v1", "to": "v2b", "fingerprint": "f"}
+    assert carried(again, "k", old, new, "abc1234", "why")["from"] == "v1"
