@@ -84,6 +84,11 @@
 #               ONLY=two kernels 70 s. The machine went cold between two calls while a file was copied here
 #               (over 30 s): /tmp/cute was gone, and prep && cute-a ran again. Issue the next call at once; do
 #               the local work while a long call runs, or after the session.
+#     Measured 2026-12-04 (day): cute-b + Llama-3.2-1B hoid-compile 315 s; Qwen3-4B fast-a 407 s (no egglog or
+#               CuTe needed: it ran on a cold machine); Qwen3-4B hoid-compile 359 s; Llama fast-b 217 s (LIMIT=270);
+#               tests 174 s (140 passed); kernels_cute.py --parts decode --tune --m 1 --only Llama-3.2-1B 29 s
+#               (after cute-b). 30 minutes held six calls: prep && cute-a, cute-b && a hoid slice, a fast slice,
+#               tests, a second hoid slice, fast-b.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD:/tmp/site
 out=${OUT:-/tmp/out}

@@ -1,13 +1,15 @@
 """The CuTe DSL kernels on the GPU at hand, in one run with what they compete against: the GEMVs at every
-decode matrix of the zoo's four decode models against `triton.*` (same pattern), cuBLAS through torch
-and a torch copy of the same bytes; the Hopper GEMM at 4096^3 and Qwen3-1.7B's prefill (prompt 128 and
+decode matrix of the zoo's four decode models (the split GEMV too, where its long-row constraint holds: the
+"cute" figure is the better of the two) against `triton.*` (same pattern), cuBLAS through torch and a torch
+copy of the same bytes; the Hopper GEMM at 4096^3 and Qwen3-1.7B's prefill (prompt 128 and
 1024) against cuBLAS.
 
     PYTHONPATH=. python3 benchmarks/kernels_cute.py --parts decode,prefill     # ~5 min on the H200 (estimate)
     PYTHONPATH=. python3 benchmarks/kernels_cute.py --parts model              # ~4 min (estimate)
     PYTHONPATH=. python3 benchmarks/kernels_cute.py --parts decode --tune --m 1 --only Llama-3.2-1B --out $OUT
                                    # + the GEMV param grid, every candidate's time kept (rows "tried"): 25 builds
-                                   # and timings per matrix, ~1.8 s each (12-04's prices): ~3 min a model
+                                   # and timings per matrix (and 16 of the split GEMV's where it applies):
+                                   # Llama-3.2-1B's five matrices took 21 s on 2026-12-04
 
 The part `model`: Qwen3-1.7B's decode tokens/s through `hoid.compile` with the CuTe GEMVs, and the same
 rewrite with the Triton GEMVs. On the H200 without network, `benchmarks/cute_h200.sh` wraps these.
@@ -51,6 +53,9 @@ EAGER = {"linear": lambda x, w: F.linear(x, w), "linear_add": lambda x, w, r: F.
 # reads x once per weight row, as many bytes as the weight (through L2), and ran at 61% of its floor on the
 # H200 (12-04) with the library sweep never trying more rows
 TUNE_GRID = [dict(rows=r, unroll=u, warps=w) for r, u, w in itertools.product((1, 2, 4), (2, 4, 8, 16), (4, 8))]
+# the split GEMV (cute_gemv_split) where its long-row constraint holds: one row a warp (rows > 1 lost at long K)
+SPLIT_GRID = [dict(rows=1, split=sp, unroll=u, warps=w)
+              for sp, u, w in itertools.product((2, 4), (2, 4, 8, 16), (4, 8))]
 
 
 def _swiglu(y):
@@ -125,6 +130,11 @@ def run_decode(m: int, bandwidth: float, tune: bool, only: str) -> list[dict]:
                     row["tried"].append({"params": p, "seconds": s})
                     if s < cute_s:
                         cute_s, params, err = s, p, e
+            split = _split_row(pattern, inputs, tune)
+            if split is not None:  # the CuTe backend's best: the split build where it is faster
+                row["split"] = split
+                if split["seconds"] < cute_s:
+                    cute_s, params, err = split["seconds"], split["params"], split["rel_error"]
             triton_s, _, triton_err = hoid_seconds(f"triton.{pattern}", inputs)
             copy_s = copy_seconds(moved // 4)  # moved // 4 bf16 elements: moved bytes read + written
             row.update(moved_bytes=moved, params=params, rel_error=err, triton_rel_error=triton_err,
@@ -139,6 +149,21 @@ def run_decode(m: int, bandwidth: float, tune: bool, only: str) -> list[dict]:
         rows.append(row)
         print(json.dumps(row, default=str), flush=True)
     return rows
+
+
+def _split_row(pattern: str, inputs, tune: bool) -> dict | None:
+    """The split GEMV at this matrix (its "auto" params, and with --tune every SPLIT_GRID set), where it applies."""
+    spec = all_kernels().get(f"cute.{pattern}_split")
+    if spec is None or spec.rejects([TensorType.of(x) for x in inputs], {}) is not None:
+        return None
+    seconds, params, err = hoid_seconds(spec.id, inputs)
+    row = {"seconds": seconds, "params": params, "rel_error": err, "tried": [{"params": params, "seconds": seconds}]}
+    for cand in SPLIT_GRID if tune else ():
+        s, p, e = hoid_seconds(spec.id, inputs, cand)
+        row["tried"].append({"params": p, "seconds": s})
+        if s < row["seconds"]:
+            row.update(seconds=s, params=p, rel_error=e)
+    return row
 
 
 def run_prefill(only: str) -> list[dict]:
@@ -200,14 +225,15 @@ def whole_model(model: str, cache_len: int, steps: int) -> list[dict]:
 
 def table(decode: list[dict], prefill: list[dict]) -> str:
     us = lambda r, k: f"{r['seconds'][k] * 1e6:.2f}" if k in r.get("seconds", {}) else "-"  # noqa: E731
-    lines = ["| model | matrix | M | cute us | triton us | cuBLAS us | copy us | of copy | of BW | vs triton | err "
-             "| ok |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    split = lambda r: f"{r['split']['seconds'] * 1e6:.2f}" if "split" in r else "-"  # noqa: E731
+    lines = ["| model | matrix | M | cute us (best) | split us | triton us | cuBLAS us | copy us | of copy | of BW "
+             "| vs triton | err | ok |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in decode:
         if "error" in r:
-            lines.append(f"| {r['model']} | {r['what']} | {r['m']} | {r['error']} |||||||||")
+            lines.append(f"| {r['model']} | {r['what']} | {r['m']} | {r['error']} ||||||||||")
             continue
-        lines.append(f"| {r['model']} | {r['what']} | {r['m']} | {us(r, 'cute')} | {us(r, 'triton')} | "
+        lines.append(f"| {r['model']} | {r['what']} | {r['m']} | {us(r, 'cute')} | {split(r)} | {us(r, 'triton')} | "
                      f"{us(r, 'cublas')} | {us(r, 'copy')} | {r['of_copy']:.0%} | {r['of_bandwidth']:.0%} | "
                      f"{r['vs_triton']:.2f}x | {r['rel_error']:.1e} | {'yes' if r['targets_met'] else 'NO'} |")
     lines += ["", "| model | GEMM | cute us | cuBLAS us | cute TFLOP/s | vs cuBLAS | err | ok |",

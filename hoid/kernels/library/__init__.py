@@ -9,6 +9,7 @@ from ..registry import register_library
 from . import (
     cute_gemm,
     cute_gemv,
+    cute_gemv_split,
     torch_linear_bias,
     torch_matmul,
     torch_rmsnorm,
@@ -62,6 +63,8 @@ CUTE_SPECS = (
     cute_gemv.LINEAR_SWIGLU_SPEC,
     cute_gemv.RMSNORM_LINEAR_SPEC,
     cute_gemv.RMSNORM_LINEAR_SWIGLU_SPEC,
+    cute_gemv_split.LINEAR_SPEC,
+    cute_gemv_split.LINEAR_ADD_SPEC,
     cute_gemm.LINEAR_SPEC,
     cute_gemm.LINEAR_ADD_SPEC,
 )

@@ -20,6 +20,10 @@ norm is linear in x past its scalar). That saves the norm's launch and its outpu
 normed x to bf16 first (within the checks' bounds; the IR's rmsnorm allows the higher precision). The plain
 builds are untouched: the prologue's is a kernel of its own (`norm_kernel`) over the same body.
 
+With `split` > 1 (the specs of `cute_gemv_split`) the warps of a block share rows: each walks a contiguous
+run of a row's K, and the row's sums meet in shared memory (one barrier) before its first warp's epilogue;
+split = 1 builds exactly the code above (no shared memory, no barrier).
+
 One source for sm_90 and sm_100: what differs between them is a parameter, chosen per `Target` by
 `choose` (`unroll`: the B200's ~8 TB/s needs more bytes in flight than the H200's 4.8; `rows` and `warps`
 are the same until tuning on each says otherwise).
@@ -74,10 +78,14 @@ def _kernels(cutlass, cute, driver):
 
     class Gemv:
         def __init__(self, epilogue: str, rows: int, warps: int, unroll: int, pdl: bool, early: bool,
-                     eps: float | None = None):
+                     eps: float | None = None, split: int = 1):
             self.epilogue, self.rows, self.warps, self.unroll = epilogue, rows, warps, unroll
             self.pdl, self.early = pdl, early
             self.norm, self.eps = eps is not None, 0.0 if eps is None else eps  # the RMSNorm prologue
+            if split < 1 or warps % split != 0 or (split > 1 and self.norm):
+                raise ValueError(f"cute GEMV: split={split} must divide warps={warps} (and the norm prologue "
+                                 "is built unsplit: its sums of squares would need the same exchange)")
+            self.split = split  # warps sharing a row's K (cute_gemv_split): their sums meet in shared memory
 
         @cute.jit
         def __call__(self, x: cute.Tensor, w: cute.Tensor, res: cute.Tensor, out: cute.Tensor,
@@ -93,7 +101,7 @@ def _kernels(cutlass, cute, driver):
                                                   stream=stream, use_pdl=self.pdl)
 
         def grid(self, out: cute.Tensor):
-            per_block = self.rows * self.warps
+            per_block = self.rows * (self.warps // self.split)
             return ((cute.size(out, mode=[1]) + per_block - 1) // per_block, 1, 1)
 
         @cute.jit
@@ -152,7 +160,15 @@ def _kernels(cutlass, cute, driver):
             step = cutlass.const_expr(32 * vec)
             halves = cutlass.const_expr(2 if self.epilogue == "swiglu" else 1)
             w_rows = cutlass.const_expr(self.rows * halves)
-            first = (bidx * self.warps + warp) * self.rows
+            steps = cutlass.const_expr(k_len // step)  # whole steps of 32 x 16 bytes along K
+            if cutlass.const_expr(self.split == 1):
+                first = (bidx * self.warps + warp) * self.rows
+                part, lo, per = 0, 0, steps
+            else:  # `split` warps share each row: warp `part` walks its own run of `per` whole steps
+                first = (bidx * (self.warps // self.split) + warp // self.split) * self.rows
+                part = warp % self.split
+                per = cutlass.const_expr(steps // self.split)
+                lo = part * per
             acc = cute.make_rmem_tensor((m_rows * w_rows,), cutlass.Float32)
             acc.fill(0.0)
             squares = cute.make_rmem_tensor((m_rows,), cutlass.Float32)  # the norm prologue's sums of x^2
@@ -164,27 +180,38 @@ def _kernels(cutlass, cute, driver):
             tg = cute.zipped_divide(g, (1, vec))
             # The early build loads the first `unroll` whole steps of the weight (what the loop would have in
             # flight at once, kept in the weight's dtype) before the wait; nothing else is touched before it.
-            ahead = cutlass.const_expr(min(self.unroll, k_len // step) if self.early else 0)
+            ahead = cutlass.const_expr(min(self.unroll, per) if self.early else 0)
             held = cute.make_rmem_tensor((max(ahead, 1) * w_rows, vec), w.element_type)
             for e in cutlass.range_constexpr(ahead):
-                self.load_w(tw, held, e * w_rows, first, e * 32 + lane, w_rows, n_out)
+                self.load_w(tw, held, e * w_rows, first, (lo + e) * 32 + lane, w_rows, n_out)
             if cutlass.const_expr(self.pdl):
                 # Before any other load or store: x, res and out may be the previous kernel's (planned
                 # buffers are reused); then the next kernel may launch and wait in turn.
                 cute.arch.griddepcontrol_wait()
                 cute.arch.griddepcontrol_launch_dependents()
             for e in cutlass.range_constexpr(ahead):  # the same order of sums as the loop: bitwise the same
-                self.fma(tx, tg, held, e * w_rows, acc, squares, e * 32 + lane, m_rows, w_rows)
+                self.fma(tx, tg, held, e * w_rows, acc, squares, (lo + e) * 32 + lane, m_rows, w_rows)
             # Whole steps need no bounds check, so the unrolled loads do not wait on branches and are issued
             # together; the last, partial step (K not a multiple of 32 x vec) checks each lane.
-            for s in cutlass.range(ahead, k_len // step, unroll=self.unroll):
-                self.step(tx, tg, tw, acc, squares, first, s * 32 + lane, m_rows, w_rows, n_out)
+            for s in cutlass.range(ahead, per, unroll=self.unroll):
+                self.step(tx, tg, tw, acc, squares, first, (lo + s) * 32 + lane, m_rows, w_rows, n_out)
+            if cutlass.const_expr(self.split > 1 and steps % self.split != 0):
+                if part < steps % self.split:  # the whole steps the runs leave: one more for the first warps
+                    self.step(tx, tg, tw, acc, squares, first, (self.split * per + part) * 32 + lane, m_rows,
+                              w_rows, n_out)
             if cutlass.const_expr(k_len % step != 0):
-                kv = (k_len // step) * 32 + lane
-                if kv * vec < k_len:
-                    self.step(tx, tg, tw, acc, squares, first, kv, m_rows, w_rows, n_out)
+                kv = steps * 32 + lane
+                if cutlass.const_expr(self.split == 1):
+                    if kv * vec < k_len:
+                        self.step(tx, tg, tw, acc, squares, first, kv, m_rows, w_rows, n_out)
+                else:
+                    if part == self.split - 1:  # the last warp of a row takes K's partial step
+                        if kv * vec < k_len:
+                            self.step(tx, tg, tw, acc, squares, first, kv, m_rows, w_rows, n_out)
             for i in cutlass.range_constexpr(m_rows * w_rows):
                 acc[i] = cute.arch.warp_reduction_sum(acc[i])
+            if cutlass.const_expr(self.split > 1):
+                self.exchange(acc, warp, lane, part, m_rows * w_rows)
             if cutlass.const_expr(self.norm):
                 # Every warp walked the whole of x's rows: each has their sums of squares, no exchange needed.
                 # The norm's 1/rms scales the whole dot product, so it applies once, here.
@@ -192,36 +219,67 @@ def _kernels(cutlass, cute, driver):
                     scale = cute.math.rsqrt(cute.arch.warp_reduction_sum(squares[mi]) / k_len + self.eps)
                     for r in cutlass.range_constexpr(w_rows):
                         acc[mi * w_rows + r] = acc[mi * w_rows + r] * scale
+            if cutlass.const_expr(self.split == 1):
+                if lane == 0:
+                    self.store(acc, res, out, first, m_rows, w_rows, n_out)
+            else:
+                if part == 0:  # the row's first warp holds the exchanged sums
+                    if lane == 0:
+                        self.store(acc, res, out, first, m_rows, w_rows, n_out)
+
+        @cute.jit
+        def exchange(self, acc: cute.Tensor, warp: cutlass.Int32, lane: cutlass.Int32, part: cutlass.Int32,
+                     count: cutlass.Constexpr):
+            """The sums of a row's `split` warps meet: each warp's lane 0 leaves its sums in shared memory, and
+            the row's first warp adds the others' in part order (a fixed order: bitwise deterministic)."""
+            from cutlass.memory import SmemAllocator
+
+            sums = SmemAllocator().allocate_tensor(cutlass.Float32, cute.make_layout((self.warps, count)), 16)
             if lane == 0:
-                dtype = out.element_type
-                for mi in cutlass.range_constexpr(m_rows):
-                    for r in cutlass.range_constexpr(self.rows):
-                        n = first + r
-                        if n < n_out:
-                            # Rounds as the unfused ops would: the matmul's result, then each op's result.
-                            y = acc[mi * w_rows + r].to(dtype).to(cutlass.Float32)
-                            if cutlass.const_expr(self.epilogue == "add"):
-                                y = y + res[mi, n].to(cutlass.Float32)
-                            if cutlass.const_expr(self.epilogue == "swiglu"):
-                                up = acc[mi * w_rows + self.rows + r].to(dtype).to(cutlass.Float32)
-                                silu = (y / (1.0 + cute.math.exp(-y))).to(dtype).to(cutlass.Float32)
-                                y = silu * up
-                            out[mi, n] = y.to(dtype)
+                for i in cutlass.range_constexpr(count):
+                    sums[warp, i] = acc[i]
+            cute.arch.sync_threads()
+            if part == 0:
+                for i in cutlass.range_constexpr(count):
+                    total = acc[i]
+                    for q in cutlass.range_constexpr(1, self.split):
+                        total = total + sums[warp + q, i]
+                    acc[i] = total
+
+        @cute.jit
+        def store(self, acc: cute.Tensor, res: cute.Tensor, out: cute.Tensor, first: cutlass.Int32,
+                  m_rows: cutlass.Constexpr, w_rows: cutlass.Constexpr, n_out: cutlass.Constexpr):
+            """The epilogue, from one lane: out[m, first + r] for this warp's rows."""
+            dtype = out.element_type
+            for mi in cutlass.range_constexpr(m_rows):
+                for r in cutlass.range_constexpr(self.rows):
+                    n = first + r
+                    if n < n_out:
+                        # Rounds as the unfused ops would: the matmul's result, then each op's result.
+                        y = acc[mi * w_rows + r].to(dtype).to(cutlass.Float32)
+                        if cutlass.const_expr(self.epilogue == "add"):
+                            y = y + res[mi, n].to(cutlass.Float32)
+                        if cutlass.const_expr(self.epilogue == "swiglu"):
+                            up = acc[mi * w_rows + self.rows + r].to(dtype).to(cutlass.Float32)
+                            silu = (y / (1.0 + cute.math.exp(-y))).to(dtype).to(cutlass.Float32)
+                            y = silu * up
+                        out[mi, n] = y.to(dtype)
 
     return Gemv
 
 
 @functools.cache
 def _jit(epilogue: str, rows: int, warps: int, unroll: int, pdl: bool = False, early: bool = False,
-         eps: float | None = None):
-    return cute_module(_kernels, "the CuTe GEMV")(epilogue, rows, warps, unroll, pdl, early, eps)
+         eps: float | None = None, split: int = 1):
+    return cute_module(_kernels, "the CuTe GEMV")(epilogue, rows, warps, unroll, pdl, early, eps, split)
 
 
 def prepare(x, w, residual, out, epilogue: str, *, rows="auto", warps="auto", unroll="auto", pdl=False,
-            pdl_early=False, norm_weight=None, eps=None) -> tuple:
+            pdl_early=False, norm_weight=None, eps=None, split=1) -> tuple:
     """What a launch needs: (build name, cache key, jit factory, the tensors as the kernel takes them).
     pdl, pdl_early: the launch's (see the module doc); each is a build of its own. norm_weight and eps: the
-    RMSNorm prologue (x normalized over K, times norm_weight, before the product), a build per eps."""
+    RMSNorm prologue (x normalized over K, times norm_weight, before the product), a build per eps. split:
+    warps sharing each row's K (`cute_gemv_split`, resolved there), a build each."""
     pdl, early = bool(pdl), bool(pdl_early)
     if early and not pdl:
         raise ValueError("cute GEMV: pdl_early=True needs pdl=True (only a PDL launch has a wait to read the "
@@ -235,10 +293,15 @@ def prepare(x, w, residual, out, epilogue: str, *, rows="auto", warps="auto", un
     build = (cfg["rows"], cfg["warps"], cfg["unroll"], pdl, early)
     key = (epilogue, str(x.dtype), m, k, n_out, *build)
     if norm_weight is not None:
+        if split != 1:
+            raise ValueError("cute GEMV: the norm prologue is built unsplit (split=1)")
         eps = float(eps)
         return (f"cute.gemv.norm.{epilogue}", (*key, "norm", eps), lambda: _jit(epilogue, *build, eps).with_norm,
                 [x2, norm_weight.reshape(1, k), w, out2])
     res2 = residual.reshape(m, n_out) if residual is not None else out2
+    if split != 1:
+        return (f"cute.gemv.{epilogue}.split", (*key, "split", split), lambda: _jit(epilogue, *build, split=split),
+                [x2, w, res2, out2])
     return f"cute.gemv.{epilogue}", key, lambda: _jit(epilogue, *build), [x2, w, res2, out2]
 
 
@@ -374,10 +437,10 @@ def _spec(kernel_id: str, pattern: Pattern, launch_fn, epilogue: str, doc: str, 
 
 
 LINEAR_SPEC = _spec("cute.linear", LINEAR, launch_linear, "none", "small-M x @ w.T, a warp per weight row")
+RESIDUAL = C.shape_holds("residual: the output's shape", lambda t: t[2].shape == t[0].shape[:-1] + t[1].shape[:1])
 LINEAR_ADD_SPEC = _spec(
     "cute.linear_add", LINEAR_ADD, launch_linear_add, "add", "small-M x @ w.T + residual in one launch",
-    extra=(C.shape_holds("residual: the output's shape",
-                         lambda t: t[2].shape == t[0].shape[:-1] + t[1].shape[:1]),))
+    extra=(RESIDUAL,))
 LINEAR_SWIGLU_SPEC = _spec(
     "cute.linear_swiglu_merged", LINEAR_SWIGLU, launch_linear_swiglu, "swiglu",
     "small-M merged gate/up projection with SiLU gating in the epilogue",

@@ -17,7 +17,7 @@ from hoid.kernels.library._cute_compile import CUTE_TARGETS, have_cute
 
 CUTE_IDS = sorted(k.id for k in all_kernels().values() if k.backend == "cute")
 GEMV_IDS = ["cute.linear", "cute.linear_add", "cute.linear_swiglu_merged", "cute.rmsnorm_linear",
-            "cute.rmsnorm_linear_swiglu_merged"]
+            "cute.rmsnorm_linear_swiglu_merged", "cute.linear_split", "cute.linear_add_split"]
 GEMM_IDS = ["cute.gemm_linear", "cute.gemm_linear_add"]
 
 needs_cute = pytest.mark.skipif(not have_cute() and os.environ.get("HOID_REQUIRE_CUTE") != "1",
@@ -176,3 +176,43 @@ def test_the_gemm_leaves_one_row_to_the_gemvs_and_says_so():
     decode = [TensorType((1, 1, 2048), "bf16"), TensorType((6144, 2048), "bf16")]
     assert f"at least {MIN_ROWS} rows" in LINEAR_SPEC.rejects(decode, {})
     assert LINEAR_SPEC.rejects([TensorType((17, 2048), "bf16"), TensorType((6144, 2048), "bf16")], {}) is None
+
+
+def test_the_split_gemv_takes_the_unsplit_ones_patterns_and_chooses_its_split_by_k():
+    from hoid.kernels.library.cute_gemv_split import choose_split
+
+    for split_id, plain_id in (("cute.linear_split", "cute.linear"), ("cute.linear_add_split", "cute.linear_add")):
+        assert all_kernels()[split_id].pattern is all_kernels()[plain_id].pattern
+    # runs of at least 8 steps of 256 elements: Llama-3.2-1B's down projection (K = 8192, 32 steps) in 4,
+    # Qwen3-1.7B's (6144, 24 steps) in 2
+    assert choose_split(1, 2048, 8192, Target.H200)["split"] == 4
+    assert choose_split(1, 2048, 6144, Target.H200)["split"] == 2
+    assert choose_split(1, 2048, 2048, Target.H200)["split"] == 2
+    with pytest.raises(ValueError, match="must divide warps"):
+        choose_split(1, 2048, 8192, Target.H200, split=8, warps=4)
+
+
+@needs_cute
+@pytest.mark.parametrize("arch", ["sm_90", "sm_100"])
+def test_only_the_split_build_meets_in_shared_memory(arch):
+    """split = 1 builds what the GEMV built before (no shared memory, no barrier: price_carryover.py found
+    the same PTX); split > 1 adds one barrier and the sums' round trip through shared memory."""
+    from hoid.kernels.library import cute_gemv, cute_gemv_split
+
+    plain = cute_gemv.build_one("add", (1, 8192, 2048), arch)
+    split = cute_gemv_split.build_one("add", (1, 8192, 2048), arch)
+    assert plain.count("bar.sync") == 0 and plain.count("st.shared") == 0
+    assert split.count("bar.sync") == 1 and split.count("st.shared") >= 1 and split.count("ld.shared") >= 3
+
+
+@needs_cute
+def test_the_norm_prologue_is_refused_split():
+    import torch
+
+    from hoid.kernels.library import cute_gemv
+
+    x, g, w = torch.zeros(1, 512, dtype=torch.bfloat16), torch.ones(512, dtype=torch.bfloat16), torch.zeros(
+        64, 512, dtype=torch.bfloat16)
+    with pytest.raises(ValueError, match="unsplit"):
+        cute_gemv.prepare(x, w, None, torch.empty(1, 64, dtype=torch.bfloat16), "none", norm_weight=g, eps=1e-6,
+                          split=2)

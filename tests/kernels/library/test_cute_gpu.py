@@ -41,6 +41,9 @@ def decode_cases():
         yield name, "o+res", "cute.linear_add", hidden, q * hd, True
         yield name, "gate_up+silu", "cute.linear_swiglu_merged", 2 * inter, hidden, False
         yield name, "down+res", "cute.linear_add", hidden, inter, True
+        yield name, "down+res split", "cute.linear_add_split", hidden, inter, True  # rows long enough for all 4
+        if q * hd >= 4096:  # the o projection where its rows are long (Qwen3-4B, Llama-3.1-8B)
+            yield name, "o+res split", "cute.linear_add_split", hidden, q * hd, True
 
 
 def _inputs(m, rows, k, residual, seed):
@@ -139,7 +142,8 @@ def _bound(kernel_id, inputs, pdl=False, early=False):
 @pytest.mark.parametrize("m", [1, 16])
 @pytest.mark.parametrize("kernel_id, rows, k, residual", [
     ("cute.linear", 4096, 2048, False), ("cute.linear_add", 2048, 6144, True),
-    ("cute.linear_swiglu_merged", 12288, 2048, False), ("cute.linear_add", 100, 520, True)])
+    ("cute.linear_swiglu_merged", 12288, 2048, False), ("cute.linear_add", 100, 520, True),
+    ("cute.linear_add_split", 2048, 8192, True), ("cute.linear_split", 100, 4360, False)])
 def test_pdl_launches_give_the_plain_results(kernel_id, rows, k, residual, m):
     """Waiting first, and reading the weight ahead of the wait, sum in the same order: bitwise the same."""
     inputs = _inputs(m, rows, k, residual, seed=7)

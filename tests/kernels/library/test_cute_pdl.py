@@ -15,7 +15,7 @@ from hoid.kernels.launch import bind_spec, resolve_params
 from hoid.kernels.library._cute_compile import have_cute
 
 GEMV_IDS = ["cute.linear", "cute.linear_add", "cute.linear_swiglu_merged", "cute.rmsnorm_linear",
-            "cute.rmsnorm_linear_swiglu_merged"]
+            "cute.rmsnorm_linear_swiglu_merged", "cute.linear_split", "cute.linear_add_split"]
 
 needs_cute = pytest.mark.skipif(not have_cute() and os.environ.get("HOID_REQUIRE_CUTE") != "1",
                                 reason="CuTe DSL is not installed (pip install 'hoid[cute]'); "
@@ -26,7 +26,7 @@ def _types(kernel_id, m=1, k=2048, n=64):
     rows = 2 * n if kernel_id.endswith("swiglu_merged") else n
     norm = [TensorType((k,), "bf16")] if "rmsnorm" in kernel_id else []  # (x, norm weight, weight)
     types = [TensorType((m, k), "bf16"), *norm, TensorType((rows, k), "bf16")]
-    return types + ([TensorType((m, n), "bf16")] if kernel_id.endswith("_add") else [])
+    return types + ([TensorType((m, n), "bf16")] if "linear_add" in kernel_id else [])
 
 
 @pytest.mark.parametrize("kernel_id", GEMV_IDS)
@@ -34,7 +34,7 @@ def test_the_gemvs_declare_pdl_with_the_weight_read_early(kernel_id):
     spec = get(kernel_id)
     # the weight (input 1; 2 after the norm prologue's norm weight), which no kernel of a decode step writes
     assert spec.pdl and spec.pdl_early == ((2,) if "rmsnorm" in kernel_id else (1,))
-    types = _types(kernel_id)
+    types = _types(kernel_id, k=8192 if kernel_id.endswith("_split") else 2048)  # the split kernels: long rows
     params = resolve_params(spec, types, {}, target=Target.H200)
     plain = bind_spec(spec, types, {}, params)
     assert not plain.pdl and "pdl" not in plain.keywords and "pdl_early" not in plain.keywords
@@ -103,3 +103,18 @@ def test_the_pdl_build_waits_first_and_the_early_one_reads_only_the_weight_ahead
     steps = min(cfg["unroll"], k // (32 * 8))
     w_rows = cfg["rows"] * (2 if epilogue == "swiglu" else 1)
     assert early.count_before_wait("ld.global.v4") == early.count_before_wait("ld.global") == steps * w_rows
+
+
+@needs_cute
+@pytest.mark.parametrize("arch", ["sm_90", "sm_100"])
+def test_the_split_build_waits_first_and_reads_each_warp_s_own_run_ahead(arch):
+    """Llama-3.2-1B's down projection split 4 ways: each warp reads its own run's first steps ahead of the
+    wait (so as many loads as the unsplit build's, at other offsets), and stores nothing before it."""
+    from hoid.kernels.library import cute_gemv_split
+
+    shape = (1, 8192, 2048)
+    cfg = cute_gemv_split.choose_split(1, 2048, 8192, Target(arch, 0))
+    early = cute_gemv_split.build_one("add", shape, arch, pdl=True, early=True)
+    assert early.count("griddepcontrol.wait") == 1 and early.count_before_wait("st.") == 0
+    per = 8192 // (32 * 8) // cfg["split"]
+    assert early.count_before_wait("ld.global.v4") == early.count_before_wait("ld.global") == min(cfg["unroll"], per)

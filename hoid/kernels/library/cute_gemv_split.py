@@ -1,0 +1,132 @@
+"""The CuTe GEMV with each weight row's K shared by `split` warps of a block: `cute.linear_split` and
+`cute.linear_add_split` (+ residual), for projections whose K is long beside their N (the down projection).
+
+Why: measured on the H200 (2026-12-04, `benchmarks/results/kernels_cute_tune_llama-3.2-1b_m1.md`), the
+GEMV's best over its whole grid of rows, warps and unroll at Llama-3.2-1B's down projection (N = 2048,
+K = 8192) is 12.2 us, 81% of a copy of the same bytes and behind Triton's split-K (11.7 us), while at the o
+projection (N = 2048, K = 2048) it reaches 106% of the copy. One row a warp is 2048 warps each walking 32
+steps of 512 bytes; more rows a warp is slower there (16.2 us at 2, 26.3 at 4): the long row lacks warps
+in flight, not bytes per warp. Here the `split` warps of a row each walk a contiguous run of its steps,
+reduce their sums in a butterfly as before, and meet in shared memory, where the row's first warp adds them
+in part order (deterministic) and runs the epilogue: one launch, no workspace (Triton's split-K adds its
+partials in a second launch).
+
+The kernel is `cute_gemv`'s (`split` is a parameter of its one source; split = 1 builds what it built
+before). This module holds the specs: their own ids, so that the search prices each beside the unsplit
+ones, whose shipped H200 prices are keyed by params that have no `split`. `choose_split` is unmeasured:
+a run of at least 8 steps a warp (K = 2048 in bf16) per part, 4 parts at most; the library's sweep tries
+its neighbours on the GPU.
+"""
+
+from __future__ import annotations
+
+import random
+
+from ...ir import TensorType
+from ..spec import KernelSpec, Param, Target
+from . import _constraints as C
+from ._cute_compile import CUTE_TARGETS, compile_for, fake_tensor, null_stream
+from .cute_gemv import PARAMS as GEMV_PARAMS
+from .cute_gemv import RESIDUAL, _constraints, _jit, _launch, choose
+from .triton_gemv import LINEAR, LINEAR_ADD
+
+SPLIT_CHOICES = ("auto", 2, 4)  # each divides every warps choice (4, 8)
+PARAMS = (*GEMV_PARAMS, Param("split", SPLIT_CHOICES, "auto"))
+STEP_ELEMENTS = 256  # one step of a warp in bf16: 32 lanes x 16 bytes
+# Where the unsplit GEMV runs out of warps rather than bytes: rows of at least MIN_K, at most MAX_N of them
+# (the down and o projections of the zoo's decoders; QKV, gate/up and the lm head have N >= 3072 rows of
+# K = hidden, which fill the GPU unsplit). Keeps the search from timing a split build where none can win.
+MIN_K, MAX_N = 4096, 4096
+
+
+def choose_split(m: int, n_out: int, k: int, target: Target, split="auto", **params) -> dict:
+    """The unsplit GEMV's choice of rows, warps and unroll, and the warps that share a row."""
+    cfg = choose(m, n_out, k, target, **params)
+    if split == "auto":
+        split = 4 if k >= 4 * 8 * STEP_ELEMENTS else 2
+    if cfg["warps"] % split:
+        raise ValueError(f"cute GEMV split: split={split} must divide warps={cfg['warps']}")
+    return {**cfg, "split": split}
+
+
+def _launch_split(x, w, residual, out, epilogue: str, *, rows="auto", warps="auto", unroll="auto", split="auto",
+                  **launch_options) -> None:
+    k = x.shape[-1]
+    cfg = choose_split(x.numel() // max(k, 1), out.shape[-1], k, Target.H200, split, rows=rows, warps=warps,
+                       unroll=unroll)
+    # rows, warps and unroll stay as given: the GEMV resolves them for the tensor's own GPU
+    _launch(x, w, residual, out, epilogue, rows=rows, warps=warps, unroll=unroll, split=cfg["split"],
+            **launch_options)
+
+
+def launch_linear_split(x, w, out, **params) -> None:
+    """out <- x @ w.T (destination-passing)."""
+    _launch_split(x, w, None, out, "none", **params)
+
+
+def launch_linear_add_split(x, w, residual, out, **params) -> None:
+    """out <- x @ w.T + residual (destination-passing)."""
+    _launch_split(x, w, residual, out, "add", **params)
+
+
+# --- builds without a GPU ----------------------------------------------------------------------------
+
+# Llama-3.2-1B's down projection (K = 8192: 4 parts of 8 steps), and a K that leaves a whole step over and a
+# partial one (K = 4360: 17 whole steps over 2 parts, then 8 elements), at M = 1 and 5.
+BUILD_SHAPES = {"none": ((1, 4360, 256),), "add": ((1, 8192, 2048), (5, 4360, 100))}
+
+
+def build_one(epilogue: str, shape: tuple[int, int, int], arch: str, pdl: bool = False, early: bool = False):
+    m, k, n_out = shape
+    cfg = choose_split(m, n_out, k, Target(arch, 0))
+    x, w, out = fake_tensor("bf16", (m, k)), fake_tensor("bf16", (n_out, k)), fake_tensor("bf16", (m, n_out))
+    gemv = _jit(epilogue, cfg["rows"], cfg["warps"], cfg["unroll"], pdl, early, split=cfg["split"])
+    suffix = ".pdl_early" if early else ".pdl" if pdl else ""
+    return compile_for(f"cute.gemv.{epilogue}.split{suffix}", gemv,
+                       [x, w, fake_tensor("bf16", (m, n_out)), out, null_stream()], arch)
+
+
+def _all_builds(epilogue: str):
+    def build(arch: str):
+        shapes = BUILD_SHAPES[epilogue]
+        return ([build_one(epilogue, s, arch) for s in shapes]
+                + [build_one(epilogue, shapes[0], arch, pdl=True, early=early) for early in (False, True)])
+    return build
+
+
+# --- specs -------------------------------------------------------------------------------------------
+
+def _resolve(types, attrs, params, target) -> dict:
+    x, w = types[0], types[1]
+    k = x.shape[-1]
+    return choose_split(x.numel // max(k, 1), w.shape[0], k, target, **params)
+
+
+def _examples(with_residual: bool):
+    def draw(rng: random.Random):
+        # K: whole steps that split evenly, that leave one over, and a partial last step (4360 = 17 x 256 + 8)
+        m, k, n = rng.choice((1, 1, 2, 5, 16)), rng.choice((4096, 4352, 4360, 8192)), rng.choice((8, 48, 100))
+        dtype = rng.choice(("f32", "f16", "bf16"))
+        x, w = TensorType((m, k), dtype), TensorType((n, k), dtype)
+        return [x, w] + ([TensorType((m, n), dtype)] if with_residual else []), {}
+    return draw
+
+
+LONG_ROWS = C.shape_holds(f"weight [N, K] with K >= {MIN_K} and N <= {MAX_N} (long rows, few of them: unsplit, "
+                          "the GEMV would run out of warps)",
+                          lambda t: t[1].rank == 2 and t[1].shape[1] >= MIN_K and t[1].shape[0] <= MAX_N)
+
+
+def _spec(kernel_id: str, pattern, launch_fn, epilogue: str, doc: str, extra=()) -> KernelSpec:
+    return KernelSpec(id=kernel_id, pattern=pattern, backend="cute", launch=launch_fn,
+                      constraints=_constraints(pattern, 1, (LONG_ROWS, *extra)), params=PARAMS, deterministic=True,
+                      examples=_examples(epilogue == "add"), compile=_all_builds(epilogue),
+                      archs=tuple(CUTE_TARGETS), resolve=_resolve, pdl=True, pdl_early=(1,), doc=doc)
+
+
+LINEAR_SPEC = _spec("cute.linear_split", LINEAR, launch_linear_split, "none",
+                    "small-M x @ w.T, each weight row's K shared by `split` warps (long K)")
+LINEAR_ADD_SPEC = _spec(
+    "cute.linear_add_split", LINEAR_ADD, launch_linear_add_split, "add",
+    "small-M x @ w.T + residual, each weight row's K shared by `split` warps (the down projection)",
+    extra=(RESIDUAL,))
