@@ -87,6 +87,29 @@ def test_top1_may_drop_one_point_below_eager_not_more():
     assert not verdict.passed and verdict.reasons[0].startswith("top-1")
 
 
+def test_a_disagreement_the_reference_cannot_resolve_in_bf16_is_counted_a_near_tie():
+    """Tokens 0 and 1 differ by 1e-6 at 20 (a bf16 step there is 2^-3): swapping them is a near tie; a pick
+    of a token 4 below is not. The count is reported, and the verdict stays top-1's."""
+    ref = _reference(steps=10)
+    picks = ref.clone()
+    picks[:3, :, 1] = 30.0  # 3 near ties: the candidate picks token 1
+    picks[3:5, :, 2], ref[3:5, :, 2] = 30.0, 16.0  # 2 real misses: token 2 sits 4 below in the reference
+    stats = _stats(picks, ref)
+    assert stats.top1 == pytest.approx(0.5) and stats.near_ties == 3
+    eager = _stats(ref, ref)
+    verdict = judge(stats, eager)
+    assert not verdict.passed and "3 of its 5 disagreements" in verdict.reasons[-1]
+
+
+def test_bf16_step_is_the_spacing_of_bfloat16_values():
+    from hoid.testing.gate import bf16_step
+
+    for value in (1.0, 20.0, -3.5, 1000.0, 0.3):
+        x = torch.tensor(abs(value), dtype=torch.bfloat16)
+        above = (x.view(torch.int16) + 1).view(torch.bfloat16)  # the next bfloat16 up, by its bits
+        assert bf16_step(torch.tensor(value)).item() == (above.float() - x.float()).item(), value
+
+
 def test_batch_rows_are_samples():
     ref = _reference(steps=10, batch=8)
     stats = _stats(_at_error(ref, torch.full((10,), 0.02)), ref)
