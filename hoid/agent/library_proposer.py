@@ -52,7 +52,7 @@ class LibraryProposer:
                 sweep = self._sweep(spec, region.types, region.attrs, context.device.target())
                 yield Proposal(region.key, spec, sweep, note=f"library kernel {spec.id} for {region.pattern}")
 
-    def _sweep(self, spec, types=None, attrs=None, target=None) -> tuple[dict, ...]:
+    def _sweep(self, spec, types, attrs, target) -> tuple[dict, ...]:
         """The defaults, then their neighbours at the region's types (`hoid.measure.tune.neighbours`)."""
         from ..measure.tune import neighbours
 

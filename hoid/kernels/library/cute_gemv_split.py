@@ -39,24 +39,24 @@ STEP_ELEMENTS = 256  # one step of a warp in bf16: 32 lanes x 16 bytes
 MIN_K, MAX_N = 4096, 4096
 
 
+def auto_split(k: int) -> int:
+    """The warps that share a row of K elements: runs of at least 8 steps each, 4 runs at most."""
+    return 4 if k >= 4 * 8 * STEP_ELEMENTS else 2
+
+
 def choose_split(m: int, n_out: int, k: int, target: Target, split="auto", **params) -> dict:
     """The unsplit GEMV's choice of rows, warps and unroll, and the warps that share a row."""
     cfg = choose(m, n_out, k, target, **params)
-    if split == "auto":
-        split = 4 if k >= 4 * 8 * STEP_ELEMENTS else 2
+    split = auto_split(k) if split == "auto" else split
     if cfg["warps"] % split:
         raise ValueError(f"cute GEMV split: split={split} must divide warps={cfg['warps']}")
     return {**cfg, "split": split}
 
 
-def _launch_split(x, w, residual, out, epilogue: str, *, rows="auto", warps="auto", unroll="auto", split="auto",
-                  **launch_options) -> None:
-    k = x.shape[-1]
-    cfg = choose_split(x.numel() // max(k, 1), out.shape[-1], k, Target.H200, split, rows=rows, warps=warps,
-                       unroll=unroll)
-    # rows, warps and unroll stay as given: the GEMV resolves them for the tensor's own GPU
-    _launch(x, w, residual, out, epilogue, rows=rows, warps=warps, unroll=unroll, split=cfg["split"],
-            **launch_options)
+def _launch_split(x, w, residual, out, epilogue: str, *, split="auto", **params) -> None:
+    # rows, warps and unroll go on as given: the GEMV resolves them for the tensor's own GPU (and its build
+    # refuses a split that does not divide the warps)
+    _launch(x, w, residual, out, epilogue, split=auto_split(x.shape[-1]) if split == "auto" else split, **params)
 
 
 def launch_linear_split(x, w, out, **params) -> None:
