@@ -145,11 +145,16 @@ def compile_for(name: str, jit_fn, args: Sequence[Any], arch: str) -> BuiltCute:
     `fake_tensor`, Python constants, a stream), down to a cubin; raises on any compile failure."""
     _, cute, _ = require_cute(f"building CuTe kernel {name}")
     target = cute_target(arch)
-    with _BUILD_LOCK:
-        built = cute.compile(jit_fn, *args, options=f"--gpu-arch {target} --keep-ptx --keep-cubin")
-    ptx = _text(built.__ptx__)
+    # A directory of its own for each build's PTX and cubin, named in the call: CuTe otherwise keeps the
+    # directory of its first compile in the process (after a build over DLPack views, `compiled_for`, that
+    # was the working directory), and it names the files after the function and its arguments alone, so
+    # builds that differ in a constant (PDL or not) in processes sharing one directory read each other's.
+    with _BUILD_LOCK, tempfile.TemporaryDirectory(prefix="hoid-cute-") as dump:
+        built = cute.compile(jit_fn, *args, options=f"--gpu-arch {target} --keep-ptx --keep-cubin "
+                                                    f"--dump-dir={dump}")
+        ptx, cubin_bytes = _text(built.__ptx__), len(built.__cubin__ or b"")
     found = next((line.split()[1] for line in ptx.splitlines() if line.startswith(".target")), "?")
-    return BuiltCute(name, arch, found, ptx, len(built.__cubin__ or b""))
+    return BuiltCute(name, arch, found, ptx, cubin_bytes)
 
 
 def _text(ptx) -> str:

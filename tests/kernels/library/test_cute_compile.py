@@ -206,6 +206,42 @@ def test_only_the_split_build_meets_in_shared_memory(arch):
 
 
 @needs_cute
+def test_the_split_launch_path_builds_over_torch_tensors_a_build_per_split():
+    import torch
+
+    from hoid.kernels.library import cute_gemv
+    from hoid.kernels.library._cute_compile import compiled_for, dlpack_views, null_stream
+
+    x, w = torch.zeros(1, 8192, dtype=torch.bfloat16), torch.zeros(256, 8192, dtype=torch.bfloat16)
+    residual, out = torch.zeros(1, 256, dtype=torch.bfloat16), torch.empty(1, 256, dtype=torch.bfloat16)
+    keys = set()
+    for split in (2, 4):
+        name, key, make, tensors = cute_gemv.prepare(x, w, residual, out, "add", split=split)
+        assert name == "cute.gemv.add.split"
+        assert compiled_for(name, key, make, dlpack_views(tensors), null_stream(), "sm_90") is not None
+        keys.add(key)
+    assert len(keys) == 2 and cute_gemv.prepare(x, w, residual, out, "add")[1] not in keys
+
+
+@needs_cute
+def test_a_build_after_a_launch_build_writes_nothing_into_the_working_directory(tmp_path, monkeypatch):
+    """A build over DLPack views (as a launch compiles) and then one for an arch (as the CI builds do): CuTe
+    kept the first compile's dump directory, the working directory, and left PTX and cubin files there."""
+    import torch
+
+    from hoid.kernels.library import cute_gemv
+    from hoid.kernels.library._cute_compile import compiled_for, dlpack_views, null_stream
+
+    monkeypatch.chdir(tmp_path)
+    x, w = torch.zeros(3, 1048, dtype=torch.bfloat16), torch.zeros(24, 1048, dtype=torch.bfloat16)
+    out = torch.empty(3, 24, dtype=torch.bfloat16)
+    name, key, make, tensors = cute_gemv.prepare(x, w, None, out, "none")
+    assert compiled_for(name, key, make, dlpack_views(tensors), null_stream(), "sm_90") is not None
+    assert cute_gemv.build_one("none", (3, 1048, 24), "sm_90").cubin_bytes > 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+@needs_cute
 def test_the_norm_prologue_is_refused_split():
     import torch
 
