@@ -89,6 +89,13 @@
 #               tests 174 s (140 passed); kernels_cute.py --parts decode --tune --m 1 --only Llama-3.2-1B 29 s
 #               (after cute-b). 30 minutes held six calls: prep && cute-a, cute-b && a hoid slice, a fast slice,
 #               tests, a second hoid slice, fast-b.
+#     Measured 2026-12-04 (evening): prep && cute-a 5 s (warm host); cute-b + the CuTe GPU tests + kernels_cute.py
+#               Llama tune 123 s; the CuTe GPU tests + Llama-3.2-1B hoid-compile 377 s; prices ONLY=two kernels
+#               36 s + Qwen3-4B hoid-compile 365 s (one call); Qwen3-1.7B `stock` cut at 540 s after hf-static
+#               and hf-compile-default: rows run in decode_stock.ROWS's order (the hf rows before
+#               fast-max-autotune-cd), and their informational gates took 125 and 143 s (now skipped past
+#               --gate-stock-max-s, 60 s, estimated from the row's step rate); hf-compile-reduce-overhead alone
+#               122 s (its warm-up 109 s).
 set -uo pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD:/tmp/site
 out=${OUT:-/tmp/out}

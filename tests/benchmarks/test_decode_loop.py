@@ -92,7 +92,7 @@ def test_rows_record_skips_errors_and_what_the_decoder_says():
     assert row["status"] == "error" and row["reason"] == "RuntimeError: boom"
     seen = []
     row = run_row("f", "F", "hoid", fine, prompt, 3, warmup=1, after=lambda d, r, t: seen.append(t.tolist()))
-    assert row["status"] == "ok" and row["mode"] == "x" and row["calls"] == 1 + 1 + 3 + 2 and closed == [True]
+    assert row["status"] == "ok" and row["mode"] == "x" and row["calls"] == 1 + 1 + 11 + 2 and closed == [True]
     assert seen == [[[3, 5, 8]]] and row["row_s"] >= row["decode_s"]
 
 

@@ -68,6 +68,19 @@ def test_a_run_stopped_inside_a_row_keeps_the_rows_before_it(tmp_path, monkeypat
     assert signal.getsignal(signal.SIGTERM) is not decode._on_sigterm  # the handler is the run's only
 
 
+@pytest.mark.slow
+def test_a_stopped_run_still_writes_the_reference_cells_of_its_finished_rows(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    _stopping_row(monkeypatch, out, lambda: os.kill(os.getpid(), signal.SIGTERM))
+    argv = [a for a in TINY if a != "--no-write-reference"]
+    with pytest.raises(SystemExit):
+        decode.main([*argv, "--rows", "hf-static,hf-compile-default", "--out", str(out)])
+    cells = json.loads((out / "reference.json").read_text())["cells"]
+    assert [name.split("|")[-1] for name in cells] == ["hf-static"]  # the stopped row is no reference
+    [path] = out.glob("decode-*.json")
+    assert json.loads(path.read_text())["cells"][0]["reference_check"]["status"] == "reference created"
+
+
 def test_result_names_use_only_what_a_gpu_call_brings_back():
     name = decode.output_name(decode.parse(["qwen3-1.7b", "--prompt", "128", "1024", "--batch", "1", "8", "--new",
                                             "64", "--rows", "fast-cuda-graph, hoid", "--no-warm"]))

@@ -144,6 +144,19 @@ def test_stock_rows_are_gated_for_information_only(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_stock_row_too_slow_to_gate_says_so_instead(tmp_path):
+    code, stdout = _run(tmp_path, "--prompt", "8", "--batch", "1", "--rows", "hf-static", "--gate-stock",
+                        "--gate-samples", "8", "--gate-stock-max-s", "0")
+    assert code == 0, stdout[-3000:]
+    [cell] = json.loads((tmp_path / "out" / "decode-qwen3-1.7b-tiny-p8-b1-n8-hf-static.json").read_text())["cells"]
+    rows = {r["key"]: r for r in cell["rows"]}
+    gate = rows["hf-static"]["gate"]
+    assert gate["informational"] and "over --gate-stock-max-s 0" in gate["skipped"] and "passed" not in gate
+    assert "gate (info) skipped" in stdout and "failed" not in rows["hf-static"]
+    assert "gate_baseline" in rows["hf-eager"]  # the teacher itself still ran: hoid rows would be gated
+
+
+@pytest.mark.slow
 def test_the_run_archive_brings_back_the_journals_and_the_measurements(smoke):
     """The GPU machine keeps nothing: the optimizes' journals and measurement cache come back in one file."""
     import tarfile
