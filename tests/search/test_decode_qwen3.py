@@ -37,8 +37,9 @@ def result(step):
 
 def _op(kernel: str) -> str:
     """A library kernel's op, whichever backend wrote it (`cute.linear` and `triton.linear` compete on price),
-    with or without the RMSNorm before it folded in (`cute.rmsnorm_linear` is a linear with its norm)."""
-    return kernel.split(".", 1)[1].removeprefix("rmsnorm_")
+    with or without the RMSNorm before it folded in (`cute.rmsnorm_linear` is a linear with its norm), split
+    across a block's warps or not (`cute.linear_add_split` is a linear + residual; priced from 2026-12-04)."""
+    return kernel.split(".", 1)[1].removeprefix("rmsnorm_").removesuffix("_split")
 
 
 @awaiting("cute.rmsnorm_linear")
