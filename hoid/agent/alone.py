@@ -61,8 +61,8 @@ def _decide(run, spec, region, result: Evaluation, attempt: int) -> tuple[str, b
     if best is None:
         return "passed", False, "no finalist uses it: the extraction found it no cheaper where it applies", fields
     best_f, best_e = best
+    gain, why, best_e = run.beats_best(best_e, best_f.graph)
     fields.update(graph_s=best_e.seconds, graph_evidence=best_e.evidence)
-    gain, why = run.beats_best(best_e)
     if not gain:
         return "passed", False, why + retried, fields
     measured = kernel.evidence == "measured" and best_e.evidence == "measured"

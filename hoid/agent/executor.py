@@ -87,7 +87,9 @@ class NoWorkers(RuntimeError):
 
 class Executor(Protocol):
     """What the loop asks of a worker (see the module doc). `submit` and `measure_graphs` are optional:
-    the loop calls `check`, `measure_kernel` and `measure_graph` one by one where they are missing."""
+    the loop calls `check`, `measure_kernel` and `measure_graph` one by one where they are missing.
+    `time_interleaved(graphs, rounds=)` is optional too: without it a close call stays refused, and says so
+    (`finalists.faster_in_turn`)."""
 
     device: Device
 
@@ -283,7 +285,33 @@ class LocalExecutor:
         self._record("graph", self.graph_key(graph), seconds, samples, "measured", method, fresh=True)
         return Evidence(seconds, "measured", method, tuple(samples))
 
+    def time_interleaved(self, graphs, *, rounds: int) -> list[Evidence]:
+        """`graphs` timed again on the target in turn, `rounds` timings each (A B A B ...): what a close call
+        between two graphs is decided on (`noise.compare_rounds`). Recorded, never read back for a later
+        measurement (`known_graph` keeps the first)."""
+        if not self.on_device:
+            raise RuntimeError(f"timing graphs in turn needs the target, {self.device.name}: this is "
+                               f"{self.local.name} (its prices are modelled: no close call to decide)")
+        samples, method = self.time_graphs(graphs, rounds)
+        return [self.timed_graph(g, s, method) for g, s in zip(graphs, samples, strict=True)]
+
     def time_graph(self, graph, repeats: int) -> tuple[list[float], str]:
+        samples, method = self.time_graphs([graph], repeats)
+        return samples[0], method
+
+    def time_graphs(self, graphs, rounds: int) -> tuple[list[list[float]], str]:
+        """Each graph's `rounds` timings, taken in turn (each graph compiled once, then one timing of each a
+        round), and how they were taken."""
+        timers = [self._graph_timer(g) for g in graphs]
+        samples: list[list[float]] = [[] for _ in graphs]
+        for _ in range(rounds):
+            for (once, _), taken in zip(timers, samples, strict=True):
+                taken.append(once())
+        method = timers[0][1] + (f", {len(graphs)} graphs timed in turn" if len(graphs) > 1 else "")
+        return samples, method
+
+    def _graph_timer(self, graph):
+        """(a function that times `graph` once, in seconds; how)."""
         from ..measure.inputs import random_inputs
         from ..measure.profile import profile_graph
         from ..verify.region import index_bounds
@@ -298,11 +326,10 @@ class LocalExecutor:
             fn = compile_graph(graph, device="cuda")
             # graph=False: each call already replays the compiled graph's own CUDA graph (one cannot be
             # captured inside another)
-            samples = [time_cuda(fn, inputs, rotate=False, graph=False).median for _ in range(repeats)]
-            return samples, "hoid.compile, CUDA-graph replay"
+            return (lambda: time_cuda(fn, inputs, rotate=False, graph=False).median), "hoid.compile, CUDA-graph replay"
         # each node timed alone, kernels launched (the interpreter would run their bodies), summed
-        totals = [profile_graph(graph, mode="measured", device=self.local, inputs=inputs).total for _ in range(repeats)]
-        return totals, f"per-node {'wall clock' if self.local.arch == 'cpu' else 'CUDA timing'}, summed"
+        return ((lambda: profile_graph(graph, mode="measured", device=self.local, inputs=inputs).total),
+                f"per-node {'wall clock' if self.local.arch == 'cpu' else 'CUDA timing'}, summed")
 
     def _price_graph(self, graph) -> float:
         from ..search.space import SearchSpace

@@ -1,5 +1,6 @@
 """What the loop extracts and times: a cost model that admits only some kernels, the finalists' whole-graph
-times, whether a finalist runs a kernel where a proposal put it, and whether its time beats the best's.
+times, whether a finalist runs a kernel where a proposal put it, and whether its time beats the best's
+(`faster`; for a close call, timed again in turn with the best: `faster_in_turn`).
 
 The e-graph holds every candidate ever injected; what an extraction may choose is decided by the cost
 model alone: a kernel e-node that is neither kept nor on trial costs `OUT_OF_REACH`, so the extraction
@@ -11,12 +12,13 @@ from __future__ import annotations
 from ..ir import Graph
 from ..ir.graph import attr_key
 from ..kernels.kernel_set import signature
-from ..measure.noise import compare
+from ..measure.noise import INTERLEAVED_MIN_GAIN, compare, compare_rounds
 from ..measure.timing import Timing
 from .executor import Evidence
 
 OUT_OF_REACH = 1e3  # seconds: what a kernel that is neither kept nor on trial costs in an extraction
 MODELLED_MIN_GAIN = 1e-3  # a modelled price has no noise; below this a "gain" is the kernels' tie-break
+INTERLEAVED_ROUNDS = 5  # a close call's rounds in turn: all five agreeing by chance, with no gain, is one in 32
 
 
 class Allowed:
@@ -66,3 +68,27 @@ def faster(candidate: Evidence, best: Evidence) -> tuple[bool, str]:
     if gain > MODELLED_MIN_GAIN:
         return True, f"whole graph {gain:.1%} cheaper (modelled)"
     return False, f"whole graph not cheaper: {gain:+.2%} (modelled)"
+
+
+def close_call(candidate: Evidence, best: Evidence) -> bool:
+    """A measured gain that `faster`'s noise floor may refuse and timing in turn may still resolve: both
+    measured, the candidate's median ahead by more than `noise.INTERLEAVED_MIN_GAIN`."""
+    return (candidate.evidence == "measured" and best.evidence == "measured" and candidate.seconds > 0
+            and best.seconds / candidate.seconds - 1 > INTERLEAVED_MIN_GAIN)
+
+
+def faster_in_turn(executor, graph, candidate: Evidence, best_graph, best: Evidence) -> tuple[bool, str, Evidence]:
+    """`faster`; and where it refused a close call, `graph` and `best_graph` timed again in turn on the
+    executor (`time_interleaved`, `INTERLEAVED_ROUNDS` each) and judged round by round (`noise.compare_rounds`).
+    (faster, why, the candidate's evidence: from those rounds where they ran). Raises `WorkerLost` from the
+    timing."""
+    kept, why = faster(candidate, best)
+    if kept or best_graph is None or not close_call(candidate, best):
+        return kept, why, candidate
+    timer = getattr(executor, "time_interleaved", None)
+    if timer is None:
+        return False, (f"{why}; a close call, not timed again: {type(executor).__name__} cannot time two graphs "
+                       "in turn (time_interleaved)"), candidate
+    best_again, again = timer([best_graph, graph], rounds=INTERLEAVED_ROUNDS)
+    verdict = compare_rounds(again.samples, best_again.samples)
+    return verdict.faster, f"{why}; a close call, timed again in turn with the best: {verdict.reason}", again

@@ -184,38 +184,52 @@ class PoolExecutor(LocalExecutor):
         if not self.on_device:
             return [self.modelled_graph(g, modelled) for g, modelled in graphs]
         found = [self.known_graph(g) for g, _ in graphs]
-        tasks = {i: self._graph_task(g) for i, (g, _) in enumerate(graphs) if found[i] is None}
+        tasks = {i: self._graph_task([g], 3) for i, (g, _) in enumerate(graphs) if found[i] is None}
         for i, task in tasks.items():
-            status, answer, worker = self.wait(task)
-            if status != "ok":  # as an error of the timing would be in-process
-                raise RuntimeError(f"{worker.label}: timing {task.what}: {answer}")
-            samples, method = answer
+            [samples], method, worker = self._timed(task)
             found[i] = self.timed_graph(graphs[i][0], samples, f"{method}, on {worker.label}")
         return found
 
     def measure_graph(self, graph, *, modelled: float | None = None, repeats: int = 3):
         return self.measure_graphs([(graph, modelled)])[0]
 
+    def time_interleaved(self, graphs, *, rounds: int) -> list:
+        """`LocalExecutor.time_interleaved` on one worker: the graphs must share a GPU to be timed in turn."""
+        if not self.on_device:
+            raise RuntimeError(f"timing graphs in turn needs the target, {self.device.name}: no worker runs on it")
+        samples, method, worker = self._timed(self._graph_task(list(graphs), rounds))
+        return [self.timed_graph(g, s, f"{method}, on {worker.label}") for g, s in zip(graphs, samples, strict=True)]
+
+    def _timed(self, task: _Task):
+        """A graph task's (samples per graph, how, the worker); its error raised as an in-process one would be."""
+        status, answer, worker = self.wait(task)
+        if status != "ok":
+            raise RuntimeError(f"{worker.label}: timing {task.what}: {answer}")
+        samples, method = answer
+        return samples, method, worker
+
     # --- tasks -----------------------------------------------------------------------------------
-    def _graph_task(self, graph) -> _Task:
+    def _graph_task(self, graphs: list, rounds: int) -> _Task:
+        """`graphs` timed on one worker, `rounds` timings each, in turn (`LocalExecutor.time_graphs`)."""
         from ..ir.text import dumps
 
-        text = dumps(graph)
+        texts = [dumps(g) for g in graphs]
         library = library_kernels()
         registered = all_kernels()
-        ids = {n.attrs["kernel"] for n in graph.nodes if n.op == "kernel"}
+        ids = {n.attrs["kernel"] for g in graphs for n in g.nodes if n.op == "kernel"}
         specs = [registered[i] for i in sorted(ids) if i in registered and i not in library]
+        weights = {n: t for g in graphs for n, t in g.weights.items()}
 
         def message(worker) -> bytes:
             # what the worker lacks: kernel source it has not registered, weights it has not been sent
             new_specs = [s for s in specs if (s.id, s.version) not in worker.specs]
-            new = {n: t for n, t in graph.weights.items() if worker.weights.get(n) is not t}
-            blob = _message("graph", (text, new_specs, {n: t.detach().cpu() for n, t in new.items()}, 3))
+            new = {n: t for n, t in weights.items() if worker.weights.get(n) is not t}
+            blob = _message("graphs", (texts, new_specs, {n: t.detach().cpu() for n, t in new.items()}, rounds))
             worker.specs |= {(s.id, s.version) for s in new_specs}
             worker.weights.update(new)
             return blob
 
-        return self._enqueue(f"graph {graph.name}", message)
+        return self._enqueue(f"graph {' and '.join(g.name for g in graphs)}", message)
 
     def _enqueue(self, what: str, message) -> _Task:
         task = _Task(what, message)

@@ -58,7 +58,7 @@ def decide_together(run, proposer: str, proposals: list[Proposal], context: Cont
                  why="no finalist uses any of them", **spent)
         return rejected | _record_unreached(run, proposer, passed, "no finalist used any of them")
     best_f, best_e = best
-    gain, why = run.beats_best(best_e)
+    gain, why, best_e = run.beats_best(best_e, best_f.graph)
     used = {key for proposal, key, region, _ in passed if uses(best_f.graph, proposal.kernel.id, region)}
     run.emit(kind="together", proposer=proposer, passed=len(passed), used=len(used), kept=gain, why=why, **spent)
     if not gain or not used:

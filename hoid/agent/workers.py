@@ -9,8 +9,9 @@ since kernel specs hold closures that plain pickle refuses):
     ("evaluate", task)     (spec, region, params, to_time): the check, then (passed) each param set of
                            `to_time` timed at the region's real shapes (None: check only, the run prices
                            it) -> (Evaluation, [KernelMeasurement])
-    ("graph", task)        (document, specs, weights, repeats): a whole graph timed -> (samples, method);
-                           kernel source the graph runs and weights the worker lacks come with it, once
+    ("graphs", task)       (documents, specs, weights, rounds): whole graphs timed, in turn where there are
+                           several -> (samples per graph, method); kernel source the graphs run and weights
+                           the worker lacks come with them, once
 
 A worker keeps nothing the run needs: its answers carry every verdict and measurement back, and the run
 journals them. The run's cache file is the worker's (local processes share it; SQLite in WAL mode takes
@@ -83,17 +84,18 @@ class WorkerSide:
         except Exception as e:  # noqa: BLE001
             return Evaluation(verdict, error=f"could not be measured: {type(e).__name__}: {e}"), [], []
 
-    def _graph(self, task):
+    def _graphs(self, task):
         from ..ir.text import loads
         from ..kernels.registry import register
 
-        text, specs, weights, repeats = task
+        texts, specs, weights, rounds = task
         for spec in specs:
             register(spec, replace=True)
         self.weights.update(weights)
-        graph = loads(text)
-        graph.weights = {v.name: self.weights[v.name] for v in graph.weight_inputs}
-        return self.executor.time_graph(graph, repeats)
+        graphs = [loads(text) for text in texts]
+        for graph in graphs:
+            graph.weights = {v.name: self.weights[v.name] for v in graph.weight_inputs}
+        return self.executor.time_graphs(graphs, rounds)
 
 
 def _worker_main(fd: int) -> None:

@@ -16,7 +16,7 @@ from .cuda import time_cuda
 from .devices import B200, CPU, DEVICES, H200, Device, get_device
 from .kernel_bench import KernelMeasurement, measure_kernel
 from .local import local_device, time_on
-from .noise import Comparison, compare, is_faster
+from .noise import Comparison, compare, compare_rounds, is_faster
 from .profile import Profile, ProfileRow, profile_graph
 from .roofline import graph_time, kernel_time, memory_floor, node_time, op_time, region_floor
 from .sanity import SanityVerdict, check_time
@@ -25,6 +25,6 @@ from .tune import TuneResult, tune
 
 __all__ = ["B200", "CPU", "DEVICES", "H200", "Comparison", "Device", "KernelMeasurement", "MeasureCache",
            "MeasureKey", "Profile", "ProfileRow", "SanityVerdict", "Timing", "TuneResult", "calibrate_cpu",
-           "check_time", "compare", "default_cache_path", "get_device", "graph_time", "is_faster",
+           "check_time", "compare", "compare_rounds", "default_cache_path", "get_device", "graph_time", "is_faster",
            "kernel_time", "local_device", "measure_kernel", "memory_floor", "node_time", "op_time", "profile_graph",
            "region_floor", "time_cpu", "time_cuda", "time_on", "tune"]

@@ -248,3 +248,19 @@ def test_a_worker_elsewhere_sends_its_plain_side_timings_into_the_run_s_cache(tm
     pool._keep_plain(Elsewhere(), [(key, Timing.of(3e-6), 1e-6)])
     assert pool.cache.get(key).median == 3e-6
     pool.cache.close()
+
+
+def test_a_worker_times_two_graphs_in_turn_for_a_close_call(tmp_path):
+    from hoid.agent.loop import resolve_device
+    from hoid.measure.cache import MeasureCache
+
+    pool = WorkerPool(1)
+    pool.start(resolve_device("cpu"), cache=MeasureCache(tmp_path / "cache.sqlite"))
+    try:
+        first, second = pool.time_interleaved([norm_graph(rows=4096), norm_graph(rows=8)], rounds=2)
+    finally:
+        pool.close()
+    for evidence in (first, second):
+        assert evidence.evidence == "measured" and len(evidence.samples) == 2 and evidence.seconds > 0
+        assert "2 graphs timed in turn, on " in evidence.method
+    assert first.seconds > second.seconds  # 512 times the rows: each graph's own timings, not mixed up
