@@ -206,11 +206,17 @@ case ${1:-} in
         || { echo "decode $slice: the wheels did not install" >&2; exit 1; }
     fi
     # a stock slice adds the cells the reference lacks (a model's first run): $OUT/reference.json, to commit
-    if [[ $slice == fast-* || $slice == stock ]]; then
+    # (hf-a, hf-b and gate are stock rows too: until 12-04 they wrote none)
+    if [[ $slice == fast-* || $slice == hf-* || $slice == gate || $slice == stock ]]; then
       kept=(); for a in "${common[@]}"; do [[ $a == --no-write-reference ]] || kept+=("$a"); done; common=("${kept[@]}")
     fi
+    before=$(md5sum "$gates"/*.pt 2>/dev/null)
     bash "$0" run "${common[@]}" "${rows[@]}"; code=$?
-    mkdir -p "$out/gate" && cp "$gates"/*.pt "$out/gate/" 2>/dev/null  # the gate file a slice made, to commit
+    # only the gate file a slice made (or remade) comes back, to commit: a call brings back 8 files at most,
+    # and the committed ones (three on 12-04) took three of them
+    for f in "$gates"/*.pt; do
+      [[ -f $f ]] && ! grep -qF "$(md5sum "$f")" <<<"$before" && mkdir -p "$out/gate" && cp "$f" "$out/gate/"
+    done
     exit $code ;;
   *) echo "usage: $0 split|diffusers-wheels|prep|prep-diffusers|cute-a|cute-b|tests|prices|prices-prefill|run SCRIPT ARGS|decode SLICE" >&2
      exit 2 ;;
