@@ -9,7 +9,9 @@ in `benchmarks/results/decode/`), the largest share of the time to first token a
 One program per (block of query rows, batch, query head) walks the cache in tiles: it reads the mask's
 tile first, and where the tile is wholly masked out its K and V loads are predicated off (as in
 `triton_decode_attention`: a branch would stop the pipeliner issuing the next tiles' loads ahead), so the
-empty slots of a static cache cost only their mask. Scores and the online softmax are kept in float32; K
+empty slots of a static cache cost only their mask; and it first scans the mask alone for the last tile
+its rows see, so the walk ends there (a prompt's tiles past the prompt are not walked at all; unmeasured
+on the H200 until `h200_session.sh prices-prefill`). Scores and the online softmax are kept in float32; K
 and V are read through the query head's KV head (grouped query attention without expanding the cache).
 A query row with no valid key gets zeros, as `triton_decode_attention` and torch's SDPA give.
 
@@ -77,10 +79,20 @@ def attend_rows(q_ptr, k_ptr, v_ptr, mask_ptr, out_ptr, P, S, scale,
     k_base = k_ptr + b.to(tl.int64) * s_kb + kv_head.to(tl.int64) * s_kh
     v_base = v_ptr + b.to(tl.int64) * s_kb + kv_head.to(tl.int64) * s_kh
     m_base = mask_ptr + b.to(tl.int64) * s_mb + head.to(tl.int64) * s_mh
+    # The end of the last tile holding a key any of these rows sees, from the mask alone (a byte per pair):
+    # the tiles past it are not walked at all. A prompt's causal mask over a static cache leaves every
+    # tile past the prompt empty (at 128 tokens over a cache of 384, two of three), and each tile walked is
+    # a round trip, predicated loads or not.
+    hi = tl.full((), 0, tl.int32)
+    for start in range(0, S, BLOCK_N):
+        n = start + tl.arange(0, BLOCK_N)
+        seen = tl.load(m_base + rows[:, None] * s_mm + n[None, :] * s_mn,
+                       mask=(rows[:, None] < P) & (n[None, :] < S), other=0)
+        hi = tl.where(tl.max(tl.max((seen != 0).to(tl.int32), axis=1), axis=0) > 0, start + BLOCK_N, hi)
     m_i = tl.full((BLOCK_M,), -float("inf"), tl.float32)
     l_i = tl.zeros((BLOCK_M,), tl.float32)
     acc = tl.zeros((BLOCK_M, D), tl.float32)
-    for start in range(0, S, BLOCK_N):
+    for start in range(0, hi, BLOCK_N):
         n = start + tl.arange(0, BLOCK_N)
         valid = (rows[:, None] < P) & (n[None, :] < S)
         keep = tl.load(m_base + rows[:, None] * s_mm + n[None, :] * s_mn, mask=valid, other=0)
@@ -161,5 +173,5 @@ SPEC = KernelSpec(
     ),
     params=PARAMS, deterministic=True, examples=_examples, compile=_compile, resolve=_resolve,
     doc="several query tokens' attention over a static KV cache with a bool mask, grouped KV heads; "
-        "wholly masked tiles read no K or V",
+        "wholly masked tiles read no K or V, and the tiles past the last one the mask opens are not walked",
 )

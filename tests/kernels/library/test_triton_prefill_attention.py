@@ -47,6 +47,20 @@ def test_masked_tiles_read_no_cache_and_an_unseeing_row_gets_zeros():
     assert torch.equal(out[:, :, 3], torch.zeros(1, 2, 16))
 
 
+def test_the_walk_ends_at_the_last_tile_a_block_of_rows_sees():
+    # the first block of rows sees keys in the second tile only (an empty tile before it is walked, the two
+    # after it are not); the second block sees nothing at all (no tile walked: zeros)
+    q, k, v = _qkv(1, 2, 1, 20, 128, 16, torch.float32)
+    mask = torch.zeros(1, 1, 20, 128, dtype=torch.bool)
+    mask[0, 0, :16, 40:50] = True
+    out = torch.empty(1, 2, 20, 16)
+    attention.launch(q, k, v, mask, out, enable_gqa=True, block_m=16, block_n=32)
+    want = torch.nn.functional.scaled_dot_product_attention(q[:, :, :16], k[:, :, 40:50], v[:, :, 40:50],
+                                                            enable_gqa=True)
+    assert torch.allclose(out[:, :, :16], want, atol=1e-5)
+    assert torch.equal(out[:, :, 16:], torch.zeros(1, 2, 4, 16))
+
+
 def test_a_query_transposed_from_its_projection_is_read_through_its_strides():
     B, P, HQ, D = 1, 6, 4, 16
     q = torch.randn(B, P, HQ, D).transpose(1, 2)  # [B, Hq, P, D] over the projection's [B, P, Hq, D]
