@@ -14,7 +14,7 @@ from ..ir.graph import attr_key
 from ..kernels.kernel_set import signature
 from ..measure.noise import INTERLEAVED_MIN_GAIN, compare, compare_rounds
 from ..measure.timing import Timing
-from .executor import Evidence
+from .executor import Evidence, WorkerLost
 
 OUT_OF_REACH = 1e3  # seconds: what a kernel that is neither kept nor on trial costs in an extraction
 MODELLED_MIN_GAIN = 1e-3  # a modelled price has no noise; below this a "gain" is the kernels' tie-break
@@ -80,8 +80,8 @@ def close_call(candidate: Evidence, best: Evidence) -> bool:
 def faster_in_turn(executor, graph, candidate: Evidence, best_graph, best: Evidence) -> tuple[bool, str, Evidence]:
     """`faster`; and where it refused a close call, `graph` and `best_graph` timed again in turn on the
     executor (`time_interleaved`, `INTERLEAVED_ROUNDS` each) and judged round by round (`noise.compare_rounds`).
-    (faster, why, the candidate's evidence: from those rounds where they ran). Raises `WorkerLost` from the
-    timing."""
+    (faster, why, the candidate's evidence: from those rounds where they ran). A timing in turn whose worker
+    was lost leaves the call refused, saying so."""
     kept, why = faster(candidate, best)
     if kept or best_graph is None or not close_call(candidate, best):
         return kept, why, candidate
@@ -89,6 +89,9 @@ def faster_in_turn(executor, graph, candidate: Evidence, best_graph, best: Evide
     if timer is None:
         return False, (f"{why}; a close call, not timed again: {type(executor).__name__} cannot time two graphs "
                        "in turn (time_interleaved)"), candidate
-    best_again, again = timer([best_graph, graph], rounds=INTERLEAVED_ROUNDS)
+    try:
+        best_again, again = timer([best_graph, graph], rounds=INTERLEAVED_ROUNDS)
+    except WorkerLost as e:
+        return False, f"{why}; a close call, not timed again: {e}", candidate
     verdict = compare_rounds(again.samples, best_again.samples)
     return verdict.faster, f"{why}; a close call, timed again in turn with the best: {verdict.reason}", again

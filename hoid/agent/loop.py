@@ -57,7 +57,7 @@ from .alone import decide_alone
 from .budget import Budget, Spend
 from .evaluations import Evaluations, read_ahead
 from .executor import Evidence, NoWorkers, WorkerLost, start_executor
-from .finalists import Allowed, faster, faster_in_turn, measure_finalists, uses
+from .finalists import Allowed, faster_in_turn, measure_finalists, uses
 from .journal import Journal, graph_hash, source_text
 from .proposer import DEFAULT_AGENTS, Context, Outcome, Proposal, proposers_for
 from .regions import discover
@@ -400,10 +400,7 @@ class Runner:
     def beats_best(self, candidate: Evidence, graph: Graph) -> tuple[bool, str, Evidence]:
         """Is `graph`, measured as `candidate`, faster than the best so far; why; and its evidence (timed again
         in turn with the best where the noise floor refused a close call: `finalists.faster_in_turn`)."""
-        try:
-            return faster_in_turn(self.executor, graph, candidate, self.best_graph, self.best)
-        except WorkerLost as e:
-            return False, f"{faster(candidate, self.best)[1]}; a close call, not timed again: {e}", candidate
+        return faster_in_turn(self.executor, graph, candidate, self.best_graph, self.best)
 
     def admit_kernel(self, spec, region, params: dict, measured: bool) -> None:
         """`spec` at this region's signature becomes part of every later extraction (and, on measured

@@ -186,27 +186,26 @@ class PoolExecutor(LocalExecutor):
         found = [self.known_graph(g) for g, _ in graphs]
         tasks = {i: self._graph_task([g], 3) for i, (g, _) in enumerate(graphs) if found[i] is None}
         for i, task in tasks.items():
-            [samples], method, worker = self._timed(task)
-            found[i] = self.timed_graph(graphs[i][0], samples, f"{method}, on {worker.label}")
+            [samples], method = self._timed(task)
+            found[i] = self.timed_graph(graphs[i][0], samples, method)
         return found
 
     def measure_graph(self, graph, *, modelled: float | None = None, repeats: int = 3):
         return self.measure_graphs([(graph, modelled)])[0]
 
-    def time_interleaved(self, graphs, *, rounds: int) -> list:
-        """`LocalExecutor.time_interleaved` on one worker: the graphs must share a GPU to be timed in turn."""
-        if not self.on_device:
-            raise RuntimeError(f"timing graphs in turn needs the target, {self.device.name}: no worker runs on it")
-        samples, method, worker = self._timed(self._graph_task(list(graphs), rounds))
-        return [self.timed_graph(g, s, f"{method}, on {worker.label}") for g, s in zip(graphs, samples, strict=True)]
+    def time_graphs(self, graphs, rounds: int) -> tuple[list[list[float]], str]:
+        """`LocalExecutor.time_graphs` on one worker (graphs timed in turn must share a GPU): what
+        `time_interleaved` decides a close call on."""
+        return self._timed(self._graph_task(list(graphs), rounds))
 
-    def _timed(self, task: _Task):
-        """A graph task's (samples per graph, how, the worker); its error raised as an in-process one would be."""
+    def _timed(self, task: _Task) -> tuple[list[list[float]], str]:
+        """A graph task's samples per graph and how they were taken (the worker named); its error raised as an
+        in-process one would be."""
         status, answer, worker = self.wait(task)
         if status != "ok":
             raise RuntimeError(f"{worker.label}: timing {task.what}: {answer}")
         samples, method = answer
-        return samples, method, worker
+        return samples, f"{method}, on {worker.label}"
 
     # --- tasks -----------------------------------------------------------------------------------
     def _graph_task(self, graphs: list, rounds: int) -> _Task:

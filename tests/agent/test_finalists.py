@@ -140,3 +140,14 @@ def test_on_the_gpu_two_compiled_graphs_are_timed_in_turn():
     first, second = executor.time_interleaved([large, small], rounds=3)
     assert "hoid.compile, CUDA-graph replay, 2 graphs timed in turn" == first.method
     assert len(first.samples) == len(second.samples) == 3 and first.seconds > second.seconds > 0
+
+
+def test_a_close_call_whose_worker_is_lost_stays_refused_and_says_why():
+    from hoid.agent.executor import WorkerLost
+
+    class Lost:
+        def time_interleaved(self, graphs, *, rounds):
+            raise WorkerLost("gpu0: died: killed by SIGKILL; gpu1: died: killed by SIGKILL")
+
+    kept, why, evidence = faster_in_turn(Lost(), CANDIDATE, measured(1e-3 / 1.006), BEST, measured(1e-3))
+    assert not kept and "a close call, not timed again: gpu0: died" in why and evidence.seconds == 1e-3 / 1.006
