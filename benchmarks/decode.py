@@ -441,9 +441,7 @@ def main(argv=None) -> int:
         # slice brought back hf-static and hf-compile-default but no reference cells for them)
         for cell in result["cells"]:
             if "reference_check" not in cell:
-                cell["reference_check"], _ = decode_report.check_reference(
-                    reference, decode_report.cell_id(device_name, args.model, cell["shape"]["key"]), cell["rows"],
-                    args.note)
+                _check_reference(reference, device_name, args, cell)
         save()
         write_reference()
         progress(f"stopped by {type(e).__name__}; {path} holds every finished row")
@@ -479,9 +477,14 @@ def _run_cells(args, keys, lm, device, device_name, weights, kv, bandwidth, refe
                         "best_stock": {}, "gate_baseline": None}
                 result["cells"].append(cell)
                 run_shape(lm, shape, keys, args, device, cell, save)
-                cell["reference_check"], _ = decode_report.check_reference(
-                    reference, decode_report.cell_id(device_name, args.model, shape.key), cell["rows"], args.note)
+                _check_reference(reference, device_name, args, cell)
                 save()
+
+
+def _check_reference(reference: dict, device_name: str, args, cell: dict) -> None:
+    """The cell's stock rows against the reference (`decode_report.check_reference`), which takes any it lacks."""
+    cell["reference_check"], _ = decode_report.check_reference(
+        reference, decode_report.cell_id(device_name, args.model, cell["shape"]["key"]), cell["rows"], args.note)
 
 
 if __name__ == "__main__":

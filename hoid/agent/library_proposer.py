@@ -39,6 +39,7 @@ class LibraryProposer:
     def propose(self, context: Context) -> Iterable[Proposal]:
         specs = list(library_kernels().values())
         arch = getattr(context.device, "arch", "sm_90")
+        target = context.device.target()  # what "auto" params resolve for (the sweep's neighbours)
         for region in context.regions:
             for spec in specs:
                 if spec.pattern.name != region.pattern or not _builds_for(spec, arch):
@@ -49,7 +50,7 @@ class LibraryProposer:
                     context.skip(self.name, f"{spec.id} for {region.key}", "a CuTe DSL kernel cannot be checked "
                                  "here: it runs on a CUDA GPU with CuTe DSL installed (pip install 'hoid[cute]')")
                     continue
-                sweep = self._sweep(spec, region.types, region.attrs, context.device.target())
+                sweep = self._sweep(spec, region.types, region.attrs, target)
                 yield Proposal(region.key, spec, sweep, note=f"library kernel {spec.id} for {region.pattern}")
 
     def _sweep(self, spec, types, attrs, target) -> tuple[dict, ...]:
