@@ -365,28 +365,30 @@ BUILD_SHAPES = {"none": ((1, 2048, 4096),), "add": ((1, 6144, 2048),), "swiglu":
 
 
 def build_one(epilogue: str, shape: tuple[int, int, int], arch: str, pdl: bool = False, early: bool = False,
-              norm: bool = False):
+              norm: bool = False, split=None):
     """The build of one (M, K, N) shape at "auto" params for `arch`, without a GPU (with the RMSNorm
-    prologue where `norm`)."""
+    prologue where `norm`; `split`: K -> the warps that share a row, `cute_gemv_split`'s, None: unsplit)."""
     m, k, n_out = shape
     cfg = choose(m, n_out, k, Target(arch, 0))
+    parts = 1 if split is None else split(k)
     rows = n_out * (2 if epilogue == "swiglu" else 1)
     x, w, out = fake_tensor("bf16", (m, k)), fake_tensor("bf16", (rows, k)), fake_tensor("bf16", (m, n_out))
-    gemv = _jit(epilogue, cfg["rows"], cfg["warps"], cfg["unroll"], pdl, early, 1e-6 if norm else None)
+    gemv = _jit(epilogue, cfg["rows"], cfg["warps"], cfg["unroll"], pdl, early, 1e-6 if norm else None, parts)
     suffix = ".pdl_early" if early else ".pdl" if pdl else ""
     if norm:
         return compile_for(f"cute.gemv.norm.{epilogue}{suffix}", gemv.with_norm,
                            [x, fake_tensor("bf16", (1, k)), w, out, null_stream()], arch)
-    return compile_for(f"cute.gemv.{epilogue}{suffix}", gemv, [x, w, fake_tensor("bf16", (m, n_out)), out,
-                                                               null_stream()], arch)
+    return compile_for(f"cute.gemv.{epilogue}{'.split' if split else ''}{suffix}", gemv,
+                       [x, w, fake_tensor("bf16", (m, n_out)), out, null_stream()], arch)
 
 
-def _all_builds(epilogue: str, norm: bool = False):
-    """Every shape of BUILD_SHAPES, and the decode (M = 1) one with PDL, waiting first and reading ahead."""
+def _all_builds(epilogue: str, norm: bool = False, *, shapes=None, split=None):
+    """Every shape (BUILD_SHAPES's unless given), and the first one with PDL, waiting first and reading ahead."""
     def build(arch: str):
-        shapes = BUILD_SHAPES[epilogue]
-        return ([build_one(epilogue, s, arch, norm=norm) for s in shapes]
-                + [build_one(epilogue, shapes[0], arch, pdl=True, early=early, norm=norm) for early in (False, True)])
+        each = shapes or BUILD_SHAPES[epilogue]
+        return ([build_one(epilogue, s, arch, norm=norm, split=split) for s in each]
+                + [build_one(epilogue, each[0], arch, pdl=True, early=early, norm=norm, split=split)
+                   for early in (False, True)])
     return build
 
 
@@ -407,9 +409,9 @@ def _constraints(pattern: Pattern, wi: int, extra=()) -> tuple:
                           lambda t: t[0].shape[-1] % 8 == 0), *extra)
 
 
-def _examples(rows_per_out: int, with_residual: bool, norm: bool = False):
+def _examples(rows_per_out: int, with_residual: bool, norm: bool = False, ks=(64, 200, 520, 2048)):
     def draw(rng: random.Random):
-        m, k, n = rng.choice((1, 1, 2, 5, 16)), rng.choice((64, 200, 520, 2048)), rng.choice((8, 48, 100))
+        m, k, n = rng.choice((1, 1, 2, 5, 16)), rng.choice(ks), rng.choice((8, 48, 100))
         k -= k % 8
         dtype = rng.choice(("f32", "f16", "bf16"))
         x, w = TensorType((m, k), dtype), TensorType((rows_per_out * n, k), dtype)

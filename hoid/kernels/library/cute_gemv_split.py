@@ -20,14 +20,11 @@ its neighbours on the GPU.
 
 from __future__ import annotations
 
-import random
-
-from ...ir import TensorType
 from ..spec import KernelSpec, Param, Target
 from . import _constraints as C
-from ._cute_compile import CUTE_TARGETS, compile_for, fake_tensor, null_stream
+from ._cute_compile import CUTE_TARGETS
 from .cute_gemv import PARAMS as GEMV_PARAMS
-from .cute_gemv import RESIDUAL, _constraints, _jit, _launch, choose
+from .cute_gemv import RESIDUAL, _all_builds, _constraints, _examples, _launch, choose
 from .triton_gemv import LINEAR, LINEAR_ADD
 
 SPLIT_CHOICES = ("auto", 2, 4)  # each divides every warps choice (4, 8)
@@ -69,29 +66,14 @@ def launch_linear_add_split(x, w, residual, out, **params) -> None:
     _launch_split(x, w, residual, out, "add", **params)
 
 
-# --- builds without a GPU ----------------------------------------------------------------------------
+# --- builds and examples without a GPU ------------------------------------------------------------
 
 # Llama-3.2-1B's down projection (K = 8192: 4 parts of 8 steps), and a K that leaves a whole step over and a
-# partial one (K = 4360: 17 whole steps over 2 parts, then 8 elements), at M = 1 and 5.
+# partial one (K = 4360: 17 whole steps over 2 parts, then 8 elements), at M = 1 and 5; built by the GEMV's
+# own `build_one` (split by `auto_split`)
 BUILD_SHAPES = {"none": ((1, 4360, 256),), "add": ((1, 8192, 2048), (5, 4360, 100))}
-
-
-def build_one(epilogue: str, shape: tuple[int, int, int], arch: str, pdl: bool = False, early: bool = False):
-    m, k, n_out = shape
-    cfg = choose_split(m, n_out, k, Target(arch, 0))
-    x, w, out = fake_tensor("bf16", (m, k)), fake_tensor("bf16", (n_out, k)), fake_tensor("bf16", (m, n_out))
-    gemv = _jit(epilogue, cfg["rows"], cfg["warps"], cfg["unroll"], pdl, early, split=cfg["split"])
-    suffix = ".pdl_early" if early else ".pdl" if pdl else ""
-    return compile_for(f"cute.gemv.{epilogue}.split{suffix}", gemv,
-                       [x, w, fake_tensor("bf16", (m, n_out)), out, null_stream()], arch)
-
-
-def _all_builds(epilogue: str):
-    def build(arch: str):
-        shapes = BUILD_SHAPES[epilogue]
-        return ([build_one(epilogue, s, arch) for s in shapes]
-                + [build_one(epilogue, shapes[0], arch, pdl=True, early=early) for early in (False, True)])
-    return build
+# the checks' examples: K whose whole steps split evenly, leave one over, and end in a partial step
+EXAMPLE_KS = (4096, 4352, 4360, 8192)
 
 
 # --- specs -------------------------------------------------------------------------------------------
@@ -102,16 +84,6 @@ def _resolve(types, attrs, params, target) -> dict:
     return choose_split(x.numel // max(k, 1), w.shape[0], k, target, **params)
 
 
-def _examples(with_residual: bool):
-    def draw(rng: random.Random):
-        # K: whole steps that split evenly, that leave one over, and a partial last step (4360 = 17 x 256 + 8)
-        m, k, n = rng.choice((1, 1, 2, 5, 16)), rng.choice((4096, 4352, 4360, 8192)), rng.choice((8, 48, 100))
-        dtype = rng.choice(("f32", "f16", "bf16"))
-        x, w = TensorType((m, k), dtype), TensorType((n, k), dtype)
-        return [x, w] + ([TensorType((m, n), dtype)] if with_residual else []), {}
-    return draw
-
-
 LONG_ROWS = C.shape_holds(f"weight [N, K] with K >= {MIN_K} and N <= {MAX_N} (long rows, few of them: unsplit, "
                           "the GEMV would run out of warps)",
                           lambda t: t[1].rank == 2 and t[1].shape[1] >= MIN_K and t[1].shape[0] <= MAX_N)
@@ -120,7 +92,8 @@ LONG_ROWS = C.shape_holds(f"weight [N, K] with K >= {MIN_K} and N <= {MAX_N} (lo
 def _spec(kernel_id: str, pattern, launch_fn, epilogue: str, doc: str, extra=()) -> KernelSpec:
     return KernelSpec(id=kernel_id, pattern=pattern, backend="cute", launch=launch_fn,
                       constraints=_constraints(pattern, 1, (LONG_ROWS, *extra)), params=PARAMS, deterministic=True,
-                      examples=_examples(epilogue == "add"), compile=_all_builds(epilogue),
+                      examples=_examples(1, epilogue == "add", ks=EXAMPLE_KS),
+                      compile=_all_builds(epilogue, shapes=BUILD_SHAPES[epilogue], split=auto_split),
                       archs=tuple(CUTE_TARGETS), resolve=_resolve, pdl=True, pdl_early=(1,), doc=doc)
 
 

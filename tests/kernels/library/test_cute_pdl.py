@@ -110,11 +110,11 @@ def test_the_pdl_build_waits_first_and_the_early_one_reads_only_the_weight_ahead
 def test_the_split_build_waits_first_and_reads_each_warp_s_own_run_ahead(arch):
     """Llama-3.2-1B's down projection split 4 ways: each warp reads its own run's first steps ahead of the
     wait (so as many loads as the unsplit build's, at other offsets), and stores nothing before it."""
-    from hoid.kernels.library import cute_gemv_split
+    from hoid.kernels.library import cute_gemv, cute_gemv_split
 
     shape = (1, 8192, 2048)
     cfg = cute_gemv_split.choose_split(1, 2048, 8192, Target(arch, 0))
-    early = cute_gemv_split.build_one("add", shape, arch, pdl=True, early=True)
+    early = cute_gemv.build_one("add", shape, arch, pdl=True, early=True, split=cute_gemv_split.auto_split)
     assert early.count("griddepcontrol.wait") == 1 and early.count_before_wait("st.") == 0
     per = 8192 // (32 * 8) // cfg["split"]
     assert early.count_before_wait("ld.global.v4") == early.count_before_wait("ld.global") == min(cfg["unroll"], per)
