@@ -32,7 +32,7 @@ through the Runner's public steps only (its doc lists them):
     finalists.py    extraction's cost model, the finalists' timing, and whether the best of them beats the
                     best so far: beyond the noise of its repeats (1% at least), or, a close call between
                     0.2% and that, in every one of five rounds timed in turn with the best (the H200
-                    repeats a whole graph within 0.03-0.15%: the 1% floor alone refused a 0.7% gain)
+                    repeats a whole graph within 0.27%: the 1% floor alone refused a 0.9% gain)
 
 A candidate whose worker was lost twice is recorded as failed; a run that has lost every worker stops,
 resumable.
