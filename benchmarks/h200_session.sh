@@ -96,6 +96,12 @@
 #               fast-max-autotune-cd), and their informational gates took 125 and 143 s (now skipped past
 #               --gate-stock-max-s, 60 s, estimated from the row's step rate); hf-compile-reduce-overhead alone
 #               122 s (its warm-up 109 s).
+#     Measured 2026-12-04 (late): prep && cute-a 5 s; cute-b && tests 308 s (159 passed); kernels_cute.py --parts
+#               decode,prefill 38 s (all four models, M = 1 and 16, and the GEMM); prices-prefill 45 s; Qwen3-1.7B
+#               hoid-compile 372 s (optimizes 133 + 135 s, prefill rewrite 50 s); Qwen3-1.7B fast-b 408 s
+#               (max-autotune's warm-up 295 s, its gate 77 s); Llama-3.1-8B gate 153 s (hf-eager 11.6 tok/s:
+#               its teacher generation 26 s, eager baseline 82 s); Llama-3.1-8B hoid-compile COLD=1 at BUDGET=2m
+#               295 s (import 17 s, optimize 138 s, prefill rewrite 63 s, gate 33 s).
 set -uo pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD:/tmp/site
 out=${OUT:-/tmp/out}
@@ -188,7 +194,10 @@ case ${1:-} in
               # them; run the rest with ROWS=...)
         rows=(--rows "${ROWS:-fast-max-autotune-cd,hf-static,hf-compile-default,hf-compile-reduce-overhead,hf-compile-max-autotune}"
               --gate-stock --gate-cache "$gates") ;;
-      hoid-compile) rows=(--rows hoid-compile "${hoid[@]}") ;;
+      # COLD=1: the cold optimize alone (--no-warm), for a model whose kernels are not yet in the shipped
+      # measurements: its one optimize may then take the whole BUDGET (Llama-3.1-8B, 12-04: BUDGET=2m left
+      # 58 of the library's 68 candidates unmeasured; BUDGET=4m COLD=1 is ~6.5 min, estimated)
+      hoid-compile) rows=(--rows hoid-compile ${COLD:+--no-warm} "${hoid[@]}") ;;
       hoid-export) rows=(--rows hoid-export --no-warm "${hoid[@]}") ;;
       hoid-backend) rows=(--rows hoid-backend --no-warm "${hoid[@]}") ;;
       hoid)
