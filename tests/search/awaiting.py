@@ -8,10 +8,7 @@ The search tests whose outcome depends on such a kernel's price are expected to 
 
 import pytest
 
-AWAITING_PRICES: dict[str, str] = {
-    # the prompt's graphs only (no decode step injects it): `h200_session.sh prices-prefill` measures it
-    "triton.prefill_attention": "2026-12-04: the walk ends at the last key tile the mask opens for a block of rows",
-}
+AWAITING_PRICES: dict[str, str] = {}
 
 
 def awaiting(kernel_id: str):
