@@ -4,12 +4,14 @@ decode matrix of the zoo's four decode models (the split GEMV too, where its lon
 copy of the same bytes; the Hopper GEMM at 4096^3 and Qwen3-1.7B's prefill (prompt 128 and
 1024) against cuBLAS.
 
-    PYTHONPATH=. python3 benchmarks/kernels_cute.py --parts decode,prefill     # ~5 min on the H200 (estimate)
+    PYTHONPATH=. python3 benchmarks/kernels_cute.py --parts decode,prefill     # 33 s on the H200 (2026-12-04)
     PYTHONPATH=. python3 benchmarks/kernels_cute.py --parts model              # ~4 min (estimate)
     PYTHONPATH=. python3 benchmarks/kernels_cute.py --parts decode --tune --m 1 --only Llama-3.2-1B --out $OUT
                                    # + the GEMV param grid, every candidate's time kept (rows "tried"): 25 builds
                                    # and timings per matrix (and 16 of the split GEMV's where it applies):
                                    # Llama-3.2-1B's five matrices took 21 s on 2026-12-04
+    PYTHONPATH=. python3 benchmarks/kernels_cute.py --parts prefill --tune --out $OUT
+                                   # + the GEMM's 8 tiles and stages per prefill shape (rows "tried")
 
 The part `model`: Qwen3-1.7B's decode tokens/s through `hoid.compile` with the CuTe GEMVs, and the same
 rewrite with the Triton GEMVs. On the H200 without network, `benchmarks/cute_h200.sh` wraps these.
@@ -56,6 +58,9 @@ TUNE_GRID = [dict(rows=r, unroll=u, warps=w) for r, u, w in itertools.product((1
 # the split GEMV (cute_gemv_split) where its long-row constraint holds: one row a warp (rows > 1 lost at long K)
 SPLIT_GRID = [dict(rows=1, split=sp, unroll=u, warps=w)
               for sp, u, w in itertools.product((2, 4), (2, 4, 8, 16), (4, 8))]
+# the GEMM's tiles (cute_gemm.TILES), each with as many stages as fit and with 3: what its `choose` is set from
+GEMM_GRID = [dict(tile_m=tm, tile_n=tn, stages=st) for (tm, tn), st in
+             itertools.product(((128, 256), (128, 128), (64, 128), (64, 64)), ("auto", 3))]
 
 
 def _swiglu(y):
@@ -166,7 +171,7 @@ def _split_row(pattern: str, inputs, tune: bool) -> dict | None:
     return row
 
 
-def run_prefill(only: str) -> list[dict]:
+def run_prefill(only: str, tune: bool = False) -> list[dict]:
     rows = []
     for model, what, pattern, m, n, k in prefill_cases():
         if only and only not in model:
@@ -176,6 +181,13 @@ def run_prefill(only: str) -> list[dict]:
             inputs = make_inputs(pattern, m, n, k)
             kernel = "cute.gemm_linear_add" if pattern == "linear_add" else "cute.gemm_linear"
             cute_s, params, err = hoid_seconds(kernel, inputs)
+            if tune:  # every tile's time kept (rows "tried")
+                row["tried"] = [{"params": params, "seconds": cute_s}]
+                for cand in GEMM_GRID:
+                    s, p, e = hoid_seconds(kernel, inputs, cand)
+                    row["tried"].append({"params": p, "seconds": s})
+                    if s < cute_s:
+                        cute_s, params, err = s, p, e
             cublas_s = eager_seconds(pattern, inputs)
             row.update(params=params, rel_error=err, seconds={"cute": cute_s, "cublas": cublas_s},
                        tflops=2 * m * n * k / cute_s / 1e12, vs_cublas=cublas_s / cute_s)
@@ -250,7 +262,8 @@ def table(decode: list[dict], prefill: list[dict]) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="benchmarks/results")
-    ap.add_argument("--tune", action="store_true", help=f"also try {len(TUNE_GRID)} GEMV param sets per matrix")
+    ap.add_argument("--tune", action="store_true", help=f"also try {len(TUNE_GRID)} GEMV param sets per matrix "
+                                                         f"and {len(GEMM_GRID)} GEMM tiles per prefill shape")
     ap.add_argument("--m", default="1,16", help="comma-separated decode rows (batch x tokens)")
     ap.add_argument("--only", default="", help="run the cases of the models whose name contains this")
     ap.add_argument("--parts", default="decode,prefill,model",
@@ -270,7 +283,7 @@ def main() -> int:
     decode = ([r for m in map(int, args.m.split(",")) for r in run_decode(m, bandwidth, args.tune, args.only)]
               if "decode" in parts else old.get("decode", []))
     hopper = torch.cuda.get_device_capability()[0] == 9
-    prefill = run_prefill(args.only) if "prefill" in parts and hopper else old.get("prefill", [])
+    prefill = run_prefill(args.only, args.tune) if "prefill" in parts and hopper else old.get("prefill", [])
     models = whole_model(args.model, 1024, args.steps) if "model" in parts else old.get("whole_model", [])
     import cutlass
 

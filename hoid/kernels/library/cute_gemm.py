@@ -26,25 +26,37 @@ from .triton_gemv import LINEAR, LINEAR_ADD
 
 EPILOGUES = ("none", "add")
 PARAMS = (
+    Param("tile_m", ("auto", 64, 128), "auto"),
     Param("tile_n", ("auto", 64, 128, 256), "auto"),
     Param("stages", ("auto", 2, 3, 4, 5, 6), "auto"),
 )
-TILE_M, TILE_K = 128, 64  # a WGMMA is 64 rows; K of 64 bf16 is one 128-byte swizzle row
+TILE_K = 64  # K of 64 bf16 is one 128-byte swizzle row
 MIN_ROWS = 16  # see _constraints
 SMEM_BYTES = 227 * 1024  # the H200's shared memory per block
+SMS = 132  # the H200's multiprocessors: one wave of tiles
+# (tile_m, tile_n) from the largest: 128 x 256 is CUTLASS's usual Hopper bf16 tile (two consumer warpgroups)
+TILES = ((128, 256), (128, 128), (64, 128), (64, 64))
 
 
-def choose(m: int, n: int, k: int, tile_n="auto", stages="auto") -> dict:
-    """Unmeasured (the H200 run of benchmarks/kernels_cute.py is to tune it): 128 x 256 tiles (two consumer
-    warpgroups, CUTLASS's usual Hopper bf16 tile) where there are enough of them to fill the 132
-    multiprocessors, else 128 x 128; as many stages as shared memory holds, at most 6."""
-    if tile_n == "auto":
-        tiles_256 = -(-m // TILE_M) * -(-n // 256)
-        tile_n = 256 if tiles_256 >= 132 else 128
+def choose(m: int, n: int, k: int, tile_m="auto", tile_n="auto", stages="auto") -> dict:
+    """The largest tile of `TILES` of which there are enough to fill the multiprocessors, else the smallest
+    (the most tiles); as many stages as shared memory holds, at most 6. Why smaller tiles: on the H200
+    (benchmarks/results/kernels_cute.md, 12-04) the 128 x 128 tiles left most of the GPU idle at a prompt of
+    128 tokens: Qwen3-1.7B's o projection is 16 of them (29.7 us against cuBLAS's 8.6), its QKV 32 (14.5
+    against 8.3), where the 96 of gate/up came within 0.86x. 64-row tiles take one warpgroup, whose
+    WGMMAs cover them once. Where `tile_m` or `tile_n` is given, the rule picks among the tiles that have it;
+    where both are, they stand (128 x 64 too)."""
+    if tile_m == "auto" or tile_n == "auto":  # every tile_m and tile_n of PARAMS is in some tile of TILES
+        fits = [t for t in TILES if tile_m in ("auto", t[0]) and tile_n in ("auto", t[1])]
+        tile_m, tile_n = next((t for t in fits if -(-m // t[0]) * -(-n // t[1]) >= SMS), fits[-1])
+    per_stage = (tile_m + tile_n) * TILE_K * 2
     if stages == "auto":
-        per_stage = (TILE_M + tile_n) * TILE_K * 2
         stages = max(2, min(6, (SMEM_BYTES - 1024) // per_stage))
-    return {"tile_n": tile_n, "stages": stages}
+    elif stages * per_stage > SMEM_BYTES - 1024:
+        raise ValueError(f"cute GEMM: {stages} stages of a {tile_m} x {tile_n} tile take {stages * per_stage} bytes "
+                         f"of shared memory, more than the {SMEM_BYTES - 1024} a block has here: at most "
+                         f"{(SMEM_BYTES - 1024) // per_stage} stages, or a smaller tile")
+    return {"tile_m": tile_m, "tile_n": tile_n, "stages": stages}
 
 
 def _kernels(cutlass, cute, driver):
@@ -55,12 +67,13 @@ def _kernels(cutlass, cute, driver):
     from cutlass.tensor_utils import LayoutEnum
 
     class Gemm:
-        def __init__(self, epilogue: str, tile_n: int, stages: int):
+        def __init__(self, epilogue: str, tile_m: int, tile_n: int, stages: int):
             self.epilogue, self.stages = epilogue, stages
-            self.tile = (TILE_M, tile_n, TILE_K)
+            self.tile = (tile_m, tile_n, TILE_K)
             # Two warpgroups split a 128 x 256 tile's accumulator (one would hold 256 floats a thread and
-            # spill); smaller tiles take one, which runs its 64-row WGMMAs twice down M.
-            self.atoms = (2, 1, 1) if tile_n > 128 else (1, 1, 1)
+            # spill); smaller tiles take one, which runs its 64-row WGMMAs twice down a 128-row tile, once
+            # down a 64-row one (64 x 256: 128 floats a thread, as CUTLASS's one-warpgroup tiles hold).
+            self.atoms = (2, 1, 1) if tile_m == 128 and tile_n > 128 else (1, 1, 1)
             self.threads = 128 * self.atoms[0]
 
         @cute.jit
@@ -190,20 +203,21 @@ def _kernels(cutlass, cute, driver):
 
 
 @functools.cache
-def _jit(epilogue: str, tile_n: int, stages: int):
-    return cute_module(_kernels, "the CuTe Hopper GEMM")(epilogue, tile_n, stages)
+def _jit(epilogue: str, tile_m: int, tile_n: int, stages: int):
+    return cute_module(_kernels, "the CuTe Hopper GEMM")(epilogue, tile_m, tile_n, stages)
 
 
-def prepare(x, w, residual, out, epilogue: str, *, tile_n="auto", stages="auto") -> tuple:
+def prepare(x, w, residual, out, epilogue: str, *, tile_m="auto", tile_n="auto", stages="auto") -> tuple:
     """What a launch needs: (build name, cache key, jit factory, the tensors as the kernel takes them)."""
     k = x.shape[-1]
     m = x.numel() // max(k, 1)
     n = out.shape[-1]
-    cfg = choose(m, n, k, tile_n, stages)
+    cfg = choose(m, n, k, tile_m, tile_n, stages)
     x2, out2 = x.reshape(m, k), out.view(m, n)
     res2 = residual.reshape(m, n) if residual is not None else out2
-    key = (epilogue, str(x.dtype), m, k, n, cfg["tile_n"], cfg["stages"])
-    return f"cute.gemm.{epilogue}", key, lambda: _jit(epilogue, cfg["tile_n"], cfg["stages"]), [x2, w, res2, out2]
+    key = (epilogue, str(x.dtype), m, k, n, cfg["tile_m"], cfg["tile_n"], cfg["stages"])
+    make = functools.partial(_jit, epilogue, cfg["tile_m"], cfg["tile_n"], cfg["stages"])
+    return f"cute.gemm.{epilogue}", key, make, [x2, w, res2, out2]
 
 
 def _launch(x, w, residual, out, epilogue: str, **params) -> None:
@@ -222,9 +236,11 @@ def launch_linear_add(x, w, residual, out, **params) -> None:
 
 # --- builds without a GPU ----------------------------------------------------------------------------
 
-# One build per config "auto" picks for the issue's targets: 128 x 256 tiles (4096^3; Qwen3-1.7B's prefill
-# at prompt 1024 takes the same) and 128 x 128 with the residual (its o projection at prompt 128).
-BUILD_SHAPES = {"none": ((4096, 4096, 4096),), "add": ((128, 2048, 2048),)}
+# One build per tile "auto" picks at the issue's targets: 128 x 256 (4096^3), 128 x 128 (Qwen3-1.7B's QKV
+# at prompt 1024), 64 x 128 (its o projection there, with the residual; its gate/up at prompt 128) and
+# 64 x 64 (its o projection at prompt 128, with the residual; its QKV there).
+BUILD_SHAPES = {"none": ((4096, 4096, 4096), (1024, 2048, 4096), (128, 2048, 4096)),
+                "add": ((1024, 2048, 2048), (128, 2048, 2048))}
 
 
 def _all_builds(epilogue: str):
@@ -233,7 +249,7 @@ def _all_builds(epilogue: str):
         for m, k, n in BUILD_SHAPES[epilogue]:
             cfg = choose(m, n, k)
             args = [fake_tensor("bf16", s) for s in ((m, k), (n, k), (m, n), (m, n))]
-            jit = _jit(epilogue, cfg["tile_n"], cfg["stages"])
+            jit = _jit(epilogue, cfg["tile_m"], cfg["tile_n"], cfg["stages"])
             out.append(compile_for(f"cute.gemm.{epilogue}", jit, [*args, null_stream()], arch))
         return out
     return build

@@ -1,0 +1,42 @@
+"""The Hopper GEMM's launch shape (`cute_gemm.choose`): no CuTe DSL needed. Its builds are in
+test_cute_compile.py, its GPU checks in test_cute_gpu.py."""
+
+import pytest
+
+from hoid.kernels.library.cute_gemm import SMEM_BYTES, SMS, TILE_K, TILES, choose
+
+
+def tiles(cfg: dict, m: int, n: int) -> int:
+    return -(-m // cfg["tile_m"]) * -(-n // cfg["tile_n"])
+
+
+@pytest.mark.parametrize("m, n, k", [(4096, 4096, 4096), (1024, 4096, 2048), (1024, 2048, 2048),
+                                     (128, 12288, 2048), (128, 2048, 6144), (128, 4096, 2048), (17, 64, 64)])
+def test_the_largest_tile_that_fills_the_multiprocessors_else_the_most_tiles(m, n, k):
+    cfg = choose(m, n, k)
+    area = cfg["tile_m"] * cfg["tile_n"]
+    larger = [t for t in TILES if t[0] * t[1] > area]
+    if tiles(cfg, m, n) >= SMS:  # no larger tile would also have filled them
+        assert all(-(-m // tm) * -(-n // tn) < SMS for tm, tn in larger)
+    else:  # none fills them: the smallest tile, the most of them
+        assert (cfg["tile_m"], cfg["tile_n"]) == TILES[-1]
+    assert (cfg["tile_m"] + cfg["tile_n"]) * TILE_K * 2 * cfg["stages"] <= SMEM_BYTES and 2 <= cfg["stages"] <= 6
+
+
+def test_the_prompt_of_128_no_longer_takes_16_tiles_for_its_o_projection():
+    # the H200's 12-04 table: 128 x 128 tiles gave Qwen3-1.7B's o projection (M=128, N=2048) 16 blocks
+    assert tiles(choose(128, 2048, 2048), 128, 2048) == 64
+    assert choose(4096, 4096, 4096) == {"tile_m": 128, "tile_n": 256, "stages": 4}  # unchanged where it filled
+
+
+def test_a_given_tile_side_is_kept_and_the_other_chosen_with_it():
+    assert choose(128, 2048, 2048, tile_m=128)["tile_m"] == 128
+    assert choose(128, 2048, 2048, tile_m=128)["tile_n"] == 128  # the smallest 128-row tile of TILES
+    assert choose(4096, 4096, 4096, tile_n=64) == {"tile_m": 64, "tile_n": 64, "stages": 6}
+    assert choose(128, 2048, 2048, tile_m=128, tile_n=64)["tile_n"] == 64  # a pair TILES lacks, as given
+    assert choose(128, 2048, 2048, stages=3)["stages"] == 3
+
+
+def test_stages_that_do_not_fit_in_shared_memory_are_refused_with_the_most_that_do():
+    with pytest.raises(ValueError, match="at most 4 stages"):
+        choose(4096, 4096, 4096, tile_m=128, tile_n=256, stages=6)
