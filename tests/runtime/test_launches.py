@@ -67,7 +67,7 @@ def test_a_chain_of_library_kernels_overlaps_at_every_boundary():
 def test_a_torch_op_between_pdl_kernels_breaks_the_chain_and_the_summary_names_it(tiny_rewritten):
     plan = compile(tiny_rewritten, device="cpu").launches
     broken = {s.what for s in plan.breaks()}
-    assert "matmul" in broken and "sdpa" in broken  # the tiny model's projections and attention stay torch ops
+    assert "matmul" in broken  # the tiny model's projections stay torch ops (its attention: as priced)
     assert not any(s.pdl_capable for s in plan.breaks())
     overlapped, boundaries = plan.overlaps()
     assert 0 < overlapped < boundaries

@@ -13,6 +13,12 @@ AWAITING_PRICES: dict[str, str] = {
     # ONLY=cute.gemm_linear,cute.gemm_linear_add measures them
     "cute.gemm_linear": "2026-12-04: 64-row tiles, and the tile that fills the multiprocessors (choose)",
     "cute.gemm_linear_add": "2026-12-04: 64-row tiles, and the tile that fills the multiprocessors (choose)",
+    # new: `h200_session.sh prices` with ONLY=triton.qk_norm_rope_attention,triton.rope_attention
+    "triton.qk_norm_rope_attention": "2026-12-04: new, the prelude folded into the decode attention",
+    "triton.rope_attention": "2026-12-04: new, the prelude folded into the decode attention",
+    # store_split (one writer of the splits' partials) reorders a compare in their PTX: ONLY= these two
+    "triton.decode_attention_nomask": "2026-12-04: the split's partial written by store_split",
+    "triton.decode_attention_onelaunch": "2026-12-04: the split's partial written by store_split",
 }
 
 

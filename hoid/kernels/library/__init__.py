@@ -26,6 +26,7 @@ from . import (
     triton_gemv,
     triton_moe_experts,
     triton_prefill_attention,
+    triton_prelude_attention,
     triton_rmsnorm,
     triton_rope,
     triton_silu_mul,
@@ -49,6 +50,8 @@ TRITON_SPECS = (
     triton_rope.ROPE_SPEC,
     triton_rope.QK_NORM_ROPE_CACHE_SPEC,
     triton_rope.ROPE_CACHE_SPEC,
+    triton_prelude_attention.QK_NORM_ROPE_ATTENTION_SPEC,
+    triton_prelude_attention.ROPE_ATTENTION_SPEC,
     triton_moe_experts.SPEC,
 )
 

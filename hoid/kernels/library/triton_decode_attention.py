@@ -30,7 +30,17 @@ from ..spec import Constraint, KernelSpec, Param
 from . import _constraints as C
 from ._attention_tile import online_softmax_tile
 from ._triton_build import compile_for, pointer_type
-from ._triton_compile import cdiv, example_floats, next_power_of_2, num_sms, pdl_enter, pdl_launch, tl, triton_kernel
+from ._triton_compile import (
+    cdiv,
+    device_function,
+    example_floats,
+    next_power_of_2,
+    num_sms,
+    pdl_enter,
+    pdl_launch,
+    tl,
+    triton_kernel,
+)
 
 PARAMS = (
     Param("block_n", (32, 64, 128), 64),
@@ -67,12 +77,19 @@ def attend_split(q_ptr, k_ptr, v_ptr, mask_ptr, part_ptr, lse_ptr, S, n_splits, 
             valid = valid & (keep != 0)
         m_i, l_i, acc = online_softmax_tile(q, k_base, v_base, n, d, valid, m_i, l_i, acc, S, scale,
                                             D=D, PRECISION=PRECISION)
-    # Partial output normalized by its own sum, with its log-sum-exp (-inf where the split saw nothing).
-    row = (b * HQ + heads) * n_splits + split
+    store_split(part_ptr, lse_ptr, (b * HQ + heads) * n_splits + split, acc, m_i, l_i, d, g < GROUP, D=D)
+
+
+@device_function
+def store_split(part_ptr, lse_ptr, row, acc, m_i, l_i, d, live, D: tl.constexpr):
+    """A split's partial, as `combine_splits` reads it: its output normalized by its own sum at row `row`
+    [G] of the workspace, and its log-sum-exp (-inf where the split saw nothing); `live`: the real heads.
+    One owner of the format: every kernel that writes splits (the two-launch and one-launch attention, the
+    prelude's) stores them here."""
     out = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
-    tl.store(part_ptr + row[:, None].to(tl.int64) * D + d[None, :], out, mask=g[:, None] < GROUP)
+    tl.store(part_ptr + row[:, None].to(tl.int64) * D + d[None, :], out, mask=live[:, None])
     lse = tl.where(l_i > 0, m_i + tl.log(tl.where(l_i > 0, l_i, 1.0)), -float("inf"))
-    tl.store(lse_ptr + row, lse, mask=g < GROUP)
+    tl.store(lse_ptr + row, lse, mask=live)
 
 
 @triton_kernel

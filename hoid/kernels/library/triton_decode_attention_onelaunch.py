@@ -35,6 +35,7 @@ from .triton_decode_attention import (
     _resolve,
     _workspace,
     split_workspace,
+    store_split,
 )
 from .triton_gemv import _counters
 
@@ -64,13 +65,9 @@ def attend_and_combine(q_ptr, k_ptr, v_ptr, mask_ptr, out_ptr, part_ptr, lse_ptr
         valid = valid & (keep != 0)
         m_i, l_i, acc = online_softmax_tile(q, k_base, v_base, n, d, valid, m_i, l_i, acc, S, scale,
                                             D=D, PRECISION=PRECISION)
-    # This split's partial: its output normalized by its own sum, and its log-sum-exp (-inf: saw nothing)
     first = (b * HQ + heads) * n_splits
     live = g < GROUP
-    tl.store(part_ptr + (first + split)[:, None].to(tl.int64) * D + d[None, :],
-             acc / tl.where(l_i > 0, l_i, 1.0)[:, None], mask=live[:, None])
-    tl.store(lse_ptr + first + split, tl.where(l_i > 0, m_i + tl.log(tl.where(l_i > 0, l_i, 1.0)), -float("inf")),
-             mask=live)
+    store_split(part_ptr, lse_ptr, first + split, acc, m_i, l_i, d, live, D=D)
     arrived = tl.atomic_add(count_ptr + pid, 1, sem="acq_rel", scope="gpu")
     if arrived == n_splits - 1:  # the last split of this KV head: every partial is written
         top = tl.full((BLOCK_G,), -float("inf"), tl.float32)

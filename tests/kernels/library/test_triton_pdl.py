@@ -16,7 +16,7 @@ from hoid.kernels.spec import Target
 
 PDL_IDS = ["triton.linear", "triton.linear_add", "triton.linear_swiglu_merged", "triton.rmsnorm",
            "triton.add_rmsnorm", "triton.qk_norm_rope_cache", "triton.rope_cache", "triton.decode_attention",
-           "triton.decode_attention_nomask"]
+           "triton.decode_attention_nomask", "triton.qk_norm_rope_attention", "triton.rope_attention"]
 
 
 def _random(types, seed=0):
