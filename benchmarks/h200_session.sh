@@ -26,6 +26,8 @@
 #               shipped prices; ONLY=a,b measures only those kernels, the ones tests/search/awaiting.py names; an
 #               edit that builds the same PTX needs no run: benchmarks/price_carryover.py, here)
 #   prices-prefill []           the same for the prompts' graphs (the prefill's kernels, priced measured)
+#   prices-awaiting []          both, for the kernels tests/search/awaiting.py names (each kind's own); then drop
+#               them there
 #   run ARGS    `python3 ARGS` with the environment set, under `timeout` ($LIMIT s, default 560: SIGTERM, which
 #               decode.py records, before the device's 600 s), its whole log teed into $OUT/run-SCRIPT-HHMMSS.log
 #               so that a call cut off still brings its log back, e.g.
@@ -156,12 +158,17 @@ case ${1:-} in
     [[ -f /tmp/site/sitecustomize.py ]] && export HOID_REQUIRE_CUTE=1
     timeout "${2:-540}" python3 -m pytest -m gpu -q -p no:cacheprovider --durations=15 -rs 2>&1 | tee "$out/gpu_pytest.txt" \
       | grep -v '^DEBUG' | tail -40 ;;
-  prices|prices-prefill)  # each merges its rows into the committed file, copied to $OUT: commit the copy
+  prices|prices-prefill|prices-awaiting)  # each merges its rows into the committed file, copied to $OUT: commit it
     # a second prices run in the same call merges into the first's copy, not over it
     [[ -f $out/decode_prices.json ]] || cp benchmarks/results/decode_prices.json "$out/decode_prices.json"
     args=(--graphs decode ${ONLY:+--only "$ONLY"})  # ONLY: the kernels a change touched, the rest kept
     # prefill: the attention's two sides by default (all 538 calls do not fit one call)
     [[ $1 == prices-prefill ]] && args=(--graphs prefill --only "${ONLY:-triton.prefill_attention,torch.sdpa_masked}")
+    if [[ $1 == prices-awaiting ]]; then  # what tests/search/awaiting.py names: the decode steps', then the prompts'
+      timeout 270 python3 benchmarks/decode_prices.py --graphs decode --awaiting --deadline 240 \
+        --out "$out/decode_prices.json" 2>&1 | tail -5
+      args=(--graphs prefill --awaiting)
+    fi
     timeout 330 python3 benchmarks/decode_prices.py "${args[@]}" --deadline 300 --out "$out/decode_prices.json" \
       2>&1 | tail -5 ;;
   run)
@@ -227,6 +234,6 @@ case ${1:-} in
       [[ -f $f ]] && ! grep -qF "$(md5sum "$f")" <<<"$before" && mkdir -p "$out/gate" && cp "$f" "$out/gate/"
     done
     exit $code ;;
-  *) echo "usage: $0 split|diffusers-wheels|prep|prep-diffusers|cute-a|cute-b|tests|prices|prices-prefill|run SCRIPT ARGS|decode SLICE" >&2
+  *) echo "usage: $0 split|diffusers-wheels|prep|prep-diffusers|cute-a|cute-b|tests|prices|prices-prefill|prices-awaiting|run SCRIPT ARGS|decode SLICE" >&2
      exit 2 ;;
 esac

@@ -81,3 +81,22 @@ def test_the_merge_reads_the_committed_carry_overs_wherever_the_file_is_written(
     assert [r["version"] for r in json.loads(out.read_text())["rows"]] == ["priced"]
     write_merged(out, {"models": [], "rows": []}, tmp_path / "none.json")  # not carried: a stale version
     assert json.loads(out.read_text())["rows"] == []
+
+
+def test_awaiting_measures_the_awaiting_kernels_these_graphs_call_and_names_the_others(monkeypatch, capsys):
+    import sys
+    from types import SimpleNamespace
+
+    import decode_prices
+
+    from tests.search import awaiting
+
+    calls = {"a": (SimpleNamespace(name="triton.new", op="kernel"), {"m"}),
+             "b": (SimpleNamespace(name="triton.old", op="kernel"), {"m"})}
+    monkeypatch.setattr(awaiting, "AWAITING_PRICES", {"triton.new": "edited", "cute.prefill_only": "edited"})
+    monkeypatch.setattr(decode_prices, "all_calls", lambda device, which="decode": calls)
+    monkeypatch.setattr(sys, "argv", ["decode_prices.py", "--dry-run", "--awaiting"])
+    assert decode_prices.main() == 0
+    out = capsys.readouterr().out
+    assert "awaiting, with no decode call: cute.prefill_only" in out and "1 calls to measure" in out
+    assert "triton.new 1" in out and "triton.old" not in out

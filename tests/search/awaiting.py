@@ -1,5 +1,6 @@
 """Kernels edited since the last H200 price run, each with why: priced modelled until that run (never below a
-measured rival, `prices.UNMEASURED_PENALTY`). Once `h200_session.sh prices` measures one,
+measured rival, `prices.UNMEASURED_PENALTY`). `h200_session.sh prices-awaiting` measures them all (the
+decode steps' calls, then the prompts'); once a run has measured one,
 `test_shipped_prices` says so: drop it here. An edit that leaves a kernel's built code unchanged needs no
 run: `benchmarks/price_carryover.py` carries its rows over.
 
@@ -16,8 +17,8 @@ AWAITING_PRICES: dict[str, str] = {
     # new: `h200_session.sh prices` with ONLY=triton.qk_norm_rope_attention,triton.rope_attention
     "triton.qk_norm_rope_attention": "2026-12-04: new, the prelude folded into the decode attention",
     "triton.rope_attention": "2026-12-04: new, the prelude folded into the decode attention",
-    # store_split (one writer of the splits' partials) reorders a compare in their PTX: ONLY= these two
-    "triton.decode_attention_nomask": "2026-12-04: the split's partial written by store_split",
+    # store_split (one writer of the splits' partials) reordered a compare in its PTX (and in the unmasked
+    # attention's, which no zoo graph injects: the loop measures it where it applies)
     "triton.decode_attention_onelaunch": "2026-12-04: the split's partial written by store_split",
 }
 
