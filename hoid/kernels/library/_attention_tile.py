@@ -11,10 +11,11 @@ from ._triton_compile import device_function, tl
 
 @device_function
 def online_softmax_tile(q, k_base, v_base, n, d, valid, m_i, l_i, acc, S, scale,
-                        D: tl.constexpr, PRECISION: tl.constexpr):
+                        D: tl.constexpr, PRECISION: tl.constexpr, hole=-1, HOLE: tl.constexpr = False):
     """(m, l, acc) after the keys `n` of one tile: `q` [R, D] against K and V [S, D] at `k_base`/`v_base`,
     `valid` [R, N] the (query, key) pairs that attend; m, l the running max and sum per row, acc the
-    unnormalized output [R, D], all float32."""
+    unnormalized output [R, D], all float32. With HOLE, the key at `hole` is not loaded at all (its row is
+    being written by the same launch: `triton_prelude_attention`); it must not be valid either."""
     # A tile the mask leaves wholly out loads no K or V: its loads are predicated off, not branched
     # around. A branch would stop Triton's pipeliner from issuing the next tiles' loads ahead (sm_90
     # build: 0 asynchronous loads with the branch, 2 per stage without), and every tile would then
@@ -22,6 +23,8 @@ def online_softmax_tile(q, k_base, v_base, n, d, valid, m_i, l_i, acc, S, scale,
     live = tl.max(tl.max(valid.to(tl.int32), axis=1), axis=0) > 0
     kv_offs = n[:, None].to(tl.int64) * D + d[None, :]
     kv_mask = (n[:, None] < S) & live
+    if HOLE:
+        kv_mask = kv_mask & (n[:, None] != hole)
     k = tl.load(k_base + kv_offs, mask=kv_mask, other=0.0)
     # float32 whatever `scale` arrives as: under torch.compile (wrap_triton) a Python float is fp64
     scores = (tl.dot(q, tl.trans(k), input_precision=PRECISION) * scale).to(tl.float32)

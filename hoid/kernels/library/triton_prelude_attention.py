@@ -105,10 +105,10 @@ def prelude_attend_split(q_ptr, k_ptr, v_ptr, qw_ptr, kw_ptr, cos_ptr, sin_ptr, 
     acc = tl.zeros((BLOCK_G, D), tl.float32)
     for t in range(SPLIT_TILES):
         n = (split * SPLIT_TILES + t) * BLOCK_N + tl.arange(0, BLOCK_N)
-        valid = in_group & (n[None, :] < S) & (n[None, :] != slot)  # the slot's old row: never read
+        valid = in_group & (n[None, :] < S) & (n[None, :] != slot)  # the slot's old row: never loaded
         keep = tl.load(mask_ptr + b * s_mb + heads[:, None] * s_mh + n[None, :] * s_mn, mask=valid, other=0)
         m_i, l_i, acc = online_softmax_tile(q, k_base, v_base, n, d, valid & (keep != 0), m_i, l_i, acc, S,
-                                            scale, D=D, PRECISION=PRECISION)
+                                            scale, D=D, PRECISION=PRECISION, hole=slot, HOLE=True)
     # The new key, in the owner's sums only (the mask may leave it out, as the unfused attention would).
     attends = tl.load(mask_ptr + b * s_mb + heads * s_mh + slot * s_mn, mask=g < GROUP, other=0)
     attends = (g < GROUP) & (attends != 0) & own
