@@ -279,21 +279,22 @@ class LocalExecutor:
         self._record("graph", key, seconds, samples, evidence, method, fresh=False)
         return Evidence(seconds, evidence, method, tuple(samples), fresh=False)
 
-    def timed_graph(self, graph, samples, method: str) -> Evidence:
-        """`samples` of `graph` just timed on the target, recorded."""
+    def timed_graph(self, graph, samples, method: str, kind: str = "graph") -> Evidence:
+        """`samples` of `graph` just timed on the target, recorded as `kind`."""
         seconds = sorted(samples)[len(samples) // 2]
-        self._record("graph", self.graph_key(graph), seconds, samples, "measured", method, fresh=True)
+        self._record(kind, self.graph_key(graph), seconds, samples, "measured", method, fresh=True)
         return Evidence(seconds, "measured", method, tuple(samples))
 
     def time_interleaved(self, graphs, *, rounds: int) -> list[Evidence]:
         """`graphs` timed again on the target in turn, `rounds` timings each (A B A B ...): what a close call
-        between two graphs is decided on (`noise.compare_rounds`). Recorded, never read back for a later
-        measurement (`known_graph` keeps the first)."""
+        between two graphs is decided on (`noise.compare_rounds`). Recorded as their own kind, "graph in
+        turn": never read back for a later measurement (`known_graph` keeps the first), and no repeat of a
+        finished one (a resumed run times a close call afresh, as it must: drift is what it guards against)."""
         if not self.on_device:
             raise RuntimeError(f"timing graphs in turn needs the target, {self.device.name}: this is "
                                f"{self.local.name} (its prices are modelled: no close call to decide)")
         samples, method = self.time_graphs(graphs, rounds)
-        return [self.timed_graph(g, s, method) for g, s in zip(graphs, samples, strict=True)]
+        return [self.timed_graph(g, s, method, kind="graph in turn") for g, s in zip(graphs, samples, strict=True)]
 
     def time_graph(self, graph, repeats: int) -> tuple[list[float], str]:
         samples, method = self.time_graphs([graph], repeats)

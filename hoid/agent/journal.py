@@ -7,8 +7,9 @@
                   source (kernel source text, or the library module for a library kernel), the params
                   swept and chosen, the verdict and its reason, the kernel's time and evidence, the best
                   finalist's time and evidence, kept or not and why; `finished` once decided
-    measurements  every measurement the run made or reused (kind "kernel" or "graph", its key, seconds,
-                  samples, evidence, method, `fresh`: 1 when timed now, 0 when read back)
+    measurements  every measurement the run made or reused (kind "kernel", "graph", or "graph in turn": a
+                  close call's timings, never read back), its key, seconds, samples, evidence, method,
+                  `fresh`: 1 when timed now, 0 when read back)
     graphs        each accepted graph as a `.hoid` document, with its unified diff against the previous best
 
 Every write is its own transaction, committed before the loop goes on: a `kill -9` loses at most the

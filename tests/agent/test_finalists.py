@@ -81,6 +81,19 @@ def test_the_local_executor_times_graphs_in_turn(monkeypatch):
     assert first.evidence == "measured" and "timed in turn" in first.method
 
 
+def test_timings_in_turn_are_journaled_as_their_own_kind_and_never_read_back(monkeypatch, tmp_path):
+    from hoid.agent import Journal
+
+    monkeypatch.setattr(LocalExecutor, "_graph_timer", lambda self, graph: ((lambda: 1e-3), "fake timer"))
+    with Journal(tmp_path / "j.sqlite") as journal:
+        run, _ = journal.open_run("key", "graph", "cpu", "agents", "budget")
+        executor = LocalExecutor(_cpu(), shipped=False, journal=journal, run=run)
+        a, b = norm_graph(), norm_graph(rows=32)
+        executor.time_interleaved([a, b], rounds=2)
+        assert [m["kind"] for m in journal.measurements(run)] == ["graph in turn"] * 2
+        assert executor.known_graph(a) is None  # a later measurement of `a` times it, as the first does
+
+
 def test_off_the_target_there_is_nothing_to_time_in_turn():
     executor = LocalExecutor(get_device("h200"), shipped=False)
     with pytest.raises(RuntimeError, match="needs the target, NVIDIA H200"):
