@@ -178,20 +178,20 @@ class PoolExecutor(LocalExecutor):
 
         return _Pending(self, task, finish)
 
-    def measure_graphs(self, graphs) -> list:
-        """Each (graph, modelled price): on the target, timed on the workers at once (a measurement the
-        journal holds is not repeated); elsewhere modelled."""
+    def measure_graphs(self, graphs, repeats: int = 3) -> list:
+        """Each (graph, modelled price): on the target, timed on the workers at once, `repeats` timings each (a
+        measurement the journal holds is not repeated); elsewhere modelled."""
         if not self.on_device:
             return [self.modelled_graph(g, modelled) for g, modelled in graphs]
         found = [self.known_graph(g) for g, _ in graphs]
-        tasks = {i: self._graph_task([g], 3) for i, (g, _) in enumerate(graphs) if found[i] is None}
+        tasks = {i: self._graph_task([g], repeats) for i, (g, _) in enumerate(graphs) if found[i] is None}
         for i, task in tasks.items():
             [samples], method = self._timed(task)
             found[i] = self.timed_graph(graphs[i][0], samples, method)
         return found
 
     def measure_graph(self, graph, *, modelled: float | None = None, repeats: int = 3):
-        return self.measure_graphs([(graph, modelled)])[0]
+        return self.measure_graphs([(graph, modelled)], repeats)[0]
 
     def time_graphs(self, graphs, rounds: int) -> tuple[list[list[float]], str]:
         """`LocalExecutor.time_graphs` on one worker (graphs timed in turn must share a GPU): what

@@ -264,3 +264,16 @@ def test_a_worker_times_two_graphs_in_turn_for_a_close_call(tmp_path):
         assert evidence.evidence == "measured" and len(evidence.samples) == 2 and evidence.seconds > 0
         assert "2 graphs timed in turn, on " in evidence.method
     assert first.seconds > second.seconds  # 512 times the rows: each graph's own timings, not mixed up
+
+
+def test_a_pool_times_a_graph_as_often_as_it_is_asked(tmp_path):
+    from hoid.agent.loop import resolve_device
+    from hoid.measure.cache import MeasureCache
+
+    pool = WorkerPool(1)
+    pool.start(resolve_device("cpu"), cache=MeasureCache(tmp_path / "cache.sqlite"))
+    try:
+        evidence = pool.measure_graph(norm_graph(rows=64), repeats=5)
+    finally:
+        pool.close()
+    assert evidence.evidence == "measured" and len(evidence.samples) == 5  # the pool once took 3, whatever asked
