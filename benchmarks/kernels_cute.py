@@ -41,6 +41,7 @@ import torch.nn.functional as F
 from hoid.ir import TensorType
 from hoid.kernels import Target, all_kernels
 from hoid.kernels.launch import bind_spec, resolve_params
+from hoid.kernels.library.cute_gemm import TILES
 from hoid.measure import time_cuda
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -58,9 +59,8 @@ TUNE_GRID = [dict(rows=r, unroll=u, warps=w) for r, u, w in itertools.product((1
 # the split GEMV (cute_gemv_split) where its long-row constraint holds: one row a warp (rows > 1 lost at long K)
 SPLIT_GRID = [dict(rows=1, split=sp, unroll=u, warps=w)
               for sp, u, w in itertools.product((2, 4), (2, 4, 8, 16), (4, 8))]
-# the GEMM's tiles (cute_gemm.TILES), each with as many stages as fit and with 3: what its `choose` is set from
-GEMM_GRID = [dict(tile_m=tm, tile_n=tn, stages=st) for (tm, tn), st in
-             itertools.product(((128, 256), (128, 128), (64, 128), (64, 64)), ("auto", 3))]
+# the GEMM's tiles, each with as many stages as fit and with 3: what its `choose` is set from
+GEMM_GRID = [dict(tile_m=tm, tile_n=tn, stages=st) for (tm, tn), st in itertools.product(TILES, ("auto", 3))]
 
 
 def _swiglu(y):
