@@ -162,14 +162,17 @@ case ${1:-} in
     # a second prices run in the same call merges into the first's copy, not over it
     [[ -f $out/decode_prices.json ]] || cp benchmarks/results/decode_prices.json "$out/decode_prices.json"
     args=(--graphs decode ${ONLY:+--only "$ONLY"})  # ONLY: the kernels a change touched, the rest kept
+    deadline=300
     # prefill: the attention's two sides by default (all 538 calls do not fit one call)
     [[ $1 == prices-prefill ]] && args=(--graphs prefill --only "${ONLY:-triton.prefill_attention,torch.sdpa_masked}")
     if [[ $1 == prices-awaiting ]]; then  # what tests/search/awaiting.py names: the decode steps', then the prompts'
+      # (two runs of 240 s at most, so that both end inside one call's 600 s)
       timeout 270 python3 benchmarks/decode_prices.py --graphs decode --awaiting --deadline 240 \
         --out "$out/decode_prices.json" 2>&1 | tail -5
-      args=(--graphs prefill --awaiting)
+      args=(--graphs prefill --awaiting) deadline=240
     fi
-    timeout 330 python3 benchmarks/decode_prices.py "${args[@]}" --deadline 300 --out "$out/decode_prices.json" \
+    timeout $((deadline + 30)) python3 benchmarks/decode_prices.py "${args[@]}" --deadline "$deadline" \
+      --out "$out/decode_prices.json" \
       2>&1 | tail -5 ;;
   run)
     shift
