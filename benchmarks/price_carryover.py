@@ -35,15 +35,15 @@ ROOT = Path(__file__).resolve().parents[1]
 ARCHS = ("sm_90", "sm_100")
 
 
+_DEBUG_LABEL = re.compile(r"\$L__tmp\d+:$")
+
+
 def _normalized(ptx: str) -> str:
     """The PTX without what names the source (line info, file table, comments, debug sections, and the labels
     `$L__tmpN` that only debug info points at: a helper moved into a device function adds them, 12-04)."""
     ptx = re.sub(r"\.section\s+\.debug\w*\s*\{.*?\}", "", ptx, flags=re.S)
     return "\n".join(line for line in ptx.splitlines()
                      if not line.strip().startswith((".loc", ".file", "//")) and not _DEBUG_LABEL.match(line.strip()))
-
-
-_DEBUG_LABEL = re.compile(r"\$L__tmp\d+:$")
 
 
 def fingerprints_here(kernel_ids: list[str]) -> dict[str, dict]:

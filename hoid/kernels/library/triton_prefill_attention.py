@@ -10,8 +10,8 @@ One program per (block of query rows, batch, query head) walks the cache in tile
 tile first, and where the tile is wholly masked out its K and V loads are predicated off (as in
 `triton_decode_attention`: a branch would stop the pipeliner issuing the next tiles' loads ahead), so the
 empty slots of a static cache cost only their mask; and it first scans the mask alone for the last tile
-its rows see, so the walk ends there (a prompt's tiles past the prompt are not walked at all; unmeasured
-on the H200 until `h200_session.sh prices-prefill`). Scores and the online softmax are kept in float32; K
+its rows see, so the walk ends there (a prompt's tiles past the prompt are not walked at all; priced so on
+the H200 on 2026-12-04, `decode_prices.json`). Scores and the online softmax are kept in float32; K
 and V are read through the query head's KV head (grouped query attention without expanding the cache).
 A query row with no valid key gets zeros, as `triton_decode_attention` and torch's SDPA give.
 
