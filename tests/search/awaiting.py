@@ -9,18 +9,7 @@ The search tests whose outcome depends on such a kernel's price are expected to 
 
 import pytest
 
-AWAITING_PRICES: dict[str, str] = {
-    # the prompts' graphs only (no decode step has 16 rows): `h200_session.sh prices-prefill` with
-    # ONLY=cute.gemm_linear,cute.gemm_linear_add measures them
-    "cute.gemm_linear": "2026-12-04: 64-row tiles, and the tile that fills the multiprocessors (choose)",
-    "cute.gemm_linear_add": "2026-12-04: 64-row tiles, and the tile that fills the multiprocessors (choose)",
-    # new: `h200_session.sh prices` with ONLY=triton.qk_norm_rope_attention,triton.rope_attention
-    "triton.qk_norm_rope_attention": "2026-12-04: new, the prelude folded into the decode attention",
-    "triton.rope_attention": "2026-12-04: new, the prelude folded into the decode attention",
-    # store_split (one writer of the splits' partials) reordered a compare in its PTX (and in the unmasked
-    # attention's, which no zoo graph injects: the loop measures it where it applies)
-    "triton.decode_attention_onelaunch": "2026-12-04: the split's partial written by store_split",
-}
+AWAITING_PRICES: dict[str, str] = {}
 
 
 def awaiting(kernel_id: str):
