@@ -49,7 +49,9 @@ class BuiltKernel:
     instructions and rarely reaches the bandwidth). `griddep` counts the grid dependency control
     instructions (`griddepcontrol.wait` and `.launch_dependents`): a PDL build has both, others none.
     `loads_before_wait`: the global loads the PTX issues ahead of its first `griddepcontrol.wait` (a GEMV's
-    early weight tile; 0 for a PDL kernel that touches no memory before its wait)."""
+    early weight tile; 0 for a PDL kernel that touches no memory before its wait). `loads_after_store`: the
+    global loads that follow its first global store: the compiler cannot tell most addresses apart, so
+    none of them is issued before that store is (nor before what the store waits on)."""
 
     kernel: str
     arch: str
@@ -61,6 +63,7 @@ class BuiltKernel:
     narrow_loads: int
     griddep: int = 0
     loads_before_wait: int = 0
+    loads_after_store: int = 0
 
 
 def compile_for(kernel: TritonKernel, arch: str, signature: dict[str, str], constexprs: dict[str, Any],
@@ -123,8 +126,10 @@ def _build(kernel: TritonKernel, arch, signature, constexprs, num_warps, num_sta
     wide = sum(1 for op in loads if op.startswith("cp.async.cg") or op.endswith((".v4.b32", ".v2.b64")))
     griddep = len(re.findall(r"\bgriddepcontrol\.(?:wait|launch_dependents)\b", built.asm["ptx"]))
     ahead = built.asm["ptx"].split("griddepcontrol.wait")[0] if griddep else ""
+    behind = built.asm["ptx"].split("st.global", 1)[1] if "st.global" in built.asm["ptx"] else ""
     return BuiltKernel(kernel.name, arch, target, built.metadata.shared, built.metadata.num_warps, async_loads,
-                       wide, len(loads) - wide, griddep, len(re.findall(r"\bld\.global", ahead)))
+                       wide, len(loads) - wide, griddep, len(re.findall(r"\bld\.global", ahead)),
+                       len(re.findall(r"\bld\.global", behind)))
 
 
 class _CompileServer:

@@ -47,6 +47,31 @@ def _rotate(lo, hi, cos_lo, cos_hi, sin_lo, sin_hi):
     return lo * cos_lo - hi * sin_lo, hi * cos_hi + lo * sin_hi
 
 
+@device_function
+def normed_halves(at, rows, w_ptr, h, eps, dtype: tl.constexpr, HALF: tl.constexpr, HAS_NORM: tl.constexpr):
+    """Heads [R, 2 HALF] (`at`: pointers [R, HALF] to their first halves; `rows`: which are real) as two float32
+    halves, normalized per head with the weight at `w_ptr` where HAS_NORM. Each half is read whole (a load of
+    the partner element, (d + HALF) % D, is one scalar a thread: the compiler cannot prove it contiguous).
+    With `rotated_halves`, the attention prelude's one writer: `rope_heads_into_cache` and
+    `triton_prelude_attention` both call them."""
+    lo = tl.load(at, mask=rows, other=0.0).to(tl.float32)
+    hi = tl.load(at + HALF, mask=rows, other=0.0).to(tl.float32)
+    if HAS_NORM:  # per-head RMSNorm, rounded to the dtype as the unfused op leaves it
+        inv = tl.rsqrt((tl.sum(lo * lo, axis=1) + tl.sum(hi * hi, axis=1)) / (2 * HALF) + eps)[:, None]
+        lo = (lo * inv).to(dtype).to(tl.float32) * tl.load(w_ptr + h).to(tl.float32)[None, :]
+        hi = (hi * inv).to(dtype).to(tl.float32) * tl.load(w_ptr + HALF + h).to(tl.float32)[None, :]
+        lo, hi = lo.to(dtype).to(tl.float32), hi.to(dtype).to(tl.float32)
+    return lo, hi
+
+
+@device_function
+def rotated_halves(lo, hi, cos_at, sin_at, HALF: tl.constexpr):
+    """The halves rotated by the tables at `cos_at` and `sin_at` ([1, HALF] pointers to their first halves)."""
+    cos_lo, cos_hi = tl.load(cos_at).to(tl.float32), tl.load(cos_at + HALF).to(tl.float32)
+    sin_lo, sin_hi = tl.load(sin_at).to(tl.float32), tl.load(sin_at + HALF).to(tl.float32)
+    return _rotate(lo, hi, cos_lo, cos_hi, sin_lo, sin_hi)
+
+
 @triton_kernel
 def rope_rows(x_ptr, cos_ptr, sin_ptr, out_ptr, n_rows, size1, size2,
               sx0, sx1, sx2, sc0, sc1, sc2, ss0, ss1, ss2,
@@ -88,17 +113,9 @@ def rope_heads_into_cache(q_ptr, k_ptr, v_ptr, qw_ptr, kw_ptr, cos_ptr, sin_ptr,
         src, w = k_ptr + b * s_kb + t * s_kt, kw_ptr
     at = src + heads[:, None] * (2 * HALF) + h[None, :]
     dtype = q_out_ptr.dtype.element_ty
-    lo = tl.load(at, mask=rows, other=0.0).to(tl.float32)
-    hi = tl.load(at + HALF, mask=rows, other=0.0).to(tl.float32)
-    if HAS_NORM:  # per-head RMSNorm, rounded to the dtype as the unfused op leaves it
-        inv = tl.rsqrt((tl.sum(lo * lo, axis=1) + tl.sum(hi * hi, axis=1)) / (2 * HALF) + eps)[:, None]
-        lo = (lo * inv).to(dtype).to(tl.float32) * tl.load(w + h).to(tl.float32)[None, :]
-        hi = (hi * inv).to(dtype).to(tl.float32) * tl.load(w + HALF + h).to(tl.float32)[None, :]
-        lo, hi = lo.to(dtype).to(tl.float32), hi.to(dtype).to(tl.float32)
+    lo, hi = normed_halves(at, rows, w, h, eps, dtype, HALF, HAS_NORM)
     table = b * s_cb + t * s_ct + h[None, :]
-    cos_lo, cos_hi = tl.load(cos_ptr + table).to(tl.float32), tl.load(cos_ptr + table + HALF).to(tl.float32)
-    sin_lo, sin_hi = tl.load(sin_ptr + table).to(tl.float32), tl.load(sin_ptr + table + HALF).to(tl.float32)
-    lo, hi = _rotate(lo, hi, cos_lo, cos_hi, sin_lo, sin_hi)
+    lo, hi = rotated_halves(lo, hi, cos_ptr + table, sin_ptr + table, HALF)
     if is_q:
         dst = q_out_ptr + ((b * HQ + heads[:, None]) * T + t).to(tl.int64) * (2 * HALF) + h[None, :]
     else:
