@@ -10,10 +10,12 @@ The search tests whose outcome depends on such a kernel's price are expected to 
 import pytest
 
 AWAITING_PRICES: dict[str, str] = {
-    # the prelude's norm and rotation made device functions (normed_halves, rotated_halves) that the prelude
-    # attention shares: the same operations, but two pointer computations move in the PTX
-    "triton.rope_cache": "2026-12-04 night: the prelude's norm and rotation shared with the prelude attention",
-    "triton.qk_norm_rope_cache": "2026-12-04 night: the prelude's norm and rotation shared with the prelude attention",
+    # loads first, stores last (`test_triton_build`'s LOADS_AFTER_STORES): v's rows and the slot read before
+    # the rotation; the norm's weight before the sum's store and the reduction
+    "triton.rope_cache": "2026-12-04 night: v's rows and the slot read first; the rotation shared (normed_halves)",
+    "triton.qk_norm_rope_cache": "2026-12-04 night: v's rows and the slot read first; the rotation shared",
+    "triton.rmsnorm": "2026-12-04 night: the weight read before the reduction",
+    "triton.add_rmsnorm": "2026-12-04 night: the weight read before the sum's store and the reduction",
     # the first tile loaded before the prelude, the new rows stored last, the halves read whole (its 12-04
     # build waited on a store and 490 instructions before its first key load: 9.5 us against 7.8 for the pair)
     "triton.qk_norm_rope_attention": "2026-12-04 night: the first tile loaded early, the new rows stored last",

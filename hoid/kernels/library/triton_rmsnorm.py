@@ -39,6 +39,8 @@ def rmsnorm_rows(x_ptr, res_ptr, w_ptr, out_ptr, sum_ptr, n_rows, n_cols, eps,
     mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
     offs = rows[:, None].to(tl.int64) * n_cols + cols[None, :]
     x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    # read before the sum's store and the norm's reduction: no load is moved above either
+    w = tl.load(w_ptr + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
     if HAS_RESIDUAL:
         # The sum is rounded to the dtype before the norm reads it, as the unfused add would leave it.
         x = (x.to(tl.float32) + tl.load(res_ptr + offs, mask=mask, other=0.0).to(tl.float32)).to(x.dtype)
@@ -46,7 +48,6 @@ def rmsnorm_rows(x_ptr, res_ptr, w_ptr, out_ptr, sum_ptr, n_rows, n_cols, eps,
     x32 = x.to(tl.float32)
     inv_rms = tl.rsqrt(tl.sum(x32 * x32, axis=1) / n_cols + eps)
     normed = (x32 * inv_rms[:, None]).to(x.dtype).to(tl.float32)
-    w = tl.load(w_ptr + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
     tl.store(out_ptr + offs, (normed * w[None, :]).to(out_ptr.dtype.element_ty), mask=mask)
 
 

@@ -112,6 +112,12 @@ def rope_heads_into_cache(q_ptr, k_ptr, v_ptr, qw_ptr, kw_ptr, cos_ptr, sin_ptr,
     else:
         src, w = k_ptr + b * s_kb + t * s_kt, kw_ptr
     at = src + heads[:, None] * (2 * HALF) + h[None, :]
+    # What k's programs copy (v's rows) and where (the slot), read first: no load is moved above the norm's
+    # reductions or above a store, so read later each waited for the rotation (sm_90 build, 12-04).
+    v_at = v_ptr + b * s_vb + t * s_vt + heads[:, None] * (2 * HALF) + h[None, :]
+    v_rows = rows & (blk >= q_blocks)
+    v_lo, v_hi = tl.load(v_at, mask=v_rows), tl.load(v_at + HALF, mask=v_rows)
+    slot = tl.load(pos_ptr + t).to(tl.int64)
     dtype = q_out_ptr.dtype.element_ty
     lo, hi = normed_halves(at, rows, w, h, eps, dtype, HALF, HAS_NORM)
     table = b * s_cb + t * s_ct + h[None, :]
@@ -119,13 +125,10 @@ def rope_heads_into_cache(q_ptr, k_ptr, v_ptr, qw_ptr, kw_ptr, cos_ptr, sin_ptr,
     if is_q:
         dst = q_out_ptr + ((b * HQ + heads[:, None]) * T + t).to(tl.int64) * (2 * HALF) + h[None, :]
     else:
-        slot = tl.load(pos_ptr + t).to(tl.int64)
         cache_offs = ((b * HKV + heads[:, None]).to(tl.int64) * S + slot) * (2 * HALF) + h[None, :]
         dst = kc_ptr + cache_offs
-        v_at = v_ptr + b * s_vb + t * s_vt + heads[:, None] * (2 * HALF) + h[None, :]
-        v_dst = vc_ptr + cache_offs
-        tl.store(v_dst, tl.load(v_at, mask=rows), mask=rows)
-        tl.store(v_dst + HALF, tl.load(v_at + HALF, mask=rows), mask=rows)
+        tl.store(vc_ptr + cache_offs, v_lo, mask=rows)
+        tl.store(vc_ptr + cache_offs + HALF, v_hi, mask=rows)
     tl.store(dst, lo.to(dtype), mask=rows)
     tl.store(dst + HALF, hi.to(dtype), mask=rows)
 
