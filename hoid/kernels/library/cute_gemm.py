@@ -12,23 +12,32 @@ stage of WGMMAs outstanding and release the stage before it back to the loads. T
 accumulator to the output dtype, adds the residual as the unfused ops would, and stores from registers,
 predicated on the tile's bounds (TMA zero-fills loads past M, N and K, so any M works; K and N must be
 multiples of 8: TMA needs 16-byte strides).
+
+Split-K (`split_k` > 1: where the tiles alone leave most multiprocessors idle, as a prompt of 128 tokens does
+for the o and down projections) gives each of a tile's splits a run of the K tiles; each split stores its
+float32 partial to a workspace, and the last split of a tile to arrive (an arrival counter per tile, as
+`triton_gemv`'s) adds the partials in split order, a fixed order whoever arrives last (bitwise deterministic),
+runs the epilogue and resets the counter for the next launch.
 """
 
 import functools
 import random
 
+import torch
+
 from ...ir import TensorType
 from ..pattern import Pattern
 from ..spec import KernelSpec, Param
 from . import _constraints as C
-from ._cute_compile import compile_for, cute_module, fake_tensor, launch, null_stream
-from .triton_gemv import LINEAR, LINEAR_ADD
+from ._cute_compile import compile_for, cute_module, cute_modules, fake_tensor, launch, null_stream
+from .triton_gemv import LINEAR, LINEAR_ADD, _counters
 
 EPILOGUES = ("none", "add")
 PARAMS = (
     Param("tile_m", ("auto", 64, 128), "auto"),
     Param("tile_n", ("auto", 64, 128, 256), "auto"),
     Param("stages", ("auto", 2, 3, 4, 5, 6), "auto"),
+    Param("split_k", ("auto", 1, 2, 4), "auto"),
 )
 TILE_K = 64  # K of 64 bf16 is one 128-byte swizzle row
 MIN_ROWS = 16  # see _constraints
@@ -38,14 +47,15 @@ SMS = 132  # the H200's multiprocessors: one wave of tiles
 TILES = ((128, 256), (128, 128), (64, 128), (64, 64))
 
 
-def choose(m: int, n: int, k: int, tile_m="auto", tile_n="auto", stages="auto") -> dict:
+def choose(m: int, n: int, k: int, tile_m="auto", tile_n="auto", stages="auto", split_k="auto") -> dict:
     """The largest tile of `TILES` of which there are enough to fill the multiprocessors, else the smallest
     (the most tiles); as many stages as shared memory holds, at most 6. Why smaller tiles: on the H200
     (benchmarks/results/kernels_cute.md, 12-04) the 128 x 128 tiles left most of the GPU idle at a prompt of
     128 tokens: Qwen3-1.7B's o projection is 16 of them (29.7 us against cuBLAS's 8.6), its QKV 32 (14.5
     against 8.3), where the 96 of gate/up came within 0.86x. 64-row tiles take one warpgroup, whose
     WGMMAs cover them once. Where `tile_m` or `tile_n` is given, the rule picks among the tiles that have it;
-    where both are, they stand (128 x 64 too)."""
+    where both are, they stand (128 x 64 too). Split-K where the tiles fill at most half the multiprocessors:
+    doubled while the splits still fit one wave and each keeps 4 K tiles or more (at most 4 splits)."""
     if tile_m == "auto" or tile_n == "auto":  # every tile_m and tile_n of PARAMS is in some tile of TILES
         fits = [t for t in TILES if tile_m in ("auto", t[0]) and tile_n in ("auto", t[1])]
         tile_m, tile_n = next((t for t in fits if -(-m // t[0]) * -(-n // t[1]) >= SMS), fits[-1])
@@ -56,7 +66,15 @@ def choose(m: int, n: int, k: int, tile_m="auto", tile_n="auto", stages="auto") 
         raise ValueError(f"cute GEMM: {stages} stages of a {tile_m} x {tile_n} tile take {stages * per_stage} bytes "
                          f"of shared memory, more than the {SMEM_BYTES - 1024} a block has here: at most "
                          f"{(SMEM_BYTES - 1024) // per_stage} stages, or a smaller tile")
-    return {"tile_m": tile_m, "tile_n": tile_n, "stages": stages}
+    tiles, k_tiles = -(-m // tile_m) * -(-n // tile_n), -(-k // TILE_K)
+    if split_k == "auto":
+        split_k = 1
+        while tiles * split_k * 2 <= SMS and k_tiles >= 4 * split_k * 2 and split_k < 4:
+            split_k *= 2
+    elif (split_k - 1) * -(-k_tiles // split_k) >= k_tiles:
+        raise ValueError(f"cute GEMM: split_k={split_k} over {k_tiles} K tiles of {TILE_K} leaves a split without "
+                         f"one: at most {max(1, k_tiles // 2)} splits here")
+    return {"tile_m": tile_m, "tile_n": tile_n, "stages": stages, "split_k": split_k}
 
 
 def _kernels(cutlass, cute, driver):
@@ -67,8 +85,8 @@ def _kernels(cutlass, cute, driver):
     from cutlass.tensor_utils import LayoutEnum
 
     class Gemm:
-        def __init__(self, epilogue: str, tile_m: int, tile_n: int, stages: int):
-            self.epilogue, self.stages = epilogue, stages
+        def __init__(self, epilogue: str, tile_m: int, tile_n: int, stages: int, split: int):
+            self.epilogue, self.stages, self.split = epilogue, stages, split
             self.tile = (tile_m, tile_n, TILE_K)
             # Two warpgroups split a 128 x 256 tile's accumulator (one would hold 256 floats a thread and
             # spill); smaller tiles take one, which runs its 64-row WGMMAs twice down a 128-row tile, once
@@ -77,8 +95,10 @@ def _kernels(cutlass, cute, driver):
             self.threads = 128 * self.atoms[0]
 
         @cute.jit
-        def __call__(self, a: cute.Tensor, b: cute.Tensor, res: cute.Tensor, c: cute.Tensor,
-                     stream: driver.CUstream):
+        def __call__(self, a: cute.Tensor, b: cute.Tensor, res: cute.Tensor, c: cute.Tensor, part: cute.Tensor,
+                     counters: cute.Tensor, stream: driver.CUstream):
+            """c <- a @ b.T (+ res); with split > 1, part [split, M, N] float32 holds the splits' partials and
+            counters (int32, zero between launches) their arrivals per tile; else both are unused."""
             a_layout, b_layout = LayoutEnum.from_tensor(a), LayoutEnum.from_tensor(b)
             mma = sm90.make_trivial_tiled_mma(a.element_type, b.element_type, a_layout.sm90_mma_major_mode(),
                                               b_layout.sm90_mma_major_mode(), cutlass.Float32, self.atoms,
@@ -96,22 +116,23 @@ def _kernels(cutlass, cute, driver):
                 barriers: cute.struct.MemRange[cutlass.Int64, self.stages * 2]
                 sa: cute.struct.Align[cute.struct.MemRange[a.element_type, cute.cosize(sa_layout)], 1024]
                 sb: cute.struct.Align[cute.struct.MemRange[b.element_type, cute.cosize(sb_layout)], 1024]
+                arrived: cute.struct.MemRange[cutlass.Int32, 1]  # split-K: how many splits of the tile were in
 
             self.shared = Shared
             self.stage_bytes = (cute.size_in_bytes(a.element_type, cute.slice_(sa_layout, (None, None, 0)))
                                 + cute.size_in_bytes(b.element_type, cute.slice_(sb_layout, (None, None, 0))))
             m, n = cute.size(c, mode=[0]), cute.size(c, mode=[1])
-            grid = ((m + self.tile[0] - 1) // self.tile[0], (n + self.tile[1] - 1) // self.tile[1], 1)
-            self.kernel(tma_a, ta, tma_b, tb, res, c, mma, sa_layout, sb_layout).launch(
+            grid = ((m + self.tile[0] - 1) // self.tile[0], (n + self.tile[1] - 1) // self.tile[1], self.split)
+            self.kernel(tma_a, ta, tma_b, tb, res, c, part, counters, mma, sa_layout, sb_layout).launch(
                 grid=grid, block=(self.threads, 1, 1), cluster=(1, 1, 1), stream=stream)
 
         @cute.kernel
         def kernel(self, tma_a: cute.CopyAtom, ta: cute.Tensor, tma_b: cute.CopyAtom, tb: cute.Tensor,
-                   res: cute.Tensor, c: cute.Tensor, mma: cute.TiledMma, sa_layout: cute.ComposedLayout,
-                   sb_layout: cute.ComposedLayout):
+                   res: cute.Tensor, c: cute.Tensor, part: cute.Tensor, counters: cute.Tensor,
+                   mma: cute.TiledMma, sa_layout: cute.ComposedLayout, sb_layout: cute.ComposedLayout):
             warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
             tidx, _, _ = cute.arch.thread_idx()
-            bm, bn, _ = cute.arch.block_idx()
+            bm, bn, bz = cute.arch.block_idx()
             if warp == 0:
                 cute.nvgpu.cpasync.prefetch_descriptor(tma_a)
                 cute.nvgpu.cpasync.prefetch_descriptor(tma_b)
@@ -140,14 +161,17 @@ def _kernels(cutlass, cute, driver):
             acc = cute.make_rmem_tensor(thr.partition_C(gc).shape, cutlass.Float32)
             pipeline.pipeline_init_wait(cluster_shape_mn=(1, 1))
 
-            k_tiles = cute.size(ga, mode=[2])
+            # this split's run of the K tiles (all of them with one split); `choose` leaves none empty
+            per_split = (cute.size(ga, mode=[2]) + self.split - 1) // self.split
+            k_first = bz * per_split
+            k_tiles = cutlass.min(per_split, cute.size(ga, mode=[2]) - k_first)
             put = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
             if warp == 0:  # fill the ring
                 for _ in cutlass.range(cutlass.min(self.stages, k_tiles), unroll=1):
                     ring.producer_acquire(put)
-                    cute.copy(tma_a, ta_g[(None, put.count)], ta_s[(None, put.index)],
+                    cute.copy(tma_a, ta_g[(None, k_first + put.count)], ta_s[(None, put.index)],
                               tma_bar_ptr=ring.producer_get_barrier(put))
-                    cute.copy(tma_b, tb_g[(None, put.count)], tb_s[(None, put.index)],
+                    cute.copy(tma_b, tb_g[(None, k_first + put.count)], tb_s[(None, put.index)],
                               tma_bar_ptr=ring.producer_get_barrier(put))
                     ring.producer_commit(put)
                     put.advance()
@@ -171,9 +195,9 @@ def _kernels(cutlass, cute, driver):
                     done.advance()
                     if warp == 0 and put.count < k_tiles:
                         ring.producer_acquire(put)
-                        cute.copy(tma_a, ta_g[(None, put.count)], ta_s[(None, put.index)],
+                        cute.copy(tma_a, ta_g[(None, k_first + put.count)], ta_s[(None, put.index)],
                                   tma_bar_ptr=ring.producer_get_barrier(put))
-                        cute.copy(tma_b, tb_g[(None, put.count)], tb_s[(None, put.index)],
+                        cute.copy(tma_b, tb_g[(None, k_first + put.count)], tb_s[(None, put.index)],
                                   tma_bar_ptr=ring.producer_get_barrier(put))
                         ring.producer_commit(put)
                         put.advance()
@@ -187,37 +211,84 @@ def _kernels(cutlass, cute, driver):
             cc = mine.partition_C(cute.local_tile(cute.make_identity_tensor((m, n)), self.tile, coord,
                                                   proj=(1, 1, None)))
             out = mine.partition_C(gc)
-            dtype = c.element_type
             # Unrolled at trace time (CuTe warns it is slow to compile: ~10 s): every index is static, so the
             # accumulator stays in registers.
-            for i in cutlass.range_constexpr(cute.size(acc)):
-                if cute.elem_less(cc[i], (m, n)):
-                    row, col = cc[i]
-                    # Rounds as the unfused ops would: the matmul's result, then the add's.
-                    y = acc[i].to(dtype).to(cutlass.Float32)
-                    if cutlass.const_expr(self.epilogue == "add"):
-                        y = y + res[row, col].to(cutlass.Float32)
-                    out[i] = y.to(dtype)
+            if cutlass.const_expr(self.split == 1):
+                for i in cutlass.range_constexpr(cute.size(acc)):
+                    if cute.elem_less(cc[i], (m, n)):
+                        row, col = cc[i]
+                        self.finish(acc[i], res, out, i, row, col)
+            else:
+                for i in cutlass.range_constexpr(cute.size(acc)):
+                    if cute.elem_less(cc[i], (m, n)):
+                        row, col = cc[i]
+                        part[bz, row, col] = acc[i]
+                # The partials reach the GPU's scope before the arrival that announces them (the counter's
+                # acquire-release pairs the last split's reads with every split's writes).
+                cute.arch.fence_acq_rel_gpu()
+                cute.arch.sync_threads()
+                arrived = storage.arrived.get_tensor(cute.make_layout(1))
+                tile = bm * ((n + self.tile[1] - 1) // self.tile[1]) + bn
+                if tidx == 0:
+                    arrived[0] = cute.arch.atomic_add((counters.iterator + tile).llvm_ptr, cutlass.Int32(1),
+                                                      sem="acq_rel", scope="gpu")
+                cute.arch.sync_threads()
+                if arrived[0] == self.split - 1:  # the tile's last split: the others' partials are all in
+                    cute.arch.fence_acq_rel_gpu()
+                    for i in cutlass.range_constexpr(cute.size(acc)):
+                        if cute.elem_less(cc[i], (m, n)):
+                            row, col = cc[i]
+                            total = part[0, row, col]
+                            for z in cutlass.range_constexpr(1, self.split):  # split order, whoever came last
+                                total = total + part[z, row, col]
+                            self.finish(total, res, out, i, row, col)
+                    if tidx == 0:  # zero again for the next launch (or a CUDA graph's next replay)
+                        cute.arch.atomic_exch((counters.iterator + tile).llvm_ptr, cutlass.Int32(0),
+                                              sem="relaxed", scope="gpu")
+
+        @cute.jit
+        def finish(self, total: cutlass.Float32, res: cute.Tensor, out: cute.Tensor, i: cutlass.Constexpr,
+                   row: cutlass.Int32, col: cutlass.Int32):
+            """The epilogue of one output: rounds as the unfused ops would, the matmul's result, then the add's."""
+            dtype = out.element_type
+            y = total.to(dtype).to(cutlass.Float32)
+            if cutlass.const_expr(self.epilogue == "add"):
+                y = y + res[row, col].to(cutlass.Float32)
+            out[i] = y.to(dtype)
 
     return Gemm
 
 
 @functools.cache
-def _jit(epilogue: str, tile_m: int, tile_n: int, stages: int):
-    return cute_module(_kernels, "the CuTe Hopper GEMM")(epilogue, tile_m, tile_n, stages)
+def _jit(epilogue: str, tile_m: int, tile_n: int, stages: int, split: int = 1):
+    return cute_module(_kernels, "the CuTe Hopper GEMM")(epilogue, tile_m, tile_n, stages, split)
 
 
-def prepare(x, w, residual, out, epilogue: str, *, tile_m="auto", tile_n="auto", stages="auto") -> tuple:
+def _partials_shape(split: int, m: int, n: int) -> tuple[int, int, int]:
+    return (split, m, n)
+
+
+def prepare(x, w, residual, out, epilogue: str, *, tile_m="auto", tile_n="auto", stages="auto", split_k="auto",
+            workspace=None) -> tuple:
     """What a launch needs: (build name, cache key, jit factory, the tensors as the kernel takes them)."""
     k = x.shape[-1]
     m = x.numel() // max(k, 1)
     n = out.shape[-1]
-    cfg = choose(m, n, k, tile_m, tile_n, stages)
+    cfg = choose(m, n, k, tile_m, tile_n, stages, split_k)
+    split = cfg["split_k"]
     x2, out2 = x.reshape(m, k), out.view(m, n)
     res2 = residual.reshape(m, n) if residual is not None else out2
-    key = (epilogue, str(x.dtype), m, k, n, cfg["tile_m"], cfg["tile_n"], cfg["stages"])
-    make = functools.partial(_jit, epilogue, cfg["tile_m"], cfg["tile_n"], cfg["stages"])
-    return f"cute.gemm.{epilogue}", key, make, [x2, w, res2, out2]
+    # With one split there is nothing to reduce: `out` stands in for the unused partials and counters.
+    part, counters = out2, out2
+    if split > 1:
+        shape = _partials_shape(split, m, n)
+        part = workspace[0] if workspace else torch.empty(shape, dtype=torch.float32, device=x.device)
+        if tuple(part.shape) != shape:
+            raise ValueError(f"cute GEMM: split-K workspace {tuple(part.shape)} given, these params need {shape}")
+        counters = _counters(x.device, 1024)  # K is split only where the tiles fill at most half a wave
+    key = (epilogue, str(x.dtype), m, k, n, cfg["tile_m"], cfg["tile_n"], cfg["stages"], split)
+    make = functools.partial(_jit, epilogue, cfg["tile_m"], cfg["tile_n"], cfg["stages"], split)
+    return f"cute.gemm.{epilogue}", key, make, [x2, w, res2, out2, part, counters]
 
 
 def _launch(x, w, residual, out, epilogue: str, **params) -> None:
@@ -238,9 +309,15 @@ def launch_linear_add(x, w, residual, out, **params) -> None:
 
 # One build per tile "auto" picks at the issue's targets: 128 x 256 (4096^3), 128 x 128 (Qwen3-1.7B's QKV
 # at prompt 1024), 64 x 128 (its o projection there, with the residual; its gate/up at prompt 128) and
-# 64 x 64 (its o projection at prompt 128, with the residual; its QKV there).
+# 64 x 64 (its QKV at prompt 128; its o projection there, with the residual, in two splits of K).
 BUILD_SHAPES = {"none": ((4096, 4096, 4096), (1024, 2048, 4096), (128, 2048, 4096)),
                 "add": ((1024, 2048, 2048), (128, 2048, 2048))}
+
+
+def _fake_counters():
+    """A compile-time stand-in for the arrival counters (`triton_gemv._counters`: int32, 1024 of them)."""
+    cutlass, cute, _ = cute_modules()
+    return cute.runtime.make_fake_compact_tensor(cutlass.Int32, (1024,), stride_order=(0,), assumed_align=16)
 
 
 def _all_builds(epilogue: str):
@@ -248,8 +325,10 @@ def _all_builds(epilogue: str):
         out = []
         for m, k, n in BUILD_SHAPES[epilogue]:
             cfg = choose(m, n, k)
+            split = cfg["split_k"]
             args = [fake_tensor("bf16", s) for s in ((m, k), (n, k), (m, n), (m, n))]
-            jit = _jit(epilogue, cfg["tile_m"], cfg["tile_n"], cfg["stages"])
+            args += [fake_tensor("f32", _partials_shape(split, m, n)), _fake_counters()] if split > 1 else args[3:] * 2
+            jit = _jit(epilogue, cfg["tile_m"], cfg["tile_n"], cfg["stages"], split)
             out.append(compile_for(f"cute.gemm.{epilogue}", jit, [*args, null_stream()], arch))
         return out
     return build
@@ -293,11 +372,21 @@ def _resolve(types, attrs, params, target) -> dict:
     return choose(x.numel // max(k, 1), w.shape[0], k, **params)
 
 
+def _workspace(types, attrs, params):
+    """The float32 split-K partials where K is split (none otherwise); open while split_k is "auto"."""
+    if params.get("split_k", "auto") == "auto":
+        return None
+    x, w = types[0], types[1]
+    m = x.numel // max(x.shape[-1], 1)
+    split = params["split_k"]
+    return (TensorType(_partials_shape(split, m, w.shape[0]), "f32"),) if split > 1 else ()
+
+
 def _spec(kernel_id: str, pattern: Pattern, launch_fn, epilogue: str, doc: str, extra=()) -> KernelSpec:
     return KernelSpec(id=kernel_id, pattern=pattern, backend="cute", launch=launch_fn,
                       constraints=_constraints(pattern, extra), params=PARAMS, deterministic=True,
                       examples=_examples(epilogue == "add"), compile=_all_builds(epilogue), archs=("sm_90",),
-                      resolve=_resolve, doc=doc)
+                      resolve=_resolve, workspace=_workspace, doc=doc)
 
 
 LINEAR_SPEC = _spec("cute.gemm_linear", LINEAR, launch_linear, "none",

@@ -123,6 +123,9 @@ def test_the_hopper_gemm_builds_with_wgmma_and_tma(kernel_id):
         assert b.ptx_target == "sm_90a" and b.cubin_bytes > 0
         assert b.count("wgmma.mma_async") >= 1, "no WGMMA in the GEMM's PTX"
         assert b.count("cp.async.bulk.tensor") >= 2, "no TMA load (cp.async.bulk.tensor) in the GEMM's PTX"
+    # split-K (the o projection at a prompt of 128, with its residual): the tile's arrival counter, acquire-release
+    splits = [b for b in builds if b.count("atom.global.acq_rel.add")]
+    assert len(splits) == (1 if kernel_id == "cute.gemm_linear_add" else 0), builds
 
 
 @needs_cute
@@ -167,6 +170,22 @@ def test_the_norm_prologue_builds_over_torch_tensors_one_build_per_eps(epilogue)
     assert len(keys) == 2  # eps is compiled in: a build each
     plain = cute_gemv.prepare(x, w, None, out, epilogue)[1]
     assert plain not in keys
+
+
+def test_the_gemm_splits_k_where_its_tiles_leave_the_multiprocessors_idle():
+    from hoid.ir import TensorType
+    from hoid.kernels.library.cute_gemm import LINEAR_ADD_SPEC, choose
+
+    assert choose(128, 2048, 2048)["split_k"] == 2   # Qwen3-1.7B's o projection at a prompt of 128: 64 tiles
+    assert choose(256, 512, 1024)["split_k"] == 4    # 32 tiles
+    assert choose(128, 4096, 2048)["split_k"] == 1   # its QKV: 128 tiles, a wave already
+    assert choose(128, 2048, 256)["split_k"] == 1    # 4 K tiles: too few to split
+    assert choose(1024, 2048, 2048, split_k=2)["split_k"] == 2  # given, it stands
+    with pytest.raises(ValueError, match="leaves a split without"):
+        choose(128, 2048, 128, split_k=4)  # 2 K tiles
+    types = [TensorType((128, 2048), "bf16"), TensorType((2048, 2048), "bf16"), TensorType((128, 2048), "bf16")]
+    assert LINEAR_ADD_SPEC.workspace_types(types, {}, choose(128, 2048, 2048)) == (TensorType((2, 128, 2048), "f32"),)
+    assert LINEAR_ADD_SPEC.workspace_types(types, {}, choose(128, 2048, 2048, split_k=1)) == ()
 
 
 def test_the_gemm_leaves_one_row_to_the_gemvs_and_says_so():

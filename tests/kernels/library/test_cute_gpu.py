@@ -106,6 +106,20 @@ def test_gemm_matches_float64_at_prefill_shapes(shape):
     assert_matches(all_kernels()[kernel_id], _inputs(m, n, k, residual, seed=3), {})
 
 
+@pytest.mark.skipif(torch.cuda.is_available() and not _is_hopper(), reason="WGMMA: sm_90 only")
+@pytest.mark.parametrize("split_k", [2, 4])
+def test_the_gemm_s_split_k_matches_float64_is_deterministic_and_resets_its_counters(split_k):
+    from hoid.kernels.library import cute_gemm, triton_gemv
+
+    x, w, res = _inputs(128, 2048, 6144, True, seed=7)  # the down projection at a prompt of 128 (64 tiles)
+    assert_matches(all_kernels()["cute.gemm_linear_add"], [x, w, res], {}, {"split_k": split_k})
+    first, second = (torch.full((128, 2048), float("nan"), device="cuda", dtype=torch.bfloat16) for _ in "ab")
+    cute_gemm.launch_linear_add(x, w, res, first, split_k=split_k)
+    cute_gemm.launch_linear_add(x, w, res, second, split_k=split_k)
+    assert torch.equal(first, second)
+    assert not triton_gemv._counters(x.device, 1024).any(), "arrival counters must be zero between launches"
+
+
 @pytest.mark.parametrize("kernel_id", ["cute.linear_add", "cute.gemm_linear"])
 def test_replays_in_a_cuda_graph(kernel_id):
     from hoid.ir import TensorType
@@ -114,7 +128,7 @@ def test_replays_in_a_cuda_graph(kernel_id):
     spec = all_kernels()[kernel_id]
     if kernel_id.startswith("cute.gemm") and not _is_hopper():
         pytest.skip("WGMMA: sm_90 only")
-    m = 1 if kernel_id == "cute.linear_add" else 256
+    m = 1 if kernel_id == "cute.linear_add" else 256  # the GEMM: 32 tiles of 64 x 64, so 4 splits of K
     inputs = _inputs(m, 512, 1024, len(spec.pattern.operands) == 3, seed=5)
     types = [TensorType.of(x) for x in inputs]
     call = bind_spec(spec, types, {}, resolve_params(spec, types, {}, None, Target.H200))
