@@ -12,6 +12,11 @@ copy of the same bytes; the Hopper GEMM at 4096^3 and Qwen3-1.7B's prefill (prom
                                    # Llama-3.2-1B's five matrices took 21 s on 2026-12-04
     PYTHONPATH=. python3 benchmarks/kernels_cute.py --parts prefill --tune --out $OUT
                                    # + the GEMM's 8 tiles and stages per prefill shape (rows "tried")
+    PYTHONPATH=. python3 benchmarks/kernels_cute.py --parts decode --m 16 --gemm --out $OUT
+                                   # + the Hopper GEMM at M = 16 (64 x 64 tiles, K split), for the projections
+                                   # without SiLU: the CuTe backend's tensor-core route at 16 rows (a run of its
+                                   # own: until `pytest -m gpu` has passed its M = 16 case there, a fault in it
+                                   # would take the process's CUDA context, and the table, with it)
 
 The part `model`: Qwen3-1.7B's decode tokens/s through `hoid.compile` with the CuTe GEMVs, and the same
 rewrite with the Triton GEMVs. On the H200 without network, `benchmarks/cute_h200.sh` wraps these.
@@ -41,7 +46,7 @@ import torch.nn.functional as F
 from hoid.ir import TensorType
 from hoid.kernels import Target, all_kernels
 from hoid.kernels.launch import bind_spec, resolve_params
-from hoid.kernels.library.cute_gemm import TILES
+from hoid.kernels.library.cute_gemm import MIN_ROWS, TILES
 from hoid.measure import time_cuda
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -117,7 +122,7 @@ def moved_bytes(inputs, n_out: int) -> int:
     return sum(x.numel() * x.element_size() for x in inputs) + inputs[0].shape[0] * n_out * 2
 
 
-def run_decode(m: int, bandwidth: float, tune: bool, only: str) -> list[dict]:
+def run_decode(m: int, bandwidth: float, tune: bool, only: str, gemm: bool = False) -> list[dict]:
     rows = []
     for model, what, pattern, w_rows, k in decode_cases(m):
         if only and only not in model:
@@ -140,6 +145,11 @@ def run_decode(m: int, bandwidth: float, tune: bool, only: str) -> list[dict]:
                 row["split"] = split
                 if split["seconds"] < cute_s:
                     cute_s, params, err = split["seconds"], split["params"], split["rel_error"]
+            if gemm and m >= MIN_ROWS and pattern in ("linear", "linear_add"):  # the GEMM has no SiLU epilogue
+                s, p, e = hoid_seconds(f"cute.gemm_{pattern}", inputs)
+                row["gemm"] = {"seconds": s, "params": p, "rel_error": e}
+                if s < cute_s:  # the CuTe backend's best, as the split GEMV's
+                    cute_s, params, err = s, p, e
             triton_s, _, triton_err = hoid_seconds(f"triton.{pattern}", inputs)
             copy_s = copy_seconds(moved // 4)  # moved // 4 bf16 elements: moved bytes read + written
             row.update(moved_bytes=moved, params=params, rel_error=err, triton_rel_error=triton_err,
@@ -266,6 +276,7 @@ def main() -> int:
                                                          f"and {len(GEMM_GRID)} GEMM tiles per prefill shape")
     ap.add_argument("--m", default="1,16", help="comma-separated decode rows (batch x tokens)")
     ap.add_argument("--only", default="", help="run the cases of the models whose name contains this")
+    ap.add_argument("--gemm", action="store_true", help=f"decode: also the Hopper GEMM from M = {MIN_ROWS}")
     ap.add_argument("--parts", default="decode,prefill,model",
                     help="what to run: decode (GEMVs), prefill (GEMM), model (whole-model decode tokens/s); "
                          "parts left out keep their rows from an existing kernels_cute.json")
@@ -280,8 +291,9 @@ def main() -> int:
     parts = set(args.parts.split(","))
     path = out / "kernels_cute.json"
     old = json.loads(path.read_text()) if path.exists() else {}
-    decode = ([r for m in map(int, args.m.split(",")) for r in run_decode(m, bandwidth, args.tune, args.only)]
-              if "decode" in parts else old.get("decode", []))
+    rows_of = lambda m: run_decode(m, bandwidth, args.tune, args.only, args.gemm)  # noqa: E731
+    decode = ([r for m in map(int, args.m.split(",")) for r in rows_of(m)] if "decode" in parts
+              else old.get("decode", []))
     hopper = torch.cuda.get_device_capability()[0] == 9
     prefill = run_prefill(args.only, args.tune) if "prefill" in parts and hopper else old.get("prefill", [])
     models = whole_model(args.model, 1024, args.steps) if "model" in parts else old.get("whole_model", [])
