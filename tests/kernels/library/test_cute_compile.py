@@ -172,22 +172,6 @@ def test_the_norm_prologue_builds_over_torch_tensors_one_build_per_eps(epilogue)
     assert plain not in keys
 
 
-def test_the_gemm_splits_k_where_its_tiles_leave_the_multiprocessors_idle():
-    from hoid.ir import TensorType
-    from hoid.kernels.library.cute_gemm import LINEAR_ADD_SPEC, choose
-
-    assert choose(128, 2048, 2048)["split_k"] == 2   # Qwen3-1.7B's o projection at a prompt of 128: 64 tiles
-    assert choose(256, 512, 1024)["split_k"] == 4    # 32 tiles
-    assert choose(128, 4096, 2048)["split_k"] == 1   # its QKV: 128 tiles, a wave already
-    assert choose(128, 2048, 256)["split_k"] == 1    # 4 K tiles: too few to split
-    assert choose(1024, 2048, 2048, split_k=2)["split_k"] == 2  # given, it stands
-    with pytest.raises(ValueError, match="leaves a split without"):
-        choose(128, 2048, 128, split_k=4)  # 2 K tiles
-    types = [TensorType((128, 2048), "bf16"), TensorType((2048, 2048), "bf16"), TensorType((128, 2048), "bf16")]
-    assert LINEAR_ADD_SPEC.workspace_types(types, {}, choose(128, 2048, 2048)) == (TensorType((2, 128, 2048), "f32"),)
-    assert LINEAR_ADD_SPEC.workspace_types(types, {}, choose(128, 2048, 2048, split_k=1)) == ()
-
-
 def test_the_gemm_leaves_one_row_to_the_gemvs_and_says_so():
     from hoid.ir import TensorType
     from hoid.kernels.library.cute_gemm import LINEAR_SPEC, MIN_ROWS

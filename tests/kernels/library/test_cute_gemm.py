@@ -26,13 +26,13 @@ def test_the_largest_tile_that_fills_the_multiprocessors_else_the_most_tiles(m, 
 def test_the_prompt_of_128_no_longer_takes_16_tiles_for_its_o_projection():
     # the H200's 12-04 table: 128 x 128 tiles gave Qwen3-1.7B's o projection (M=128, N=2048) 16 blocks
     assert tiles(choose(128, 2048, 2048), 128, 2048) == 64
-    assert choose(4096, 4096, 4096) == {"tile_m": 128, "tile_n": 256, "stages": 4}  # unchanged where it filled
+    assert choose(4096, 4096, 4096) == {"tile_m": 128, "tile_n": 256, "stages": 4, "split_k": 1}  # as it was
 
 
 def test_a_given_tile_side_is_kept_and_the_other_chosen_with_it():
     assert choose(128, 2048, 2048, tile_m=128)["tile_m"] == 128
     assert choose(128, 2048, 2048, tile_m=128)["tile_n"] == 128  # the smallest 128-row tile of TILES
-    assert choose(4096, 4096, 4096, tile_n=64) == {"tile_m": 64, "tile_n": 64, "stages": 6}
+    assert choose(4096, 4096, 4096, tile_n=64) == {"tile_m": 64, "tile_n": 64, "stages": 6, "split_k": 1}
     assert choose(128, 2048, 2048, tile_m=128, tile_n=64)["tile_n"] == 64  # a pair TILES lacks, as given
     assert choose(128, 2048, 2048, stages=3)["stages"] == 3
 
@@ -40,3 +40,19 @@ def test_a_given_tile_side_is_kept_and_the_other_chosen_with_it():
 def test_stages_that_do_not_fit_in_shared_memory_are_refused_with_the_most_that_do():
     with pytest.raises(ValueError, match="at most 4 stages"):
         choose(4096, 4096, 4096, tile_m=128, tile_n=256, stages=6)
+
+
+def test_the_gemm_splits_k_where_its_tiles_leave_the_multiprocessors_idle():
+    from hoid.ir import TensorType
+    from hoid.kernels.library.cute_gemm import LINEAR_ADD_SPEC
+
+    assert choose(128, 2048, 2048)["split_k"] == 2   # Qwen3-1.7B's o projection at a prompt of 128: 64 tiles
+    assert choose(256, 512, 1024)["split_k"] == 4    # 32 tiles
+    assert choose(128, 4096, 2048)["split_k"] == 1   # its QKV: 128 tiles, a wave already
+    assert choose(128, 2048, 256)["split_k"] == 1    # 4 K tiles: too few to split
+    assert choose(1024, 2048, 2048, split_k=2)["split_k"] == 2  # given, it stands
+    with pytest.raises(ValueError, match="leaves a split without"):
+        choose(128, 2048, 128, split_k=4)  # 2 K tiles
+    types = [TensorType((128, 2048), "bf16"), TensorType((2048, 2048), "bf16"), TensorType((128, 2048), "bf16")]
+    assert LINEAR_ADD_SPEC.workspace_types(types, {}, choose(128, 2048, 2048)) == (TensorType((2, 128, 2048), "f32"),)
+    assert LINEAR_ADD_SPEC.workspace_types(types, {}, choose(128, 2048, 2048, split_k=1)) == ()
