@@ -20,6 +20,9 @@ AWAITING_PRICES: dict[str, str] = {
     # build waited on a store and 490 instructions before its first key load: 9.5 us against 7.8 for the pair)
     "triton.qk_norm_rope_attention": "2026-12-04 night: the first tile loaded early, the new rows stored last",
     "triton.rope_attention": "2026-12-04 night: the first tile loaded early, the new rows stored last",
+    # the residual read before the walk along K, not after the sums (a round trip to memory at the end)
+    "cute.linear_add": "2026-12-04 night: the residual read early",
+    "cute.linear_add_split": "2026-12-04 night: the residual read early",
     # the prompts' graphs only (no decode step has 16 rows): `prices-awaiting` measures them with the prefill's
     "cute.gemm_linear": "2026-12-04 night: split-K where the tiles leave the multiprocessors idle",
     "cute.gemm_linear_add": "2026-12-04 night: split-K where the tiles leave the multiprocessors idle",

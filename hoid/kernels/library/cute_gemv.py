@@ -189,6 +189,14 @@ def _kernels(cutlass, cute, driver):
                 # buffers are reused); then the next kernel may launch and wait in turn.
                 cute.arch.griddepcontrol_wait()
                 cute.arch.griddepcontrol_launch_dependents()
+            # The residual, read now (by every lane: one address, one transaction): read in the epilogue, it
+            # was one more round trip to memory after the sums (its sm_90 build's last load, behind the
+            # reduction); here it is in flight with the walk along K.
+            resv = cute.make_rmem_tensor((m_rows * self.rows,), cutlass.Float32)
+            if cutlass.const_expr(self.epilogue == "add"):
+                for mi in cutlass.range_constexpr(m_rows):
+                    for r in cutlass.range_constexpr(self.rows):  # a row past the end reads the last (not stored)
+                        resv[mi * self.rows + r] = res[mi, cutlass.min(first + r, n_out - 1)].to(cutlass.Float32)
             for e in cutlass.range_constexpr(ahead):  # the same order of sums as the loop: bitwise the same
                 self.fma(tx, tg, held, e * w_rows, acc, squares, (lo + e) * 32 + lane, m_rows, w_rows)
             # Whole steps need no bounds check, so the unrolled loads do not wait on branches and are issued
@@ -221,11 +229,11 @@ def _kernels(cutlass, cute, driver):
                         acc[mi * w_rows + r] = acc[mi * w_rows + r] * scale
             if cutlass.const_expr(self.split == 1):
                 if lane == 0:
-                    self.store(acc, res, out, first, m_rows, w_rows, n_out)
+                    self.store(acc, resv, out, first, m_rows, w_rows, n_out)
             else:
                 if part == 0:  # the row's first warp holds the exchanged sums
                     if lane == 0:
-                        self.store(acc, res, out, first, m_rows, w_rows, n_out)
+                        self.store(acc, resv, out, first, m_rows, w_rows, n_out)
 
         @cute.jit
         def exchange(self, acc: cute.Tensor, warp: cutlass.Int32, lane: cutlass.Int32, part: cutlass.Int32,
@@ -247,9 +255,10 @@ def _kernels(cutlass, cute, driver):
                     acc[i] = total
 
         @cute.jit
-        def store(self, acc: cute.Tensor, res: cute.Tensor, out: cute.Tensor, first: cutlass.Int32,
+        def store(self, acc: cute.Tensor, resv: cute.Tensor, out: cute.Tensor, first: cutlass.Int32,
                   m_rows: cutlass.Constexpr, w_rows: cutlass.Constexpr, n_out: cutlass.Constexpr):
-            """The epilogue, from one lane: out[m, first + r] for this warp's rows."""
+            """The epilogue, from one lane: out[m, first + r] for this warp's rows (`resv`: their residuals, read
+            early)."""
             dtype = out.element_type
             for mi in cutlass.range_constexpr(m_rows):
                 for r in cutlass.range_constexpr(self.rows):
@@ -258,7 +267,7 @@ def _kernels(cutlass, cute, driver):
                         # Rounds as the unfused ops would: the matmul's result, then each op's result.
                         y = acc[mi * w_rows + r].to(dtype).to(cutlass.Float32)
                         if cutlass.const_expr(self.epilogue == "add"):
-                            y = y + res[mi, n].to(cutlass.Float32)
+                            y = y + resv[mi * self.rows + r]
                         if cutlass.const_expr(self.epilogue == "swiglu"):
                             up = acc[mi * w_rows + self.rows + r].to(dtype).to(cutlass.Float32)
                             silu = (y / (1.0 + cute.math.exp(-y))).to(dtype).to(cutlass.Float32)

@@ -114,6 +114,18 @@ def test_the_gemv_builds_for_arch(kernel_id, arch):
 
 
 @needs_cute
+@pytest.mark.parametrize("kernel_id", ["cute.linear_add", "cute.linear_add_split"])
+def test_the_gemv_reads_its_residual_before_its_sums(kernel_id):
+    # read in the epilogue (to 12-04), the residual was a round trip to memory after the warp's reduction
+    def first(op: str, ptx: str) -> int:
+        return next(i for i, line in enumerate(ptx.splitlines()) if op in line)
+
+    for b in all_kernels()[kernel_id].compile("sm_90"):
+        assert first("ld.global.b16", b.ptx) < first("shfl.sync.bfly", b.ptx), b.kernel
+        assert b.count_before_wait("ld.global.b16") == 0, b.kernel  # and never before a PDL build's wait
+
+
+@needs_cute
 @pytest.mark.slow
 @pytest.mark.parametrize("kernel_id", GEMM_IDS)
 def test_the_hopper_gemm_builds_with_wgmma_and_tma(kernel_id):
