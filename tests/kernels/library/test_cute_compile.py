@@ -135,6 +135,11 @@ def test_the_hopper_gemm_builds_with_wgmma_and_tma(kernel_id):
         assert b.ptx_target == "sm_90a" and b.cubin_bytes > 0
         assert b.count("wgmma.mma_async") >= 1, "no WGMMA in the GEMM's PTX"
         assert b.count("cp.async.bulk.tensor") >= 2, "no TMA load (cp.async.bulk.tensor) in the GEMM's PTX"
+        # the epilogue's loads (residual, partials) go out a chunk of outputs at a time before the chunk's
+        # stores; one output at a time (to 12-04) was 63 loads each behind a store
+        order = "".join("L" if "ld.global" in line else "S" for line in b.ptx.splitlines()
+                        if "ld.global" in line or "st.global" in line)
+        assert order.count("SL") <= 8, (b.kernel, order.count("SL"))
     # split-K (the o projection at a prompt of 128, with its residual): the tile's arrival counter, acquire-release
     splits = [b for b in builds if b.count("atom.global.acq_rel.add")]
     assert len(splits) == (1 if kernel_id == "cute.gemm_linear_add" else 0), builds
