@@ -22,6 +22,7 @@ AWAITING_PRICES: dict[str, str] = {
     "triton.rope_attention": "2026-12-04 night: the first tile loaded early, the new rows stored last",
     # the residual read before the walk along K, not after the sums (a round trip to memory at the end)
     "cute.linear_add": "2026-12-04 night: the residual read early",
+    "triton.linear_add": "2026-12-04 night: the residual read early",
     "cute.linear_add_split": "2026-12-04 night: the residual read early",
     # the prompts' graphs only (no decode step has 16 rows): `prices-awaiting` measures them with the prefill's
     "cute.gemm_linear": "2026-12-04 night: split-K where the tiles leave the multiprocessors idle",

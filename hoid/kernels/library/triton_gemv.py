@@ -78,6 +78,13 @@ def gemv_tile(x_ptr, w_ptr, res_ptr, out_ptr, part_ptr, count_ptr, M, K, n_out, 
         if EPILOGUE == 2:
             w_up_first = tl.load(w_ptr + first_offs + tl.cast(n_out, tl.int64) * K, mask=first_mask, other=0.0)
     pdl_enter(PDL)  # before any other load or store: the counters, partials and out may be the last kernel's
+    if EPILOGUE == 1:
+        # The residual, read now: read in the epilogue, it was one more round trip to memory after the sums
+        # (behind the split's stores and atomics too, where K is split: no load goes out ahead of a store)
+        res = tl.load(res_ptr + m[:, None] * n_out + n[None, :], mask=(m[:, None] < M) & (n[None, :] < n_out),
+                      other=0.0)
+    else:
+        res = res_ptr  # no residual: never read
     acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
     acc_up = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)  # the up half's rows, with the swiglu epilogue
     # A run-time bound: one build serves every K. STAGES > 1 pipelines the loop (loads issued stages ahead,
@@ -119,9 +126,9 @@ def gemv_tile(x_ptr, w_ptr, res_ptr, out_ptr, part_ptr, count_ptr, M, K, n_out, 
                     acc_up += tl.load(part_ptr + (2 * s + 1) * plane + part_offs, mask=out_mask, other=0.0,
                                       cache_modifier=".cg")
             tl.atomic_xchg(count_ptr + pid_n, 0)  # ready for the next launch (or graph replay)
-            _epilogue(acc, acc_up, res_ptr, out_ptr, out_offs, out_mask, EPILOGUE)
+            _epilogue(acc, acc_up, res, out_ptr, out_offs, out_mask, EPILOGUE)
     else:
-        _epilogue(acc, acc_up, res_ptr, out_ptr, out_offs, out_mask, EPILOGUE)
+        _epilogue(acc, acc_up, res, out_ptr, out_offs, out_mask, EPILOGUE)
 
 
 @device_function
@@ -135,12 +142,13 @@ def _product(x, w, BLOCK_M: tl.constexpr, PRECISION: tl.constexpr):
 
 
 @device_function
-def _epilogue(acc, acc_up, res_ptr, out_ptr, offs, mask, EPILOGUE: tl.constexpr):
-    """Rounds as the unfused ops would: the matmul's result to the dtype, then each op's result."""
+def _epilogue(acc, acc_up, res, out_ptr, offs, mask, EPILOGUE: tl.constexpr):
+    """Rounds as the unfused ops would: the matmul's result to the dtype, then each op's result (`res`: the
+    residual's values, read by the caller, for the add; unused by the others)."""
     dtype = out_ptr.dtype.element_ty
     y = acc.to(dtype).to(tl.float32)
     if EPILOGUE == 1:
-        y = y + tl.load(res_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+        y = y + res.to(tl.float32)
     if EPILOGUE == 2:
         silu = (y / (1.0 + tl.exp(-y))).to(dtype).to(tl.float32)
         y = silu * acc_up.to(dtype).to(tl.float32)
