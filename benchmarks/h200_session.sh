@@ -104,6 +104,11 @@
 #               (max-autotune's warm-up 295 s, its gate 77 s); Llama-3.1-8B gate 153 s (hf-eager 11.6 tok/s:
 #               its teacher generation 26 s, eager baseline 82 s); Llama-3.1-8B hoid-compile COLD=1 at BUDGET=2m
 #               295 s (import 17 s, optimize 138 s, prefill rewrite 63 s, gate 33 s).
+#     Measured 2026-12-04 (night): cute-b && tests 301 s (164 passed); prices-awaiting 175 s (5 kernels: 33 decode
+#               calls in 68 s, 80 prefill in 93 s); Qwen3-1.7B hoid-compile 376 s; Llama-3.1-8B `stock` with
+#               ROWS=fast-reduce-overhead,fast-cuda-graph 150 s (reduce-overhead's warm-up 56 s, its gate 40 s);
+#               Llama-3.1-8B hoid-compile COLD=1 at BUDGET=4m 322 s (optimize 242 s: all 69 library candidates).
+#               The machine goes cold 30 s after a call: a call that follows later finds no CuTe (prep again).
 set -uo pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD:/tmp/site
 out=${OUT:-/tmp/out}
