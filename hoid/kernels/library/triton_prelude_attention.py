@@ -8,8 +8,9 @@ projection and the attention's two launches. Here it moves into the attention's 
 `triton.decode_attention` cuts it (splits along the cache, each program one split of one KV head for the
 query heads of its group; the second launch, `combine_splits`, is that kernel's):
 - every program rotates its group's query heads itself (a group's q is a few hundred bytes: cheaper than a
-  launch and a round trip), with the prelude's own code (`triton_rope.normed_halves`, `rotated_halves`: the normed
-  value, the weighted one and the rotated one each rounded to the dtype, as the unfused ops leave them);
+  launch and a round trip), with the prelude's own code (`triton_rope.normed_halves`, `rope_tables`,
+  `rotate_halves`: the normed value, the weighted one and the rotated one each rounded to the dtype, as the
+  unfused ops leave them);
 - the program whose split holds the new position rotates the new key, appends it and the new value to the
   caches, and folds that one key into its online softmax from registers after its walk, which leaves the slot
   out: no program reads a row this launch writes, so no ordering between programs is needed. Every program
@@ -46,7 +47,7 @@ from ._triton_compile import (
     triton_kernel,
 )
 from .triton_decode_attention import PARAMS, combine_splits, plan_splits, split_workspace, store_split
-from .triton_rope import _attention_prelude, _prelude_fits, normed_halves, rotated_halves
+from .triton_rope import _attention_prelude, _prelude_fits, normed_halves, rope_tables, rotate_halves
 
 
 @triton_kernel
@@ -85,14 +86,15 @@ def prelude_attend_split(q_ptr, k_ptr, v_ptr, qw_ptr, kw_ptr, cos_ptr, sin_ptr, 
     v_tile = tl.load(v_base + kv_offs, mask=kv_mask, other=0.0)
     # The prelude: q's heads of this group and the new key, normed and rotated as the unfused kernel leaves
     # them (rounded to the dtype); every program computes the new key, only the owner uses it.
-    cos_b, sin_b = cos_ptr + b * s_cb + h[None, :], sin_ptr + b * s_sb + h[None, :]
+    cos_lo, cos_hi, sin_lo, sin_hi = rope_tables(cos_ptr + b * s_cb + h[None, :], sin_ptr + b * s_sb + h[None, :],
+                                                 HALF)
     q_lo, q_hi = normed_halves(q_ptr + b * s_qb + heads[:, None] * D + h[None, :], in_group, qw_ptr, h, eps, dtype,
                                HALF, HAS_NORM)
-    q_lo, q_hi = rotated_halves(q_lo, q_hi, cos_b, sin_b, HALF)
+    q_lo, q_hi = rotate_halves(q_lo, q_hi, cos_lo, cos_hi, sin_lo, sin_hi)
     q = tl.reshape(tl.permute(tl.join(q_lo.to(dtype), q_hi.to(dtype)), (0, 2, 1)), (BLOCK_G, D))
     k_lo, k_hi = normed_halves(k_ptr + b * s_kb + kv_head * D + one + h[None, :], one < 1, kw_ptr, h, eps, dtype,
                                HALF, HAS_NORM)
-    k_lo, k_hi = rotated_halves(k_lo, k_hi, cos_b, sin_b, HALF)
+    k_lo, k_hi = rotate_halves(k_lo, k_hi, cos_lo, cos_hi, sin_lo, sin_hi)
     k_lo, k_hi = k_lo.to(dtype), k_hi.to(dtype)
     v_new = tl.load(v_ptr + b * s_vb + kv_head * D + one + d[None, :])
     m_i = tl.full((BLOCK_G,), -float("inf"), tl.float32)

@@ -42,7 +42,7 @@ from ._triton_compile import (
 
 
 @device_function
-def _rotate(lo, hi, cos_lo, cos_hi, sin_lo, sin_hi):
+def rotate_halves(lo, hi, cos_lo, cos_hi, sin_lo, sin_hi):
     """x * cos + rotate_half(x) * sin on the two halves of x, rotate_half(x) = [-hi, lo]."""
     return lo * cos_lo - hi * sin_lo, hi * cos_hi + lo * sin_hi
 
@@ -52,24 +52,27 @@ def normed_halves(at, rows, w_ptr, h, eps, dtype: tl.constexpr, HALF: tl.constex
     """Heads [R, 2 HALF] (`at`: pointers [R, HALF] to their first halves; `rows`: which are real) as two float32
     halves, normalized per head with the weight at `w_ptr` where HAS_NORM. Each half is read whole (a load of
     the partner element, (d + HALF) % D, is one scalar a thread: the compiler cannot prove it contiguous).
-    With `rotated_halves`, the attention prelude's one writer: `rope_heads_into_cache` and
+    With `rope_tables` and `rotate_halves`, the attention prelude's one writer: `rope_heads_into_cache` and
     `triton_prelude_attention` both call them."""
     lo = tl.load(at, mask=rows, other=0.0).to(tl.float32)
     hi = tl.load(at + HALF, mask=rows, other=0.0).to(tl.float32)
     if HAS_NORM:  # per-head RMSNorm, rounded to the dtype as the unfused op leaves it
+        # the weight read with x, before the reduction: no load is moved above its synchronization
+        w_lo, w_hi = tl.load(w_ptr + h).to(tl.float32)[None, :], tl.load(w_ptr + HALF + h).to(tl.float32)[None, :]
         inv = tl.rsqrt((tl.sum(lo * lo, axis=1) + tl.sum(hi * hi, axis=1)) / (2 * HALF) + eps)[:, None]
-        lo = (lo * inv).to(dtype).to(tl.float32) * tl.load(w_ptr + h).to(tl.float32)[None, :]
-        hi = (hi * inv).to(dtype).to(tl.float32) * tl.load(w_ptr + HALF + h).to(tl.float32)[None, :]
+        lo = (lo * inv).to(dtype).to(tl.float32) * w_lo
+        hi = (hi * inv).to(dtype).to(tl.float32) * w_hi
         lo, hi = lo.to(dtype).to(tl.float32), hi.to(dtype).to(tl.float32)
     return lo, hi
 
 
 @device_function
-def rotated_halves(lo, hi, cos_at, sin_at, HALF: tl.constexpr):
-    """The halves rotated by the tables at `cos_at` and `sin_at` ([1, HALF] pointers to their first halves)."""
+def rope_tables(cos_at, sin_at, HALF: tl.constexpr):
+    """(cos_lo, cos_hi, sin_lo, sin_hi) in float32 from the tables at `cos_at` and `sin_at` ([1, HALF] pointers
+    to their first halves): read before the norm's reduction, as every load that does not depend on it."""
     cos_lo, cos_hi = tl.load(cos_at).to(tl.float32), tl.load(cos_at + HALF).to(tl.float32)
     sin_lo, sin_hi = tl.load(sin_at).to(tl.float32), tl.load(sin_at + HALF).to(tl.float32)
-    return _rotate(lo, hi, cos_lo, cos_hi, sin_lo, sin_hi)
+    return cos_lo, cos_hi, sin_lo, sin_hi
 
 
 @triton_kernel
@@ -84,9 +87,10 @@ def rope_rows(x_ptr, cos_ptr, sin_ptr, out_ptr, n_rows, size1, size2,
     x_at = x_ptr + (i0 * sx0 + i1 * sx1 + i2 * sx2)[:, None] + h[None, :]
     c_at = cos_ptr + (i0 * sc0 + i1 * sc1 + i2 * sc2)[:, None] + h[None, :]
     s_at = sin_ptr + (i0 * ss0 + i1 * ss1 + i2 * ss2)[:, None] + h[None, :]
-    lo, hi = _rotate(tl.load(x_at, mask=rows).to(tl.float32), tl.load(x_at + HALF, mask=rows).to(tl.float32),
-                     tl.load(c_at, mask=rows).to(tl.float32), tl.load(c_at + HALF, mask=rows).to(tl.float32),
-                     tl.load(s_at, mask=rows).to(tl.float32), tl.load(s_at + HALF, mask=rows).to(tl.float32))
+    lo, hi = rotate_halves(
+        tl.load(x_at, mask=rows).to(tl.float32), tl.load(x_at + HALF, mask=rows).to(tl.float32),
+        tl.load(c_at, mask=rows).to(tl.float32), tl.load(c_at + HALF, mask=rows).to(tl.float32),
+        tl.load(s_at, mask=rows).to(tl.float32), tl.load(s_at + HALF, mask=rows).to(tl.float32))
     out_at = out_ptr + r[:, None].to(tl.int64) * (2 * HALF) + h[None, :]
     tl.store(out_at, lo.to(out_ptr.dtype.element_ty), mask=rows)
     tl.store(out_at + HALF, hi.to(out_ptr.dtype.element_ty), mask=rows)
@@ -118,10 +122,11 @@ def rope_heads_into_cache(q_ptr, k_ptr, v_ptr, qw_ptr, kw_ptr, cos_ptr, sin_ptr,
     v_rows = rows & (blk >= q_blocks)
     v_lo, v_hi = tl.load(v_at, mask=v_rows), tl.load(v_at + HALF, mask=v_rows)
     slot = tl.load(pos_ptr + t).to(tl.int64)
+    table = b * s_cb + t * s_ct + h[None, :]
+    cos_lo, cos_hi, sin_lo, sin_hi = rope_tables(cos_ptr + table, sin_ptr + table, HALF)
     dtype = q_out_ptr.dtype.element_ty
     lo, hi = normed_halves(at, rows, w, h, eps, dtype, HALF, HAS_NORM)
-    table = b * s_cb + t * s_ct + h[None, :]
-    lo, hi = rotated_halves(lo, hi, cos_ptr + table, sin_ptr + table, HALF)
+    lo, hi = rotate_halves(lo, hi, cos_lo, cos_hi, sin_lo, sin_hi)
     if is_q:
         dst = q_out_ptr + ((b * HQ + heads[:, None]) * T + t).to(tl.int64) * (2 * HALF) + h[None, :]
     else:
