@@ -100,11 +100,12 @@ def combine_splits(part_ptr, lse_ptr, out_ptr, n_splits, s_ob, s_oh, HQ: tl.cons
     s = tl.arange(0, SPLITS)
     d = tl.arange(0, D)
     lse = tl.load(lse_ptr + pid * n_splits + s, mask=s < n_splits, other=-float("inf"))
+    # the partials read with the log-sum-exps, before their max: no load is moved above its reduction
+    part = tl.load(part_ptr + (pid * n_splits + s[:, None]).to(tl.int64) * D + d[None, :],
+                   mask=s[:, None] < n_splits, other=0.0)
     top = tl.max(lse, axis=0)
     # A head whose every key is masked out gets zeros, as torch's SDPA gives (not NaN).
     weight = tl.where(lse == -float("inf"), 0.0, tl.exp(lse - tl.where(top == -float("inf"), 0.0, top)))
-    part = tl.load(part_ptr + (pid * n_splits + s[:, None]).to(tl.int64) * D + d[None, :],
-                   mask=s[:, None] < n_splits, other=0.0)
     total = tl.sum(weight, axis=0)
     out = tl.sum(part * weight[:, None], axis=0) / tl.where(total > 0, total, 1.0)
     b, h = pid // HQ, pid % HQ
