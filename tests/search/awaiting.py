@@ -20,9 +20,10 @@ AWAITING_PRICES: dict[str, str] = {
     # build waited on a store and 490 instructions before its first key load: 9.5 us against 7.8 for the pair)
     "triton.qk_norm_rope_attention": "2026-12-04 night: the first tile loaded early, the new rows stored last",
     "triton.rope_attention": "2026-12-04 night: the first tile loaded early, the new rows stored last",
-    # combine_splits reads the partials with the log-sum-exps, before their max (not after its reduction)
-    "triton.decode_attention": "2026-12-04 night: the combine's partials read before the max",
-    "triton.decode_attention_nomask": "2026-12-04 night: the combine's partials read before the max",
+    # the first tile's K and V loaded together (V waited for the scores), and the combine's partials read with
+    # the log-sum-exps, before their max (not after its reduction)
+    "triton.decode_attention": "2026-12-04 night: K and V loaded together; the combine's partials read early",
+    "triton.decode_attention_nomask": "2026-12-04 night: K and V loaded together; the combine's partials early",
     # the residual read before the walk along K, not after the sums (a round trip to memory at the end)
     "cute.linear_add": "2026-12-04 night: the residual read early",
     "triton.linear_add": "2026-12-04 night: the residual read early",

@@ -28,7 +28,7 @@ from ...ir import TensorType
 from ..pattern import op_pattern
 from ..spec import Constraint, KernelSpec, Param
 from . import _constraints as C
-from ._attention_tile import online_softmax_tile
+from ._attention_tile import online_softmax_loaded, online_softmax_tile, tile_offsets
 from ._triton_build import compile_for, pointer_type
 from ._triton_compile import (
     cdiv,
@@ -68,16 +68,31 @@ def attend_split(q_ptr, k_ptr, v_ptr, mask_ptr, part_ptr, lse_ptr, S, n_splits, 
     m_i = tl.full((BLOCK_G,), -float("inf"), tl.float32)
     l_i = tl.zeros((BLOCK_G,), tl.float32)
     acc = tl.zeros((BLOCK_G, D), tl.float32)
-    for t in range(SPLIT_TILES):
+    # The first tile's keys and values are loaded together: loaded after the scores (as `online_softmax_tile`
+    # loads a later tile's), the values waited for the QK product and the max's reduction (sm_90 build, 12-04),
+    # and a split is one or two tiles at decode.
+    n = split * SPLIT_TILES * BLOCK_N + tl.arange(0, BLOCK_N)
+    valid = _attends(mask_ptr, b, heads, g, n, S, s_mb, s_mh, s_mn, GROUP=GROUP, HAS_MASK=HAS_MASK)
+    kv_offs, kv_mask = tile_offsets(n, d, valid, S, D)
+    k = tl.load(k_base + kv_offs, mask=kv_mask, other=0.0)
+    v = tl.load(v_base + kv_offs, mask=kv_mask, other=0.0)
+    m_i, l_i, acc = online_softmax_loaded(q, k, v, valid, m_i, l_i, acc, scale, PRECISION=PRECISION)
+    for t in range(1, SPLIT_TILES):
         n = (split * SPLIT_TILES + t) * BLOCK_N + tl.arange(0, BLOCK_N)
-        valid = (g[:, None] < GROUP) & (n[None, :] < S)
-        if HAS_MASK:
-            mask_offs = b * s_mb + heads[:, None] * s_mh + n[None, :] * s_mn
-            keep = tl.load(mask_ptr + mask_offs, mask=valid, other=0)
-            valid = valid & (keep != 0)
+        valid = _attends(mask_ptr, b, heads, g, n, S, s_mb, s_mh, s_mn, GROUP=GROUP, HAS_MASK=HAS_MASK)
         m_i, l_i, acc = online_softmax_tile(q, k_base, v_base, n, d, valid, m_i, l_i, acc, S, scale,
                                             D=D, PRECISION=PRECISION)
     store_split(part_ptr, lse_ptr, (b * HQ + heads) * n_splits + split, acc, m_i, l_i, d, g < GROUP, D=D)
+
+
+@device_function
+def _attends(mask_ptr, b, heads, g, n, S, s_mb, s_mh, s_mn, GROUP: tl.constexpr, HAS_MASK: tl.constexpr):
+    """[G, N]: which (query head, key) pairs of the keys `n` attend: real heads, keys in the cache, the mask's."""
+    valid = (g[:, None] < GROUP) & (n[None, :] < S)
+    if HAS_MASK:
+        keep = tl.load(mask_ptr + b * s_mb + heads[:, None] * s_mh + n[None, :] * s_mn, mask=valid, other=0)
+        valid = valid & (keep != 0)
+    return valid
 
 
 @device_function
