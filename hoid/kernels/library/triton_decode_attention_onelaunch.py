@@ -30,6 +30,7 @@ from ._triton_compile import next_power_of_2, pdl_enter, pdl_launch, tl, triton_
 from .triton_decode_attention import (
     _MASKED,
     PARAMS,
+    _attends,
     _constraints,
     _examples,
     _resolve,
@@ -60,9 +61,7 @@ def attend_and_combine(q_ptr, k_ptr, v_ptr, mask_ptr, out_ptr, part_ptr, lse_ptr
     acc = tl.zeros((BLOCK_G, D), tl.float32)
     for t in range(SPLIT_TILES):
         n = (split * SPLIT_TILES + t) * BLOCK_N + tl.arange(0, BLOCK_N)
-        valid = (g[:, None] < GROUP) & (n[None, :] < S)
-        keep = tl.load(mask_ptr + b * s_mb + heads[:, None] * s_mh + n[None, :] * s_mn, mask=valid, other=0)
-        valid = valid & (keep != 0)
+        valid = _attends(mask_ptr, b, heads, g, n, S, s_mb, s_mh, s_mn, GROUP=GROUP, HAS_MASK=True)
         m_i, l_i, acc = online_softmax_tile(q, k_base, v_base, n, d, valid, m_i, l_i, acc, S, scale,
                                             D=D, PRECISION=PRECISION)
     first = (b * HQ + heads) * n_splits

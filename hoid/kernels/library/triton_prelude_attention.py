@@ -46,7 +46,7 @@ from ._triton_compile import (
     tl,
     triton_kernel,
 )
-from .triton_decode_attention import PARAMS, combine_splits, plan_splits, split_workspace, store_split
+from .triton_decode_attention import PARAMS, _attends, combine_splits, plan_splits, split_workspace, store_split
 from .triton_rope import _attention_prelude, _prelude_fits, normed_halves, rope_tables, rotate_halves
 
 
@@ -78,9 +78,8 @@ def prelude_attend_split(q_ptr, k_ptr, v_ptr, qw_ptr, kw_ptr, cos_ptr, sin_ptr, 
     # prelude first, the tile's loads waited behind 490 of its 1776 instructions; the H200 timed the kernel
     # at 9.5 us against 7.8 for the two it replaces).
     n = split * SPLIT_TILES * BLOCK_N + tl.arange(0, BLOCK_N)
-    valid = in_group & (n[None, :] < S) & (n[None, :] != slot)  # the slot's old row: never loaded
-    keep = tl.load(mask_ptr + b * s_mb + heads[:, None] * s_mh + n[None, :] * s_mn, mask=valid, other=0)
-    valid = valid & (keep != 0)
+    valid = _attends(mask_ptr, b, heads, g, n, S, s_mb, s_mh, s_mn, GROUP=GROUP, HAS_MASK=True)
+    valid = valid & (n[None, :] != slot)  # the slot's old row: never loaded
     kv_offs, kv_mask = tile_offsets(n, d, valid, S, D, slot, HOLE=True)
     k_tile = tl.load(k_base + kv_offs, mask=kv_mask, other=0.0)
     v_tile = tl.load(v_base + kv_offs, mask=kv_mask, other=0.0)
@@ -103,10 +102,9 @@ def prelude_attend_split(q_ptr, k_ptr, v_ptr, qw_ptr, kw_ptr, cos_ptr, sin_ptr, 
     m_i, l_i, acc = online_softmax_loaded(q, k_tile, v_tile, valid, m_i, l_i, acc, scale, PRECISION=PRECISION)
     for t in range(1, SPLIT_TILES):
         n = (split * SPLIT_TILES + t) * BLOCK_N + tl.arange(0, BLOCK_N)
-        valid = in_group & (n[None, :] < S) & (n[None, :] != slot)
-        keep = tl.load(mask_ptr + b * s_mb + heads[:, None] * s_mh + n[None, :] * s_mn, mask=valid, other=0)
-        m_i, l_i, acc = online_softmax_tile(q, k_base, v_base, n, d, valid & (keep != 0), m_i, l_i, acc, S,
-                                            scale, D=D, PRECISION=PRECISION, hole=slot, HOLE=True)
+        valid = _attends(mask_ptr, b, heads, g, n, S, s_mb, s_mh, s_mn, GROUP=GROUP, HAS_MASK=True)
+        m_i, l_i, acc = online_softmax_tile(q, k_base, v_base, n, d, valid & (n[None, :] != slot), m_i, l_i, acc,
+                                            S, scale, D=D, PRECISION=PRECISION, hole=slot, HOLE=True)
     # The new key, in the owner's sums only (the mask may leave it out, as the unfused attention would).
     attends = tl.load(mask_ptr + b * s_mb + heads * s_mh + slot * s_mn, mask=g < GROUP, other=0)
     attends = (g < GROUP) & (attends != 0) & own
