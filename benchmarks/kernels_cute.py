@@ -26,7 +26,9 @@ input copies totalling 4x the L2, so weights come from memory. "of copy" is the 
 moving the same bytes (read + written) over the kernel's time: the practical ceiling at that size;
 "of BW" is the kernel's bytes per second over a 2 GiB copy's. The issue's targets are checked per row:
 GEMV >= 90% of the copy, >= 80% of the bandwidth from 50 MB up, faster than triton; GEMM within 10% of
-cuBLAS. Writes kernels_cute.json and kernels_cute.md under --out; a case that fails is reported, not fatal.
+cuBLAS. Writes kernels_cute.json and kernels_cute.md under --out, rewritten after every row (a call cut at its
+time limit keeps what finished; `complete` is true once every part has run); a case that fails is reported, not
+fatal.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import argparse
 import datetime
 import itertools
 import json
+import os
 import platform
 import sys
 import time
@@ -122,8 +125,19 @@ def moved_bytes(inputs, n_out: int) -> int:
     return sum(x.numel() * x.element_size() for x in inputs) + inputs[0].shape[0] * n_out * 2
 
 
-def run_decode(m: int, bandwidth: float, tune: bool, only: str, gemm: bool = False) -> list[dict]:
-    rows = []
+def _keep(row: dict, rows: list[dict], save) -> None:
+    """A finished row: printed, added to `rows`, and the run's JSON rewritten (`save`), so that a call cut at
+    its time limit keeps every row it finished (12-04 night: a tuning run cut after three matrices kept only
+    its log)."""
+    rows.append(row)
+    print(json.dumps(row, default=str), flush=True)
+    if save is not None:
+        save()
+
+
+def run_decode(m: int, bandwidth: float, tune: bool, only: str, gemm: bool = False, rows=None,
+               save=None) -> list[dict]:
+    rows = [] if rows is None else rows
     for model, what, pattern, w_rows, k in decode_cases(m):
         if only and only not in model:
             continue
@@ -161,8 +175,7 @@ def run_decode(m: int, bandwidth: float, tune: bool, only: str, gemm: bool = Fal
                                   and (moved < 50e6 or row["of_bandwidth"] >= 0.8))
         except Exception as e:  # one broken case must not lose the others' figures
             row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
-        rows.append(row)
-        print(json.dumps(row, default=str), flush=True)
+        _keep(row, rows, save)
     return rows
 
 
@@ -181,8 +194,8 @@ def _split_row(pattern: str, inputs, tune: bool) -> dict | None:
     return row
 
 
-def run_prefill(only: str, tune: bool = False) -> list[dict]:
-    rows = []
+def run_prefill(only: str, tune: bool = False, rows=None, save=None) -> list[dict]:
+    rows = [] if rows is None else rows
     for model, what, pattern, m, n, k in prefill_cases():
         if only and only not in model:
             continue
@@ -204,12 +217,11 @@ def run_prefill(only: str, tune: bool = False) -> list[dict]:
             row["targets_met"] = cute_s <= 1.1 * cublas_s
         except Exception as e:
             row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
-        rows.append(row)
-        print(json.dumps(row, default=str), flush=True)
+        _keep(row, rows, save)
     return rows
 
 
-def whole_model(model: str, cache_len: int, steps: int) -> list[dict]:
+def whole_model(model: str, cache_len: int, steps: int, rows=None, save=None) -> list[dict]:
     """Decode tokens/s of `model` through `hoid.compile`: the same rewrite with the CuTe GEMVs, then with the
     Triton GEMVs, each set lacking the other's (the rest of the library unchanged)."""
     from decode import tokens_per_second  # benchmarks/ is on the path
@@ -224,7 +236,7 @@ def whole_model(model: str, cache_len: int, steps: int) -> list[dict]:
     graph = decode_step_graph(lm, cache_len)
     gemvs = {"cute": ["cute.linear", "cute.linear_add", "cute.linear_swiglu_merged"],
              "triton": ["triton.linear", "triton.linear_add", "triton.linear_swiglu_merged"]}
-    rows = []
+    rows = [] if rows is None else rows
     for mine, other in (("cute", "triton"), ("triton", "cute")):
         kernels = KernelSet.default()
         for kernel_id in gemvs[other]:
@@ -240,8 +252,7 @@ def whole_model(model: str, cache_len: int, steps: int) -> list[dict]:
                        gemv_nodes=sum(k in gemvs[mine] for k in used), kernels=sorted(set(used)))
         except Exception as e:
             row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
-        rows.append(row)
-        print(json.dumps(row, default=str), flush=True)
+        _keep(row, rows, save)
     return rows
 
 
@@ -291,22 +302,35 @@ def main() -> int:
     parts = set(args.parts.split(","))
     path = out / "kernels_cute.json"
     old = json.loads(path.read_text()) if path.exists() else {}
-    rows_of = lambda m: run_decode(m, bandwidth, args.tune, args.only, args.gemm)  # noqa: E731
-    decode = ([r for m in map(int, args.m.split(",")) for r in rows_of(m)] if "decode" in parts
-              else old.get("decode", []))
     hopper = torch.cuda.get_device_capability()[0] == 9
-    prefill = run_prefill(args.only, args.tune) if "prefill" in parts and hopper else old.get("prefill", [])
-    models = whole_model(args.model, 1024, args.steps) if "model" in parts else old.get("whole_model", [])
+    # the parts run start empty and fill row by row; the others keep their rows from the file
+    decode = [] if "decode" in parts else old.get("decode", [])
+    prefill = [] if "prefill" in parts and hopper else old.get("prefill", [])
+    models = [] if "model" in parts else old.get("whole_model", [])
     import cutlass
 
-    result = {"device": torch.cuda.get_device_name(),
-              "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-              "torch": torch.__version__, "cutlass_dsl": getattr(cutlass, "__version__", "?"),
-              "python": platform.python_version(), "copy_bandwidth": bandwidth, "tuned": args.tune,
-              "parts_run": sorted(parts), "timer": "hoid.measure.time_cuda: CUDA-graph replay, rotation past 4x L2",
-              "seconds_total": time.time() - start, "decode": decode, "prefill": prefill, "whole_model": models}
-    (out / "kernels_cute.json").write_text(json.dumps(result, indent=1, default=str))
-    (out / "kernels_cute.md").write_text(table(decode, prefill) + "\n")
+    def save(complete: bool = False) -> None:
+        """The JSON and its table as they stand, replaced whole (a kill leaves the last one intact)."""
+        result = {"device": torch.cuda.get_device_name(),
+                  "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+                  "torch": torch.__version__, "cutlass_dsl": getattr(cutlass, "__version__", "?"),
+                  "python": platform.python_version(), "copy_bandwidth": bandwidth, "tuned": args.tune,
+                  "parts_run": sorted(parts), "complete": complete,
+                  "timer": "hoid.measure.time_cuda: CUDA-graph replay, rotation past 4x L2",
+                  "seconds_total": time.time() - start, "decode": decode, "prefill": prefill, "whole_model": models}
+        for name, text in (("kernels_cute.json", json.dumps(result, indent=1, default=str)),
+                           ("kernels_cute.md", table(decode, prefill) + "\n")):
+            (out / f"{name}.tmp").write_text(text)
+            os.replace(out / f"{name}.tmp", out / name)
+
+    if "decode" in parts:
+        for m in map(int, args.m.split(",")):
+            run_decode(m, bandwidth, args.tune, args.only, args.gemm, rows=decode, save=save)
+    if "prefill" in parts and hopper:
+        run_prefill(args.only, args.tune, rows=prefill, save=save)
+    if "model" in parts:
+        whole_model(args.model, 1024, args.steps, rows=models, save=save)
+    save(complete=True)
     print(table(decode, prefill))
     for r in models:
         print(f"{r['model']} decode with the {r['gemvs']} GEMVs: "
