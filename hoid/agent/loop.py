@@ -135,6 +135,7 @@ class Runner:
         self.spend = Spend()  # the budget's clock starts with the call: opening the executor counts
         self.graph, self.budget, self.device, self.rules, self.k = graph, budget, device, rules, k
         self.finalist_timing: dict = {}  # what the last `best_finalist` spent: extraction, whole-graph timing
+        self.finalists_timed: list = []  # the last `best_finalist`'s (Finalist, Evidence) pairs
         self.proposers = proposers_for(agent)
         self._owns_journal = not isinstance(journal, Journal)
         self._opened_cache = None  # a cache given by path: this run opens it, and closes it
@@ -386,16 +387,27 @@ class Runner:
         start = time.perf_counter()
         self._apply_library(self.space, trial)
         on_trial = {a.signature() for a in trial.accepted}
-        finalists = self.space.extract(Allowed(self.cost, self.allowed | on_trial), k=self.k).finalists
+        # a batch's kernels, each also left out whole: a kernel's price is its time alone, and a fused one
+        # can lose in the graph what it wins alone (the H200's Qwen3-1.7B run of 2026-12-04 chose the fused
+        # norm + RoPE + attention, 125 us alone against the pair's 156, and its best graph timed 1.446 ms
+        # against the pair's 1.392 of the session before): the whole-graph measurement decides. Each kernel
+        # the best runs costs one more extraction (about a second for 28 layers) and one more whole-graph
+        # timing; the library's batch for Qwen3-1.7B runs 7. Alone, a kernel left out is the best so far.
+        ids = tuple(dict.fromkeys(a.spec.id for a in trial.accepted))
+        ablate = ids if len(ids) > 1 else ()
+        finalists = self.space.extract(Allowed(self.cost, self.allowed | on_trial), k=self.k,
+                                       without_kernels=ablate).finalists
         finalists = [f for f in {graph_hash(f.graph): f for f in finalists}.values()
                      if any(uses(f.graph, a.spec.id, a) for a in trial.accepted)]
         self.finalist_timing = {"extract_s": time.perf_counter() - start, "finalists": len(finalists)}
+        self.finalists_timed = []
         if not finalists:
             return None
         start = time.perf_counter()
         timed = measure_finalists(self.executor, [(f.graph, f.cost) for f in finalists])
         self.finalist_timing["measure_s"] = time.perf_counter() - start
-        return min(zip(finalists, timed, strict=True), key=lambda pair: pair[1].seconds)
+        self.finalists_timed = list(zip(finalists, timed, strict=True))
+        return min(self.finalists_timed, key=lambda pair: pair[1].seconds)
 
     def beats_best(self, candidate: Evidence, graph: Graph) -> tuple[bool, str, Evidence]:
         """Is `graph`, measured as `candidate`, faster than the best so far; why; and its evidence (timed again

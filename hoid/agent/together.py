@@ -9,7 +9,10 @@ Qwen3-1.7B on the H200), and a 1-minute `hoid.optimize` kept one library kernel.
     -> one whole-graph measurement of its finalists -> on a gain, keep those the best finalist uses
 
 Why passing over the others is sound: the batch's best finalist is feasible with any one unused kernel
-added beside the kept ones, so under the extraction's prices it could only tie alone. Without a gain (or
+added beside the kept ones, so under the extraction's prices it could only tie alone. Prices are times
+alone, and a kernel can lose in the graph what it wins alone (a fused kernel that breaks its neighbours'
+overlap): so the finalists include, for each kernel the cheapest runs, the cheapest without it
+(`Runner.best_finalist`), and one the measurement passed over is journaled with both times. Without a gain (or
 with fewer than two passing) nothing is decided here: the loop decides them one by one as any proposal,
 their checks and kernel measurements reused: a batch that gains nothing costs one extra measurement.
 A proposal its check rejects needs no measurement: it is journaled with why at once, so that a budget
@@ -70,6 +73,9 @@ def decide_together(run, proposer: str, proposals: list[Proposal], context: Cont
         if keep:
             said = f"kept, decided together with the {len(passed)} of {proposer}'s that passed: {why}" + (
                 "" if measured else " (modelled: provisional, not stored)")
+        elif (timed_with := _fastest_using(run.finalists_timed, proposal.kernel.id, region)) is not None:
+            said = (f"decided together, measured: the best graph without it ran {best_e.seconds * 1e3:.4g} ms, "
+                    f"the best with it {timed_with * 1e3:.4g} ms (of the {len(passed)} of {proposer}'s that passed)")
         else:  # the batch's optimum is feasible with this one and the kept alone: it could only tie
             said = f"decided together: the extraction over all {len(passed)} of {proposer}'s that passed chose others"
         said += retried_note(result)
@@ -85,6 +91,13 @@ def decide_together(run, proposer: str, proposals: list[Proposal], context: Cont
                            kind=getattr(result.verdict, "kind", None))
     run.keep_graph(best_f.graph, best_e, attempt)
     return rejected | {key for _, key, _, _ in passed}
+
+
+def _fastest_using(timed: list[tuple], kernel_id: str, region) -> float | None:
+    """The fastest whole-graph seconds among the timed finalists that run `kernel_id` at `region`; None when
+    none does (then the extraction, not the measurement, passed it over)."""
+    times = [evidence.seconds for finalist, evidence in timed if uses(finalist.graph, kernel_id, region)]
+    return min(times, default=None)
 
 
 def _record_unreached(run, proposer: str, passed: list[tuple], why: str) -> set[str]:

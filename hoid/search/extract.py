@@ -11,7 +11,9 @@ with a constraint and the program re-solved. When the solver fails, or its time 
 answer than greedy's, a greedy DAG extractor answers instead, and the result says so.
 
 Top-k: the best extraction, then one re-extraction per hottest chosen e-class with its chosen e-node
-banned, so a whole-graph measurement can decide between close candidates.
+banned, so a whole-graph measurement can decide between close candidates; and, for each named group of
+e-nodes the best uses (a kernel's every e-node: `SearchSpace.extract(without_kernels=...)`), the best
+extraction without any of the group, so that the measurement also decides what prices alone cannot.
 """
 
 from __future__ import annotations
@@ -315,19 +317,28 @@ def extract(problem: Problem, *, time_limit: float = 10.0) -> Extraction:
     return Extraction(problem.unfold(choice), total_cost(problem, choice), method, note=note)
 
 
-def top_k(problem: Problem, k: int, *, time_limit: float = 10.0) -> list[Extraction]:
+def top_k(problem: Problem, k: int, *, groups: dict[str, set[str]] | None = None,
+          time_limit: float = 10.0) -> list[Extraction]:
     """The best extraction, then for each of the k hottest chosen classes (with an alternative) the best
-    extraction with that class's chosen e-node banned; sorted by cost, duplicates removed."""
+    extraction with that class's chosen e-node banned, and for each of `groups` (name -> e-node ids) the best
+    uses, the best extraction with the whole group banned (`banned`: the group's name); sorted by cost,
+    duplicates removed."""
     best = extract(problem, time_limit=time_limit)
     results = [best]
     hot = sorted(best.choice.items(), key=lambda item: -problem.costs[item[1]])
-    alternatives = [(c, n) for c, n in hot if len(problem.classes.get(c, ())) > 1][:k]
-    for _cls, node in alternatives:
+    alternatives = [((node,), {node}) for c, node in hot if len(problem.classes.get(c, ())) > 1][:k]
+    chosen = set(best.choice.values())
+    for name, nodes in (groups or {}).items():
+        # with the projections that stand for one of them (`Problem.folded`): banned, a kernel is banned whole
+        nodes = set(nodes) | {n for n, (_, inner) in problem.folded.items() if inner in nodes}
+        if chosen & nodes:
+            alternatives.append(((name,), nodes))
+    for banned, nodes in alternatives:
         try:
-            other = extract(problem.without({node}), time_limit=time_limit)
+            other = extract(problem.without(nodes), time_limit=time_limit)
         except ValueError:
-            continue  # nothing else can compute this class
-        other.banned = (node,)
+            continue  # nothing else can compute one of these classes
+        other.banned = banned
         if all(other.choice != r.choice for r in results):
             results.append(other)
     results.sort(key=lambda e: e.cost if math.isfinite(e.cost) else math.inf)

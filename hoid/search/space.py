@@ -20,7 +20,7 @@ from .encode import encode
 from .extract import Method, Problem, top_k
 from .limits import Limits, SaturationReport, saturate
 from .rules import RuleSet
-from .snapshot import OUT, Snapshot
+from .snapshot import KERNEL, OUT, Snapshot
 
 
 @dataclass
@@ -119,16 +119,23 @@ class SearchSpace:
                        eclass={n: e.eclass for n, e in snapshot.nodes.items()}, costs=costs, roots=roots,
                        folded=folded, free=frozenset(weight_only))
 
-    def extract(self, cost: CostModel | None = None, *, k: int = 0, time_limit: float = 10.0) -> Extracted:
-        """The cheapest graph under `cost` (the analytic H200 model by default) and k more finalists. A cost
-        model with a `prepare(kernels)` (one that prices choices, `PricedCost`) is first given the kernels the
-        e-graph holds: which of them are measured on both sides decides how their regions are priced."""
+    def extract(self, cost: CostModel | None = None, *, k: int = 0, without_kernels: tuple[str, ...] = (),
+                time_limit: float = 10.0) -> Extracted:
+        """The cheapest graph under `cost` (the analytic H200 model by default) and k more finalists, and for
+        each kernel id of `without_kernels` that the cheapest runs, the cheapest that runs it nowhere (its
+        `banned`: that id). A cost model with a `prepare(kernels)` (one that prices choices, `PricedCost`) is
+        first given the kernels the e-graph holds: which of them are measured on both sides decides how their
+        regions are priced."""
         snapshot = self.snapshot()
         if (prepare := getattr(cost, "prepare", None)) is not None:
             prepare(self.encoding.kernels)
         problem = self.problem(snapshot, cost or AnalyticCost())
+        groups: dict[str, set[str]] = {kernel_id: set() for kernel_id in without_kernels}
+        for nid, node in snapshot.nodes.items():
+            if node.op == KERNEL and (kernel_id := self.encoding.kernels[node.attrs["key"]].kernel) in groups:
+                groups[kernel_id].add(nid)
         result = Extracted()
-        for ex in top_k(problem, k, time_limit=time_limit):
+        for ex in top_k(problem, k, groups=groups, time_limit=time_limit):
             graph = decode(snapshot, self.encoding, ex.choice)
             result.finalists.append(Finalist(graph, ex.cost, ex.method, ex.banned))
         return result

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 import hoid
-from hoid.agent.executor import LocalExecutor
+from hoid.agent.executor import Evidence, LocalExecutor
+from hoid.ir import GraphBuilder
 from hoid.kernels import KernelSpec
 from hoid.kernels.pattern import op_pattern
 from hoid.measure.devices import get_device
@@ -137,3 +138,53 @@ def test_a_batch_that_gains_nothing_as_the_budget_ends_is_journaled_with_its_out
         assert attempt["verdict"] == "passed" and not attempt["kept"] and "gained nothing" in attempt["why"]
         assert attempt["kernel_s"] is not None  # its measurement, which the batch made, kept with it
     assert opt.report.stop_reason == "budget spent: 10 minutes"
+
+
+MID_RMSNORM = KernelSpec(id="test.mid_rmsnorm", pattern=op_pattern("rmsnorm", 2), backend="torch", launch=_rmsnorm,
+                         deterministic=True)
+
+
+class InContext(Priced):
+    """Priced, and a graph that runs `slow_in_graph` anywhere is slower whole than its prices add up to: what a
+    fused kernel that breaks its neighbours' overlap does on the GPU (a stand-in for the measurement)."""
+
+    def __init__(self, prices, slow_in_graph: str, **kw):
+        super().__init__(prices, **kw)
+        self.slow_in_graph = slow_in_graph
+
+    def measure_graph(self, graph, *, modelled=None, **kw):
+        evidence = super().measure_graph(graph, modelled=modelled, **kw)
+        if any(n.op == "kernel" and n.attrs["kernel"] == self.slow_in_graph for n in graph.nodes):
+            return Evidence(evidence.seconds + 1e-3, evidence.evidence, evidence.method)
+        return evidence
+
+
+def _two_norms():
+    """x -> rmsnorm -> rmsnorm (two weights): two regions of one signature, so banning one e-class's choice
+    (the top-k's hot classes) cannot take a kernel out of the graph."""
+    gen = torch.Generator().manual_seed(0)
+    b = GraphBuilder("two_norms")
+    y = b.input("x", (64, 256), "f32")
+    for i in range(2):
+        w = b.weight(f"w{i}", (256,), "f32", 1 + 0.1 * torch.randn(256, generator=gen))
+        y = b.mul(w, b.mul(y, b.rsqrt(b.add(b.mean(b.pow(y, 2.0), dim=[-1], keepdim=True), 1e-6))))
+    return b.build(y)
+
+
+def test_a_kernel_cheapest_alone_but_slower_in_the_graph_is_measured_out_with_both_times(tmp_path):
+    # the fast one is cheapest by its price everywhere; the finalists (k=0: the cheapest only, before the
+    # batch's kernels were also left out one at a time) now include the cheapest without it, and the
+    # whole-graph measurement, which says the fast one is slower in context, decides
+    prices = {FAST_RMSNORM.id: 1e-8, MID_RMSNORM.id: 2e-8}
+    events = []
+    opt = hoid.optimize(_two_norms(), agent=[Batch("p", FAST_RMSNORM, MID_RMSNORM)], device="h200", k=0,
+                        journal=tmp_path / "j.sqlite", store=False, trials=4, progress=events.append,
+                        executor=InContext(prices, slow_in_graph=FAST_RMSNORM.id))
+    attempts = {a["kernel"]: a for a in opt.report.attempts}
+    [event] = [e for e in events if e["kind"] == "together"]
+    assert event["kept"] and event["finalists"] == 2
+    kernels = {n.attrs["kernel"] for n in opt.graph.nodes if n.op == "kernel"}
+    assert kernels == {MID_RMSNORM.id}
+    fast = attempts[FAST_RMSNORM.id]
+    assert not fast["kept"] and "measured: the best graph without it ran" in fast["why"]
+    assert attempts[MID_RMSNORM.id]["kept"]

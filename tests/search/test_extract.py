@@ -142,3 +142,19 @@ def test_weight_only_classes_are_free_and_left_out_of_the_ilp():
     assert problem.free and all(c in problem.free for c in free_choice(problem))
     out = space.extract()
     assert out.cost > 0 and compare_graphs(mixed, out.graph, exact=True) is None
+
+
+def test_top_k_leaves_a_group_out_whole_with_the_projections_that_stand_for_it():
+    # two classes, each computed by the kernel "k" (through a folded projection in "b") or by a dearer op;
+    # banning one class's choice keeps "k" in the other, leaving the group out takes it out of both
+    problem = Problem(classes={"a": ["k1", "op1"], "b": ["out2", "op2"], "t": ["k2"], "x": ["leaf"]},
+                      children={"k1": ("x",), "op1": ("x",), "out2": ("a",), "op2": ("a",), "k2": ("a",),
+                                "leaf": ()},
+                      eclass={"k1": "a", "op1": "a", "out2": "b", "op2": "b", "k2": "t", "leaf": "x"},
+                      costs={"k1": 1.0, "op1": 2.0, "out2": 1.0, "op2": 2.0, "k2": 1.0, "leaf": 0.0},
+                      roots=("b",), folded={"out2": ("t", "k2")})
+    [best, without] = top_k(problem, 0, groups={"k": {"k1", "k2"}, "unused": {"op1"}})
+    assert {"k1", "out2", "k2"} <= set(best.choice.values()) and best.cost == 2.0
+    assert without.banned == ("k",) and without.cost == 4.0
+    assert not {"k1", "out2", "k2"} & set(without.choice.values())
+    assert len(top_k(problem, 0, groups={"unused": {"op1"}})) == 1  # a group the best does not run: no finalist
