@@ -9,29 +9,7 @@ The search tests whose outcome depends on such a kernel's price are expected to 
 
 import pytest
 
-AWAITING_PRICES: dict[str, str] = {
-    # loads first, stores last (`test_triton_build`'s LOADS_AFTER_STORES): v's rows and the slot read before
-    # the rotation; the norm's weight before the sum's store and the reduction
-    "triton.rope_cache": "2026-12-04 night: v's rows and the slot read first; the rotation shared (normed_halves)",
-    "triton.qk_norm_rope_cache": "2026-12-04 night: v's rows and the slot read first; the rotation shared",
-    "triton.rmsnorm": "2026-12-04 night: the weight read before the reduction",
-    "triton.add_rmsnorm": "2026-12-04 night: the weight read before the sum's store and the reduction",
-    # the first tile loaded before the prelude, the new rows stored last, the halves read whole (its 12-04
-    # build waited on a store and 490 instructions before its first key load: 9.5 us against 7.8 for the pair)
-    "triton.qk_norm_rope_attention": "2026-12-04 night: the first tile loaded early, the new rows stored last",
-    "triton.rope_attention": "2026-12-04 night: the first tile loaded early, the new rows stored last",
-    # the first tile's K and V loaded together (V waited for the scores), and the combine's partials read with
-    # the log-sum-exps, before their max (not after its reduction)
-    "triton.decode_attention": "2026-12-04 night: K and V loaded together; the combine's partials read early",
-    "triton.decode_attention_nomask": "2026-12-04 night: K and V loaded together; the combine's partials early",
-    # the residual read before the walk along K, not after the sums (a round trip to memory at the end)
-    "cute.linear_add": "2026-12-04 night: the residual read early",
-    "triton.linear_add": "2026-12-04 night: the residual read early",
-    "cute.linear_add_split": "2026-12-04 night: the residual read early",
-    # the prompts' graphs only (no decode step has 16 rows): `prices-awaiting` measures them with the prefill's
-    "cute.gemm_linear": "2026-12-04 night: split-K where the tiles leave the multiprocessors idle",
-    "cute.gemm_linear_add": "2026-12-04 night: split-K where the tiles leave the multiprocessors idle",
-}
+AWAITING_PRICES: dict[str, str] = {}
 
 
 def awaiting(kernel_id: str):
