@@ -389,10 +389,11 @@ class Runner:
         on_trial = {a.signature() for a in trial.accepted}
         # a batch's kernels, each also left out whole: a kernel's price is its time alone, and a fused one
         # can lose in the graph what it wins alone (the H200's Qwen3-1.7B run of 2026-12-04 chose the fused
-        # norm + RoPE + attention, 125 us alone against the pair's 156, and its best graph timed 1.446 ms
-        # against the pair's 1.392 of the session before): the whole-graph measurement decides. Each kernel
-        # the best runs costs one more extraction (about a second for 28 layers) and one more whole-graph
-        # timing; the library's batch for Qwen3-1.7B runs 7. Alone, a kernel left out is the best so far.
+        # norm + RoPE + attention, 7.03 us alone against the pair's 7.08, and every finalist ran it; the next
+        # run's finalist without it timed 1.38 ms whole against 1.457 with it): the whole-graph measurement
+        # decides. Each kernel the best runs costs one more extraction and one more whole-graph timing (the
+        # library's batch for Qwen3-1.7B on the H200: 10 finalists instead of 4, 13.7 s of extraction and
+        # 8.4 of timing instead of 3.7 and 3.2). Alone, a kernel left out is the best so far: none.
         ids = tuple(dict.fromkeys(a.spec.id for a in trial.accepted))
         ablate = ids if len(ids) > 1 else ()
         finalists = self.space.extract(Allowed(self.cost, self.allowed | on_trial), k=self.k,

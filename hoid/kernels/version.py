@@ -37,7 +37,7 @@ from pathlib import Path
 
 LIBRARY = "hoid.kernels.library"
 # Imported by kernel modules for their `build` checks, never run by a launch (see the module doc).
-BUILD_ONLY = frozenset({f"{LIBRARY}._triton_build"})
+BUILD_ONLY = frozenset({f"{LIBRARY}._triton_build", f"{LIBRARY}._ptxas"})
 
 
 def kernel_version(launch: Callable, source: str | None = None) -> str:

@@ -9,7 +9,13 @@ The search tests whose outcome depends on such a kernel's price are expected to 
 
 import pytest
 
-AWAITING_PRICES: dict[str, str] = {}
+AWAITING_PRICES: dict[str, str] = {
+    # the prompts' graphs only (no decode step has 16 rows): `prices-awaiting` measures them with the prefill's.
+    # WGMMAs no longer serialized (a count of K tiles known when built), 128-row tiles in two warpgroups, the
+    # tile rule of half a wave
+    "cute.gemm_linear": "2026-12-04 ablation session: WGMMAs unserialized, 128 x 128 in two warpgroups",
+    "cute.gemm_linear_add": "2026-12-04 ablation session: WGMMAs unserialized, 128 x 128 in two warpgroups",
+}
 
 
 def awaiting(kernel_id: str):

@@ -49,17 +49,20 @@ TILES = ((128, 256), (128, 128), (64, 128), (64, 64))
 
 
 def choose(m: int, n: int, k: int, tile_m="auto", tile_n="auto", stages="auto", split_k="auto") -> dict:
-    """The largest tile of `TILES` of which there are enough to fill the multiprocessors, else the smallest
-    (the most tiles); as many stages as shared memory holds, at most 6. Why smaller tiles: on the H200
-    (benchmarks/results/kernels_cute.md, 12-04) the 128 x 128 tiles left most of the GPU idle at a prompt of
-    128 tokens: Qwen3-1.7B's o projection is 16 of them (29.7 us against cuBLAS's 8.6), its QKV 32 (14.5
-    against 8.3), where the 96 of gate/up came within 0.86x. 64-row tiles take one warpgroup, whose
-    WGMMAs cover them once. Where `tile_m` or `tile_n` is given, the rule picks among the tiles that have it;
-    where both are, they stand (128 x 64 too). Split-K where the tiles fill at most half the multiprocessors:
-    doubled while the splits still fit one wave and each keeps 4 K tiles or more (at most 4 splits)."""
+    """The largest tile of `TILES` of which there are at least half a wave (`SMS` / 2), else the smallest (the
+    most tiles); as many stages as shared memory holds, at most 6. Measured on the H200 (kernels_cute, 12-04):
+    128 x 128 tiles left most of the GPU idle at a prompt of 128 tokens (Qwen3-1.7B's o projection: 16 of them,
+    29.7 us against cuBLAS's 8.6; 64 x 64 tiles in two splits of K: 14.4), but a second wave of 64-row tiles
+    lost to a wave of 128-row ones three-quarters full: gate/up at a prompt of 128, 96 tiles of 128 x 128,
+    18.9 us against 34.6 as 192 of 64 x 128 (each weight tile read twice); at a prompt of 1024 the o and down
+    projections, 128 tiles of 128 x 128, 31.4 and 56.4 against 41.9 and 98.2 as 64 x 128. 64-row tiles take
+    one warpgroup, whose WGMMAs cover them once. Where `tile_m` or `tile_n` is given, the rule picks among the
+    tiles that have it; where both are, they stand (128 x 64 too). Split-K where the tiles fill at most half
+    the multiprocessors: doubled while the splits still fit one wave, divide the K tiles evenly and keep 4 or
+    more each (at most 4 splits)."""
     if tile_m == "auto" or tile_n == "auto":  # every tile_m and tile_n of PARAMS is in some tile of TILES
         fits = [t for t in TILES if tile_m in ("auto", t[0]) and tile_n in ("auto", t[1])]
-        tile_m, tile_n = next((t for t in fits if -(-m // t[0]) * -(-n // t[1]) >= SMS), fits[-1])
+        tile_m, tile_n = next((t for t in fits if -(-m // t[0]) * -(-n // t[1]) * 2 >= SMS), fits[-1])
     per_stage = (tile_m + tile_n) * TILE_K * 2
     if stages == "auto":
         stages = max(2, min(6, (SMEM_BYTES - 1024) // per_stage))
@@ -70,11 +73,13 @@ def choose(m: int, n: int, k: int, tile_m="auto", tile_n="auto", stages="auto", 
     tiles, k_tiles = -(-m // tile_m) * -(-n // tile_n), -(-k // TILE_K)
     if split_k == "auto":
         split_k = 1
-        while tiles * split_k * 2 <= SMS and k_tiles >= 4 * split_k * 2 and split_k < 4:
+        while (tiles * split_k * 2 <= SMS and k_tiles >= 4 * split_k * 2 and k_tiles % (split_k * 2) == 0
+               and split_k < 4):
             split_k *= 2
-    elif (split_k - 1) * -(-k_tiles // split_k) >= k_tiles:
-        raise ValueError(f"cute GEMM: split_k={split_k} over {k_tiles} K tiles of {TILE_K} leaves a split without "
-                         f"one: at most {max(1, k_tiles // 2)} splits here")
+    elif k_tiles % split_k:
+        even = [s for s in (1, 2, 4) if k_tiles % s == 0]
+        raise ValueError(f"cute GEMM: split_k={split_k} does not divide the {k_tiles} K tiles of {TILE_K} evenly (the "
+                         f"kernel's count of K tiles per split is fixed when it is built): {even} do here")
     return {"tile_m": tile_m, "tile_n": tile_n, "stages": stages, "split_k": split_k}
 
 
@@ -89,10 +94,10 @@ def _kernels(cutlass, cute, driver):
         def __init__(self, epilogue: str, tile_m: int, tile_n: int, stages: int, split: int):
             self.epilogue, self.stages, self.split = epilogue, stages, split
             self.tile = (tile_m, tile_n, TILE_K)
-            # Two warpgroups split a 128 x 256 tile's accumulator (one would hold 256 floats a thread and
-            # spill); smaller tiles take one, which runs its 64-row WGMMAs twice down a 128-row tile, once
-            # down a 64-row one (64 x 256: 128 floats a thread, as CUTLASS's one-warpgroup tiles hold).
-            self.atoms = (2, 1, 1) if tile_m == 128 and tile_n > 128 else (1, 1, 1)
+            # Two warpgroups split a 128-row tile, 64 rows each: one would hold 256 floats a thread at 128 x 256
+            # and spill, and at 128 x 128 its 128 floats with the residual epilogue took ptxas's 255 registers
+            # and spilled (12-04). A 64-row tile takes one warpgroup (64 x 128: 64 floats a thread).
+            self.atoms = (2, 1, 1) if tile_m == 128 else (1, 1, 1)
             self.threads = 128 * self.atoms[0]
 
         @cute.jit
@@ -162,10 +167,13 @@ def _kernels(cutlass, cute, driver):
             acc = cute.make_rmem_tensor(thr.partition_C(gc).shape, cutlass.Float32)
             pipeline.pipeline_init_wait(cluster_shape_mn=(1, 1))
 
-            # this split's run of the K tiles (all of them with one split); `choose` leaves none empty
-            per_split = (cute.size(ga, mode=[2]) + self.split - 1) // self.split
-            k_first = bz * per_split
-            k_tiles = cutlass.min(per_split, cute.size(ga, mode=[2]) - k_first)
+            # this split's run of the K tiles (all of them with one split): as many in each split (`choose`
+            # splits only what divides evenly), a count known when compiled. Counted at run time (a shorter
+            # last split), ptxas serialized every WGMMA of every build, one split or four (its warning C7514:
+            # the accumulator read between a WGMMA's start and end), and the H200 timed 128 x 128 tiles at
+            # 58.2 us against 33.9 before (Qwen3-1.7B's QKV at a prompt of 1024; kernels_cute, 12-04)
+            k_tiles = cute.size(ga, mode=[2]) // self.split
+            k_first = bz * k_tiles
             put = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
             if warp == 0:  # fill the ring
                 for _ in cutlass.range(cutlass.min(self.stages, k_tiles), unroll=1):
@@ -317,10 +325,10 @@ def launch_linear_add(x, w, residual, out, **params) -> None:
 
 # --- builds without a GPU ----------------------------------------------------------------------------
 
-# One build per tile "auto" picks at the issue's targets: 128 x 256 (4096^3), 128 x 128 (Qwen3-1.7B's QKV
-# at prompt 1024), 64 x 128 (its o projection there, with the residual; its gate/up at prompt 128) and
-# 64 x 64 (its QKV at prompt 128; its o projection there, with the residual, in two splits of K).
-BUILD_SHAPES = {"none": ((4096, 4096, 4096), (1024, 2048, 4096), (128, 2048, 4096)),
+# One build per tile "auto" picks (m, k, n): 128 x 256 (4096^3; Qwen3-1.7B's QKV at a prompt of 1024), 64 x 128
+# (its QKV at a prompt of 256), 64 x 64 (its QKV at a prompt of 128), 128 x 128 with the residual (its o
+# projection at a prompt of 1024) and 64 x 64 with the residual in two splits of K (the same at 128).
+BUILD_SHAPES = {"none": ((4096, 4096, 4096), (256, 2048, 4096), (128, 2048, 4096)),
                 "add": ((1024, 2048, 2048), (128, 2048, 2048))}
 
 

@@ -106,6 +106,17 @@ def test_gemm_matches_float64_at_prefill_shapes(shape):
     assert_matches(all_kernels()[kernel_id], _inputs(m, n, k, residual, seed=3), {})
 
 
+@pytest.mark.skipif(torch.cuda.is_available() and not _is_hopper(), reason="WGMMA: sm_90 only")
+@pytest.mark.parametrize("tile", [(128, 256), (128, 128), (64, 128), (64, 64)], ids=lambda t: f"{t[0]}x{t[1]}")
+def test_every_tile_of_the_gemm_matches_float64_with_its_residual(tile):
+    # 128-row tiles take two warpgroups, 64 rows each (128 x 128 took one until 12-04: it spilled); tails in M
+    # and N, and K in two splits as given
+    params = {"tile_m": tile[0], "tile_n": tile[1]}
+    inputs = _inputs(200, 384, 1024, True, seed=5)
+    assert_matches(all_kernels()["cute.gemm_linear_add"], inputs, {}, params)
+    assert_matches(all_kernels()["cute.gemm_linear_add"], inputs, {}, {**params, "split_k": 2})
+
+
 _SIXTEEN_ROWS = """
 import torch
 from hoid.kernels import all_kernels
