@@ -111,6 +111,8 @@ def test_the_gemv_builds_for_arch(kernel_id, arch):
         assert b.count("ld.global.v4") >= 2 and b.count("ld.global.v4") == b.count("ld.global.") - b.count(
             "ld.global.b16") - b.count("ld.global.u16"), b.kernel
         assert b.count("shfl.sync.bfly") >= 5, b.kernel  # the warp's butterfly reduction
+        report = ptxas_report(b.ptx, b.ptx_target)  # the assembler's word: no spill
+        assert re.search(r"\b0 bytes spill stores, 0 bytes spill loads", report), (b.kernel, report)
     # The decode shape with PDL, waiting first and reading the weight ahead (test_cute_pdl checks their PTX).
     assert [b.kernel.rsplit(".", 1)[-1] for b in builds if b.count("griddepcontrol.wait")] == ["pdl", "pdl_early"]
 
