@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ...ir import TensorType
+from ._ptxas import ptxas_report
 from ._triton_compile import TritonKernel, interpreting, require_triton, triton
 
 # Triton's names for the pointer element types of the IR dtypes.
@@ -64,6 +65,8 @@ class BuiltKernel:
     griddep: int = 0
     loads_before_wait: int = 0
     loads_after_store: int = 0
+    spilled_bytes: int = 0  # ptxas's spill stores and loads together: 0 where every value stays in registers
+    ptxas_warnings: tuple[str, ...] = ()  # what ptxas warned of (C7514: WGMMAs serialized, and the like)
 
 
 def compile_for(kernel: TritonKernel, arch: str, signature: dict[str, str], constexprs: dict[str, Any],
@@ -127,9 +130,12 @@ def _build(kernel: TritonKernel, arch, signature, constexprs, num_warps, num_sta
     griddep = len(re.findall(r"\bgriddepcontrol\.(?:wait|launch_dependents)\b", built.asm["ptx"]))
     ahead = built.asm["ptx"].split("griddepcontrol.wait")[0] if griddep else ""
     behind = built.asm["ptx"].split("st.global", 1)[1] if "st.global" in built.asm["ptx"] else ""
+    report = ptxas_report(built.asm["ptx"], target)
+    spilled = sum(int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", report))
+    warned = tuple(line.strip() for line in report.splitlines() if re.search(r"warning|\(C\d{4}\)", line))
     return BuiltKernel(kernel.name, arch, target, built.metadata.shared, built.metadata.num_warps, async_loads,
                        wide, len(loads) - wide, griddep, len(re.findall(r"\bld\.global", ahead)),
-                       len(re.findall(r"\bld\.global", behind)))
+                       len(re.findall(r"\bld\.global", behind)), spilled, warned)
 
 
 class _CompileServer:
@@ -162,7 +168,7 @@ class _CompileServer:
                 answer = json.loads(line[len(self._ANSWER):])
                 if "error" in answer:
                     raise RuntimeError(f"building {name} for {arch} failed:\n{answer['error']}")
-                return BuiltKernel(**answer)
+                return BuiltKernel(**{**answer, "ptxas_warnings": tuple(answer.get("ptxas_warnings", ()))})
         raise RuntimeError(f"the build process died while building {name} for {arch} (its stderr is above)")
 
 
