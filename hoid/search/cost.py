@@ -24,6 +24,7 @@ from ..errors import GraphError
 from ..ir import TensorType
 from ..ir.graph import attr_key
 from ..ir.ops.kernel import KernelImpl
+from ..ir.registry import get_op
 from ..measure.devices import H200, Device
 from ..measure.roofline import op_floor, op_time
 from .snapshot import ABSENT, INPUT, KERNEL, OUT, ENode, Snapshot
@@ -209,7 +210,8 @@ def weight_only_classes(snapshot: Snapshot, weights: set[str]) -> set[str]:
 
 
 def op_call(snapshot: Snapshot, node: ENode, kernels: Mapping[str, KernelImpl]) -> OpCall:
-    """The call an e-node makes, with the types of its classes."""
+    """The call an e-node makes, with the types of its classes (a reshape's operand with its layout where
+    that is known: `operand_type`)."""
     operands = snapshot.operands(node)
     results = ([snapshot.outputs_of[node.eclass][i] for i in sorted(snapshot.outputs_of[node.eclass])]
                if node.eclass in snapshot.outputs_of else [node.eclass])
@@ -217,7 +219,7 @@ def op_call(snapshot: Snapshot, node: ENode, kernels: Mapping[str, KernelImpl]) 
     if untyped:
         raise GraphError(f"an e-node {node.op} uses or computes e-class {untyped[0]}, which has no shape or dtype "
                          "fact: a rule created a term without setting them (see rules/layout.py for how)")
-    inputs = tuple(snapshot.types[c] for c in operands)
+    inputs = tuple(operand_type(snapshot, node, c) for c in operands)
     outputs = tuple(snapshot.types[c] for c in results)
     if node.op == KERNEL:
         return OpCall("kernel", inputs, outputs, kernels[node.attrs["key"]].node_attrs())
@@ -255,6 +257,29 @@ def _call_key(snapshot: Snapshot, node: ENode) -> tuple:
     types = snapshot.types
     results = (tuple(snapshot.outputs_of[node.eclass][i] for i in sorted(snapshot.outputs_of[node.eclass]))
                if node.eclass in snapshot.outputs_of else (node.eclass,))
-    return (node.op, tuple(types.get(c) for c in snapshot.operands(node)), tuple(types.get(c) for c in results),
-            attr_key(node.attrs))
+    return (node.op, tuple(operand_type(snapshot, node, c) for c in snapshot.operands(node)),
+            tuple(types.get(c) for c in results), attr_key(node.attrs))
+
+
+# Views that change a layout: after them a reshape may find no view and copy.
+_PERMUTING = ("transpose", "permute")
+
+
+def operand_type(snapshot: Snapshot, node: ENode, cls: str) -> TensorType | None:
+    """`cls`'s type as `node` reads it. The e-graph's types carry no layout, so a reshape would always be
+    priced as a view; where every e-node of its operand's class permutes a class (taken as contiguous) into
+    one same layout, the reshape is priced with it: a copy where no view can express the result, as torch's
+    reshape does. That copy is what a kernel writing the reshaped layout itself saves (the attention's heads
+    merged after a prefill: one copy a layer, `triton.prefill_attention_merged`), and priced free the kernel
+    could only tie."""
+    base = snapshot.types.get(cls)
+    if node.op != "reshape" or base is None:
+        return base
+    layouts = set()
+    for producer in snapshot.enodes(cls):
+        inner = snapshot.operands(producer)
+        if producer.op not in _PERMUTING or len(inner) != 1 or snapshot.types.get(inner[0]) is None:
+            return base
+        layouts.add(get_op(producer.op).infer([snapshot.types[inner[0]]], dict(producer.attrs)).strides)
+    return TensorType(base.shape, base.dtype, layouts.pop()) if len(layouts) == 1 else base
 

@@ -16,6 +16,7 @@ too) against the pattern built at the matched types.
 
 from __future__ import annotations
 
+import itertools
 import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -72,6 +73,49 @@ def match(snapshot: Snapshot, pattern: Graph, value, cls: str, bind: dict, exact
             bind.update(trial)
             return True
     return False
+
+
+def match_all(snapshot: Snapshot, pattern: Graph, value, cls: str, bind: dict, exact: bool):
+    """Every extension of `bind` under which `value` of `pattern` is computed by e-class `cls`: `match`'s
+    bindings, all of them (each a new dict), where `match` keeps the first. A class holds equivalent e-nodes
+    over different inputs (a prompt's attention over the caches as stored, grouped, beside the one over the
+    expanded heads that transformers writes): the first alone gave a fused pattern the signature of the
+    expanded one only, whose expansion copies."""
+    if value.name in bind:
+        if bind[value.name] == cls:
+            yield bind
+        return
+    found = _index(pattern).get(value.name)
+    if found is None:
+        yield {**bind, value.name: cls}
+        return
+    producer, index, position, attrs = found
+    candidates = list(snapshot.enodes(cls))
+    if len(producer.outputs) > 1:
+        candidates = [t for o in candidates if o.op == OUT and o.attrs["index"] == index
+                      for t in snapshot.enodes(o.children[0])]
+    for enode in candidates:
+        kids = snapshot.operands(enode)
+        if enode.op != producer.op or len(kids) != len(producer.inputs):
+            continue
+        if exact and attr_key(enode.attrs) != attrs:
+            continue
+        yield from _all_operands(snapshot, pattern, list(zip(producer.inputs, kids, strict=True)),
+                                 {**bind, value.name: cls, (NODE, position): enode}, exact)
+
+
+def _all_operands(snapshot: Snapshot, pattern: Graph, pairs: list, bind: dict, exact: bool):
+    if not pairs:
+        yield bind
+        return
+    (value, cls), rest = pairs[0], pairs[1:]
+    for extended in match_all(snapshot, pattern, value, cls, bind, exact):
+        yield from _all_operands(snapshot, pattern, rest, extended, exact)
+
+
+# A root class's structural matches read, at most: each is a signature to build and match exactly, and a class
+# of many equivalent e-nodes under many more could make thousands of the same few signatures.
+MAX_MATCHES_PER_ROOT = 16
 
 
 # pattern id -> (pattern, {value name: (producer, output index, node position, attr key)}): `match` runs per
@@ -213,8 +257,8 @@ def _rooted_matches(snapshot: Snapshot, example: Graph, rooted: list[int], by_op
     for i in rooted:
         out = example.outputs[i]
         for cls in dict.fromkeys(n.eclass for n in by_op.get(example.producers()[out.name].op, ())):
-            bind: dict = {}
-            if match(snapshot, example, out, cls, bind, exact=False):
+            for bind in itertools.islice(match_all(snapshot, example, out, cls, {}, exact=False),
+                                         MAX_MATCHES_PER_ROOT):
                 yield {i: cls}, bind
 
 

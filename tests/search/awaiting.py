@@ -15,6 +15,8 @@ AWAITING_PRICES: dict[str, str] = {
     # tile rule of half a wave
     "cute.gemm_linear": "2026-12-04 ablation session: WGMMAs unserialized, 128 x 128 in two warpgroups",
     "cute.gemm_linear_add": "2026-12-04 ablation session: WGMMAs unserialized, 128 x 128 in two warpgroups",
+    # new: the prompt's attention writing its heads merged (the copy after the plain kernel saved)
+    "triton.prefill_attention_merged": "2026-12-04 ablation session: new",
 }
 
 

@@ -142,3 +142,27 @@ def test_a_cache_append_kernel_is_priced_by_the_rows_it_writes_not_the_cache():
     types = (q, kv, kv, w, w, table, table, cache, cache, TensorType((1,), "i64"))
     call = _kernel_call("triton.qk_norm_rope_cache", types, {"eps": 1e-6})
     assert AnalyticCost(H200)(call) < H200.graph_launch_overhead + 2 * cache.nbytes / H200.copy_bandwidth / 100
+
+
+def _transposed_then_reshaped(tokens: int):
+    from hoid.ir import GraphBuilder
+
+    b = GraphBuilder("heads")
+    x = b.input("x", (1, 4, tokens, 8), "f32")  # [B, H, P, D], as an attention's result
+    return b.build(b.reshape(b.transpose(x, dim0=1, dim1=2), shape=(1, tokens, 32)))
+
+
+@pytest.mark.parametrize("tokens, copies", [(16, True), (1, False)])
+def test_a_reshape_that_no_view_can_express_after_a_transpose_is_priced_as_its_copy(tokens, copies):
+    # the e-graph's types carry no layout: the reshape reads its operand with the layout the transpose gives
+    # (`operand_type`), and where torch's reshape would copy (heads merged after a prompt's attention) the
+    # copy is priced; one token's heads (decode) merge as a view, free
+    from hoid.search.cost import node_costs
+
+    space = SearchSpace(_transposed_then_reshaped(tokens))
+    snapshot = space.snapshot()
+    costs = node_costs(snapshot, space.encoding.kernels, AnalyticCost(H200), set())
+    [reshape] = [n for n in snapshot.nodes if snapshot.nodes[n].op == "reshape"]
+    [transpose] = [n for n in snapshot.nodes if snapshot.nodes[n].op == "transpose"]
+    assert costs[transpose] == 0.0
+    assert (costs[reshape] > 0) == copies

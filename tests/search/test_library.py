@@ -163,3 +163,20 @@ def test_a_kernel_the_target_arch_lacks_is_skipped_and_the_others_stay():
         report = apply_library(space, [only_hopper("test.hopper"), _spec("test.any", op_pattern("rmsnorm", 2))])
         assert report.injected == injected
     assert report.skipped == {"test.hopper": "builds for sm_90, not the target's sm_100"}
+
+
+def test_a_fused_pattern_is_matched_over_every_equivalent_e_node_not_the_first_alone():
+    # a prompt's attention: transformers' sdpa over the expanded heads, and the rules' equivalent over the
+    # caches as stored (grouped); the merged-heads kernel is injected at both signatures, and the search
+    # takes the grouped one (no expansion copied)
+    from hoid.kernels import get
+    from hoid.models.configs import build_model
+    from hoid.models.llm import prefill_graph
+    from hoid.search.library import _signatures
+
+    space = SearchSpace(prefill_graph(build_model("qwen3-1.7b-tiny"), 32, 40))
+    space.saturate(default_rulesets())
+    spec = get("triton.prefill_attention_merged")
+    signatures = _signatures(space.snapshot(), spec)
+    grouped = {attrs["enable_gqa"]: types[1].shape[1] for types, attrs in signatures}
+    assert set(grouped) == {False, True} and grouped[True] < grouped[False]

@@ -111,9 +111,36 @@ def test_a_kernel_gets_the_layout_its_spec_takes_on_the_way_back():
     kernels = KernelSet.default().runnable_here().without("triton.swiglu_merged").without("torch.swiglu_merged")
     graph = rewrite(prefill_graph(build_model("qwen3-1.7b-tiny"), 32, 40), device="h200", kernels=kernels)
     kernels = [n for n in graph.nodes if n.op == "kernel"]
-    assert all(get(n.attrs["kernel"]).rejects([v.type for v in n.inputs], n.attrs) is None for n in kernels)
+    assert all(get(n.attrs["kernel"]).rejects([v.type for v in n.inputs], n.attrs["attrs"]) is None for n in kernels)
     made = {n.outputs[0].name: n for n in graph.nodes}
     silu = [n for n in kernels if n.attrs["kernel"] == "triton.silu_mul"]
     assert silu and all(made[v.name].op == "contiguous" and not made[v.name].inputs[0].type.is_contiguous
                         for n in silu for v in n.inputs)
     compile(graph, device="cpu")  # binds every kernel node
+
+
+def test_a_prompt_s_attention_writes_its_heads_merged_and_no_copy_follows():
+    # priced analytically (both attention kernels alike): the merged-heads kernel saves the copy that
+    # merging the plain kernel's [B, Hq, P, D] heads makes, which the reshape's price now holds
+    from hoid.kernels import KernelSet
+    from hoid.models.configs import build_model
+    from hoid.models.llm import prefill_graph
+    from hoid.runtime import compile
+    from hoid.search import search
+    from hoid.search.cost import AnalyticCost
+
+    graph = prefill_graph(build_model("qwen3-1.7b-tiny"), 32, 40)
+    best = search(graph, device="h200", kernels=KernelSet.default().runnable_here(), cost=AnalyticCost(H200)).graph
+    merged = [n for n in best.nodes if n.op == "kernel" and n.attrs["kernel"] == "triton.prefill_attention_merged"]
+    assert len(merged) == 2 and all(n.attrs["attrs"]["enable_gqa"] for n in merged)  # the caches as stored
+    made = {v.name: n for n in best.nodes for v in n.outputs}
+    copies = [n for n in best.nodes if n.op == "reshape" and made.get(n.inputs[0].name) is not None
+              and made[n.inputs[0].name].op == "transpose" and not n.outputs[0].type.strides
+              and not n.inputs[0].type.is_contiguous]
+    assert not copies, copies
+    g = torch.Generator().manual_seed(0)
+    ids, positions = torch.randint(0, 256, (1, 32), generator=g), torch.tensor([0])
+    caches = [torch.zeros(v.type.shape) for v in graph.inputs_of_kind("state")]
+    want = run(graph, ids, positions, *caches)
+    got = compile(best, device="cpu")(ids, positions, *caches)
+    torch.testing.assert_close(got[0], want[0], rtol=1e-4, atol=1e-4)

@@ -47,6 +47,7 @@ TRITON_SPECS = (
     triton_decode_attention.NOMASK_SPEC,
     triton_decode_attention_onelaunch.SPEC,
     triton_prefill_attention.SPEC,
+    triton_prefill_attention.MERGED_SPEC,
     triton_rope.ROPE_SPEC,
     triton_rope.QK_NORM_ROPE_CACHE_SPEC,
     triton_rope.ROPE_CACHE_SPEC,

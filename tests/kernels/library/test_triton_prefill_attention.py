@@ -103,3 +103,21 @@ def test_auto_tiles_give_every_multiprocessor_a_program():
     assert long["block_m"] == 64
     assert choose(16, 128, 132, block_m=32, num_warps=4) == {"block_m": 32, "block_n": 128, "num_warps": 4,
                                                               "num_stages": 2}
+
+
+@pytest.mark.parametrize("group", [1, 2])
+def test_the_merged_heads_kernel_matches_float64_and_writes_each_head_in_its_place(group):
+    q, k, v = _qkv(2, 2 * group, 2, 19, 40, 16, torch.float32)
+    mask, attrs = _prompt_mask(19, 40), {**ATTRS, "enable_gqa": group > 1}
+    params = {"block_m": 16, "block_n": 32}
+    assert_matches(attention.MERGED_SPEC, [q, k, v, mask], attrs, params)
+    heads = torch.empty(2, 2 * group, 19, 16)
+    attention.launch(q, k, v, mask, heads, enable_gqa=group > 1, **params)
+    merged = torch.full((2, 19, 2 * group * 16), float("nan"))
+    attention.launch_merged(q, k, v, mask, merged, enable_gqa=group > 1, **params)
+    assert torch.equal(merged, heads.transpose(1, 2).reshape(2, 19, -1))  # the same kernel: bit for bit
+
+
+def test_the_merged_heads_kernel_passes_its_own_examples():
+    verdict = check_kernel(attention.MERGED_SPEC, examples=1, trials=4, seed=2, timing_runs=TIMING_RUNS)
+    assert verdict.ok, verdict.reason
