@@ -58,21 +58,26 @@ def match(snapshot: Snapshot, pattern: Graph, value, cls: str, bind: dict, exact
         bind[value.name] = cls
         return True
     producer, index, position, attrs = found
+    for enode, kids in _candidates(snapshot, producer, index, attrs if exact else None, cls):
+        trial = {**bind, value.name: cls, (NODE, position): enode}
+        if all(match(snapshot, pattern, v, c, trial, exact) for v, c in zip(producer.inputs, kids, strict=True)):
+            bind.update(trial)
+            return True
+    return False
+
+
+def _candidates(snapshot: Snapshot, producer, index: int, attrs, cls: str):
+    """(e-node, operand classes) of `cls` that can be `producer`'s node of the pattern (its output `index`
+    where it has several: through the class's projections); with `attrs` (an attr key), those alone."""
     candidates = list(snapshot.enodes(cls))
     if len(producer.outputs) > 1:
         candidates = [t for o in candidates if o.op == OUT and o.attrs["index"] == index
                       for t in snapshot.enodes(o.children[0])]
     for enode in candidates:
         kids = snapshot.operands(enode)
-        if enode.op != producer.op or len(kids) != len(producer.inputs):
-            continue
-        if exact and attr_key(enode.attrs) != attrs:
-            continue
-        trial = {**bind, value.name: cls, (NODE, position): enode}
-        if all(match(snapshot, pattern, v, c, trial, exact) for v, c in zip(producer.inputs, kids, strict=True)):
-            bind.update(trial)
-            return True
-    return False
+        if enode.op == producer.op and len(kids) == len(producer.inputs) and (
+                attrs is None or attr_key(enode.attrs) == attrs):
+            yield enode, kids
 
 
 def match_all(snapshot: Snapshot, pattern: Graph, value, cls: str, bind: dict, exact: bool):
@@ -90,16 +95,7 @@ def match_all(snapshot: Snapshot, pattern: Graph, value, cls: str, bind: dict, e
         yield {**bind, value.name: cls}
         return
     producer, index, position, attrs = found
-    candidates = list(snapshot.enodes(cls))
-    if len(producer.outputs) > 1:
-        candidates = [t for o in candidates if o.op == OUT and o.attrs["index"] == index
-                      for t in snapshot.enodes(o.children[0])]
-    for enode in candidates:
-        kids = snapshot.operands(enode)
-        if enode.op != producer.op or len(kids) != len(producer.inputs):
-            continue
-        if exact and attr_key(enode.attrs) != attrs:
-            continue
+    for enode, kids in _candidates(snapshot, producer, index, attrs if exact else None, cls):
         yield from _all_operands(snapshot, pattern, list(zip(producer.inputs, kids, strict=True)),
                                  {**bind, value.name: cls, (NODE, position): enode}, exact)
 
