@@ -144,22 +144,27 @@ def test_a_cache_append_kernel_is_priced_by_the_rows_it_writes_not_the_cache():
     assert AnalyticCost(H200)(call) < H200.graph_launch_overhead + 2 * cache.nbytes / H200.copy_bandwidth / 100
 
 
-def _transposed_then_reshaped(tokens: int):
+def _transposed_then_reshaped(tokens: int, contiguous: bool):
     from hoid.ir import GraphBuilder
 
     b = GraphBuilder("heads")
     x = b.input("x", (1, 4, tokens, 8), "f32")  # [B, H, P, D], as an attention's result
-    return b.build(b.reshape(b.transpose(x, dim0=1, dim1=2), shape=(1, tokens, 32)))
+    heads = b.transpose(x, dim0=1, dim1=2)
+    return b.build(b.reshape(b.contiguous(heads) if contiguous else heads, shape=(1, tokens, 32)))
 
 
 @pytest.mark.parametrize("tokens, copies", [(16, True), (1, False)])
-def test_a_reshape_that_no_view_can_express_after_a_transpose_is_priced_as_its_copy(tokens, copies):
+@pytest.mark.parametrize("contiguous", [False, True])
+def test_a_reshape_that_no_view_can_express_after_a_transpose_is_priced_as_its_copy(tokens, copies, contiguous):
     # the e-graph's types carry no layout: the reshape reads its operand with the layout the transpose gives
     # (`operand_type`), and where torch's reshape would copy (heads merged after a prompt's attention) the
-    # copy is priced; one token's heads (decode) merge as a view, free
+    # copy is priced; one token's heads (decode) merge as a view, free. transformers' `.contiguous()` between
+    # them is its input's class after the rules (`contiguous(x) = x`): the copy is the reshape's still
     from hoid.search.cost import node_costs
+    from hoid.search.rules import default_rulesets
 
-    space = SearchSpace(_transposed_then_reshaped(tokens))
+    space = SearchSpace(_transposed_then_reshaped(tokens, contiguous))
+    space.saturate(default_rulesets())
     snapshot = space.snapshot()
     costs = node_costs(snapshot, space.encoding.kernels, AnalyticCost(H200), set())
     [reshape] = [n for n in snapshot.nodes if snapshot.nodes[n].op == "reshape"]

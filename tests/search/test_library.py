@@ -1,5 +1,7 @@
 """The library hook: kernels join the e-classes their patterns match, where their constraints hold."""
 
+import pytest
+
 from hoid.kernels import Constraint, KernelSpec, op_pattern
 from hoid.search.library import LibraryReport, apply_library
 from hoid.search.rules import default_rulesets
@@ -180,3 +182,21 @@ def test_a_fused_pattern_is_matched_over_every_equivalent_e_node_not_the_first_a
     signatures = _signatures(space.snapshot(), spec)
     grouped = {attrs["enable_gqa"]: types[1].shape[1] for types, attrs in signatures}
     assert set(grouped) == {False, True} and grouped[True] < grouped[False]
+
+
+@pytest.mark.parametrize("copied", [False, True])
+def test_the_merged_heads_attention_matches_with_or_without_transformers_contiguous(copied):
+    # an import on the GPU drops `.contiguous()` after the SDPA (its result is laid out so already); one on
+    # meta weights (benchmarks/decode_prices.py's) keeps it: `contiguous(x) = x` makes both one class
+    from hoid.ir import GraphBuilder
+    from hoid.kernels import get
+
+    b = GraphBuilder("heads")
+    q, mask = b.input("q", (1, 4, 8, 16), "f32"), b.input("mask", (1, 1, 8, 12), "bool")
+    k, v = b.input("k", (1, 2, 12, 16), "f32"), b.input("v", (1, 2, 12, 16), "f32")
+    heads = b.transpose(b.op("sdpa", q, k, v, mask, enable_gqa=True, scale=None, is_causal=False), dim0=1, dim1=2)
+    graph = b.build(b.reshape(b.contiguous(heads) if copied else heads, shape=(1, 8, 64)))
+    space = SearchSpace(graph)
+    space.saturate(default_rulesets())
+    report = apply_library(space, [get("triton.prefill_attention_merged")])
+    assert report.injected == {"triton.prefill_attention_merged": 1}, report

@@ -66,6 +66,12 @@ RULES = (
          "transpose(transpose(x, a, b), b, a) = x",
          _unary_example("f32", lambda b, x: b.exp(b.transpose(b.transpose(x, dim0=1, dim1=2),
                                                                   dim0=2, dim1=1)))),
+    # the e-graph holds values, not layouts (the decoder copies where a kernel's spec needs contiguous):
+    # so transformers' `.transpose(1, 2).contiguous()` after a prompt's attention, as an import on meta
+    # weights keeps it, is the same class as the import on the GPU, where the SDPA's result is already laid
+    # out so and the importer drops the no-op contiguous (and the fused patterns over it match both)
+    Rule("contiguous-is-its-input", "(rewrite (Contiguous x) x)", "contiguous(x) = x (the same values)",
+         _unary_example("f32", lambda b, x: b.exp(b.contiguous(b.transpose(x, dim0=0, dim1=1))))),
     # reshape reads elements in row-major order whatever the intermediate shape
     Rule("reshape-reshape", "(rewrite (Reshape (Reshape x s1) s2) (Reshape x s2))",
          "reshape(reshape(x, s1), s2) = reshape(x, s2)",
