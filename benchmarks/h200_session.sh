@@ -109,6 +109,12 @@
 #               ROWS=fast-reduce-overhead,fast-cuda-graph 150 s (reduce-overhead's warm-up 56 s, its gate 40 s);
 #               Llama-3.1-8B hoid-compile COLD=1 at BUDGET=4m 322 s (optimize 242 s: all 69 library candidates).
 #               The machine goes cold 30 s after a call: a call that follows later finds no CuTe (prep again).
+#     Measured 2026-12-04 (ablation): prep && cute-a 4-6 s; cute-b && tests 235 s (167 passed); prices-awaiting
+#               138 s (13 kernels: 79 decode rows in 53 s, 112 prefill in 76 s); Qwen3-1.7B hoid-compile 325 s, and
+#               348 s with cute-b and the finalists without each kernel (the library batch: 22 s of extraction
+#               and timing, against 7); kernels_cute.py --parts decode,prefill --m 1,16 --gemm 38 s;
+#               Llama-3.1-8B `stock` ROWS=fast-max-autotune 199 s (warm-up 124 s, gate 50 s), hf-static 33 s,
+#               hf-compile-default then hf-compile-reduce-overhead cut at LIMIT=285 in the latter's gate.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD:/tmp/site
 out=${OUT:-/tmp/out}
