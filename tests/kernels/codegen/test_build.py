@@ -1,6 +1,6 @@
 """Every generated kernel of the tiny models builds for Hopper (sm_90, the H200) and Blackwell (sm_100, the
-B200) without a GPU, down to a cubin, and its bulk loads are 16 bytes wide where the rows allow; and so does
-each new kernel form (looped rows, views read through)."""
+B200) without a GPU, down to a cubin, with no spill or warning from ptxas, and its bulk loads are 16 bytes
+wide where the rows allow; and so does each new kernel form (looped rows, views read through)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ def test_every_generated_kernel_builds(kind, arch):
         assert arch in generated.spec.archs
         built = generated.spec.compile(arch)
         assert built.arch == arch and built.ptx_target == arch + "a", built
+        assert built.spilled_bytes == 0 and not built.ptxas_warnings, built  # the assembler's word on it
 
 
 def test_a_contiguous_row_kernel_loads_16_bytes_a_thread():
@@ -73,6 +74,7 @@ def test_every_new_kernel_form_builds(arch):
     for what, generated in _forms():
         built = generated.spec.compile(arch)
         assert built.arch == arch and built.ptx_target == arch + "a", (what, built)
+        assert built.spilled_bytes == 0 and not built.ptxas_warnings, (what, built)
         # every row here is a multiple of 16 bytes, so each load (through a view too: a permuted read goes
         # through shared memory) moves 16 bytes a thread; but a looped program holding one row (16 rows here:
         # "auto" keeps programs many) reads a transposed input one element at a time
