@@ -8,14 +8,26 @@ which cost the CuTe GEMM 42% at 128 x 128 on the H200 (12-04) and showed nowhere
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import tempfile
+from dataclasses import dataclass
 
 
-def ptxas_report(ptx: str, target: str) -> str:
-    """`ptxas -v`'s words on `ptx` for `target` ("sm_90a", "sm_100a"), from the ptxas Triton ships: its
-    Blackwell one for either arch, since CuTe DSL 4.8 writes PTX 8.8, which its Hopper one (CUDA 12.8) refuses.
-    Raises with the assembler's message where it fails."""
+@dataclass(frozen=True)
+class PtxasReport:
+    """`ptxas -v`'s words (`text`), and what the checks read of them: the bytes of spill stores and loads
+    together (0 where every value stays in registers), and its warnings and numbered notices (C7514 ...)."""
+
+    text: str
+    spilled_bytes: int
+    warnings: tuple[str, ...]
+
+
+def ptxas_report(ptx: str, target: str) -> PtxasReport:
+    """`ptxas -v` on `ptx` for `target` ("sm_90a", "sm_100a"), from the ptxas Triton ships: its Blackwell one
+    for either arch, since CuTe DSL 4.8 writes PTX 8.8, which its Hopper one (CUDA 12.8) refuses. Raises with
+    the assembler's message where it fails."""
     from triton.backends.nvidia.compiler import get_ptxas
 
     with tempfile.TemporaryDirectory(prefix="hoid-ptxas-") as folder:
@@ -26,4 +38,7 @@ def ptxas_report(ptx: str, target: str) -> str:
                                os.path.join(folder, "kernel.cubin")], capture_output=True, text=True)
     if done.returncode:
         raise RuntimeError(f"ptxas failed for {target}: {done.stderr[-2000:]}")
-    return done.stderr
+    text = done.stderr
+    spilled = sum(int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", text))
+    warned = tuple(line.strip() for line in text.splitlines() if re.search(r"warning|\(C\d{4}\)", line))
+    return PtxasReport(text, spilled, warned)

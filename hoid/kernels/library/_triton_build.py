@@ -131,11 +131,9 @@ def _build(kernel: TritonKernel, arch, signature, constexprs, num_warps, num_sta
     ahead = built.asm["ptx"].split("griddepcontrol.wait")[0] if griddep else ""
     behind = built.asm["ptx"].split("st.global", 1)[1] if "st.global" in built.asm["ptx"] else ""
     report = ptxas_report(built.asm["ptx"], target)
-    spilled = sum(int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", report))
-    warned = tuple(line.strip() for line in report.splitlines() if re.search(r"warning|\(C\d{4}\)", line))
     return BuiltKernel(kernel.name, arch, target, built.metadata.shared, built.metadata.num_warps, async_loads,
                        wide, len(loads) - wide, griddep, len(re.findall(r"\bld\.global", ahead)),
-                       len(re.findall(r"\bld\.global", behind)), spilled, warned)
+                       len(re.findall(r"\bld\.global", behind)), report.spilled_bytes, report.warnings)
 
 
 class _CompileServer:

@@ -23,7 +23,8 @@ next, its heads put back side by side (`transpose(1, 2)` then `reshape` to [B, P
 head's rows straight to their place in the merged [B, P, Hq * D] output. After the plain kernel that
 transpose is a view the reshape cannot take, so it copies: one copy a layer; Qwen3-4B's prefill on the H200
 spent 133.9 us in its reshapes (the in-context profile of 12-04: 148 of them, 36 of which copy; 3.4% of its
-3.95 ms), where its time to first token stood level with best stock's. (At one query token, decode, the transpose is a view.)
+3.95 ms), where its time to first token stood level with best stock's. (At one query token, decode, the
+transpose is a view.)
 """
 
 from __future__ import annotations
