@@ -50,20 +50,13 @@ class LibraryReport:
 
 def match(snapshot: Snapshot, pattern: Graph, value, cls: str, bind: dict, exact: bool) -> bool:
     """Whether `value` of `pattern` can be computed by e-class `cls`, extending `bind` (value name -> class,
-    and `(NODE, pattern node index) -> ENode` for each pattern node matched)."""
-    if value.name in bind:
-        return bind[value.name] == cls
-    found = _index(pattern).get(value.name)
-    if found is None:  # a pattern input matches any class
-        bind[value.name] = cls
-        return True
-    producer, index, position, attrs = found
-    for enode, kids in _candidates(snapshot, producer, index, attrs if exact else None, cls):
-        trial = {**bind, value.name: cls, (NODE, position): enode}
-        if all(match(snapshot, pattern, v, c, trial, exact) for v, c in zip(producer.inputs, kids, strict=True)):
-            bind.update(trial)
-            return True
-    return False
+    and `(NODE, pattern node index) -> ENode` for each pattern node matched) with the first of `match_all`'s
+    bindings."""
+    first = next(match_all(snapshot, pattern, value, cls, bind, exact), None)
+    if first is None:
+        return False
+    bind.update(first)
+    return True
 
 
 def _candidates(snapshot: Snapshot, producer, index: int, attrs, cls: str):

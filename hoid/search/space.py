@@ -131,7 +131,7 @@ class SearchSpace:
             prepare(self.encoding.kernels)
         problem = self.problem(snapshot, cost or AnalyticCost())
         groups: dict[str, set[str]] = {kernel_id: set() for kernel_id in without_kernels}
-        for nid, node in snapshot.nodes.items():
+        for nid, node in snapshot.nodes.items() if groups else ():
             if node.op == KERNEL and (kernel_id := self.encoding.kernels[node.attrs["key"]].kernel) in groups:
                 groups[kernel_id].add(nid)
         result = Extracted()
