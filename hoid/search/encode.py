@@ -35,7 +35,10 @@ class Templates:
         self.rows: list[str] = []
 
     def add(self, actions: str, ints: list[int], names: tuple[str, ...] = ()) -> None:
-        relation = self.relations.setdefault((actions, len(ints), len(names)), f"{self.ruleset}-{len(self.relations)}")
+        # the name ends in a letter: egglog names an action's value after its function and a counter, so
+        # relation `-2`'s 12th action and `-21`'s 2nd were one variable of two sorts (Whisper's encoder, 12-04)
+        relation = self.relations.setdefault((actions, len(ints), len(names)),
+                                             f"{self.ruleset}-{len(self.relations)}-rows")
         self.rows.append(f"({relation} {' '.join([*map(str, ints), *map(L.string, names)])})")
 
     def program(self) -> list[str]:

@@ -80,3 +80,21 @@ def test_kernel_impls_round_trip_through_node_attrs_and_share_a_key():
     assert enc.kernel_key(KernelImpl("k", "v1", {"block": 4}, body(), {"eps": 1e-6})) == key  # equal structure
     assert enc.kernel_key(KernelImpl("k", "v1", {"block": 4}, body(), {"eps": 1e-5})) != key
     assert len(enc.kernels) == 2
+
+
+def test_templates_past_twenty_relations_keep_their_rows_apart():
+    """egglog names each action's value after its function and a counter: relations named `-2` and `-21`
+    once made `-2`'s 12th row and `-21`'s 2nd one variable of two sorts (Whisper's encoder was refused)."""
+    from hoid.search._egglog import Engine
+    from hoid.search.encode import Templates
+
+    templates = Templates("hoid-test")
+    for kind in range(22):  # 22 distinct templates, each over its own number of ints
+        templates.add(f"(set (weight-id (N i0)) {kind})", [kind] + [0] * (kind % 3))
+    for row in range(12):
+        templates.add("(set (weight-id (N i0)) 2)", [100 + row, 0, 0])  # template 2's rows, then template 21's
+    templates.add("(set (weight-id (N i0)) 21)", [200])
+    engine = Engine()
+    engine.run(language.PRELUDE)
+    templates.run(engine)
+    engine.run("(check (= (weight-id (N 200)) 21) (= (weight-id (N 111)) 2))")  # raises if either is not so
