@@ -26,15 +26,21 @@ layer has the same regions, so the per-region figures are those of the full mode
 (`codegen-<parts>-<models>.json` under `--out`) is rewritten, atomically, after every region, form and
 model, so a call killed at its time limit keeps what finished; each part's wall time is in it and printed.
 
-The full run as H200 calls of under 9 minutes each (estimated from the 2026-12-01 run: a region ~20-30 s with
-its Inductor max-autotune compile and a 5-candidate tune, a model's import ~15 s, a whole model ~3-4 min with
-max-autotune's GEMM autotuning and a 45 s budget):
+The full run as H200 calls (measured 2026-12-04: regions of ViT and Whisper 70 s, BGE-M3's regions 34 s and the
+seven forms 52 s; the whole part not yet run: estimated from the 2026-12-01 run, a whole model ~3-4 min of
+max-autotune's GEMM autotuning and the optimize's budget), each call through `h200_session.sh run` (the whole
+part needs egglog: `prep` first on a cold machine, carrying .whl), then the merge here, over the calls' files:
 
-    python benchmarks/codegen.py --parts regions --models vit-base-16,whisper-large-v3-encoder --out $OUT  # ~5 min
-    python benchmarks/codegen.py --parts regions,forms --models bge-m3 --out $OUT  # ~3 min + ~3.5 min (7 forms)
+    python benchmarks/codegen.py --parts regions,forms --out $OUT                             # ~3 min
     python benchmarks/codegen.py --parts whole --models vit-base-16 --out $OUT               # ~4 min
     python benchmarks/codegen.py --parts whole --models whisper-large-v3-encoder --out $OUT  # ~4 min
     python benchmarks/codegen.py --parts whole --models bge-m3 --out $OUT                    # ~5 min
+    python benchmarks/codegen_report.py RUN.json ... --out benchmarks/results/codegen/codegen-merged.json
+
+The whole part's budget (`--budget`, 90 s) lets codegen's batch have its turn after the library's: a 2-layer
+ViT's optimize proposes 10 library and 6 codegen kernels (on the CPU both batches are decided in 33 s; the
+smoke's 10 s ends before codegen's), and the H200 spends about 3.5 s a candidate on its check and timing
+(Llama-3.1-8B's 69 library candidates in 242 s, 12-04): about a minute for 16.
 
 Targets (the issue's): geometric mean over regions >= 1.0x Inductor; each whole model at least as fast as
 max-autotune. The JSON lists every region where it is not, with its figures.
@@ -45,7 +51,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import math
 import os
 import platform
 import sys
@@ -65,6 +70,7 @@ if not torch.cuda.is_available():
 
 from codegen_cases import forms, models  # noqa: E402
 from codegen_inductor import compiled_by_inductor, no_recompile, region_fn  # noqa: E402
+from codegen_report import print_table, summarize  # noqa: E402
 
 
 def bench_forms(device, smoke: bool, report) -> list[dict]:
@@ -249,11 +255,6 @@ def _graph_method(report) -> str:
     return rows[-1].get("graph_evidence", "") if rows else report.best_evidence
 
 
-def geomean(xs) -> float | None:
-    xs = [x for x in xs if x and x > 0]
-    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
-
-
 PARTS = ("regions", "forms", "whole")
 
 
@@ -274,19 +275,7 @@ class Report:
         return row
 
     def write(self) -> None:
-        models_ = self.data["parts"].get("regions", {}).get("rows", [])
-        regions = [r for m in models_ for r in m.get("regions", ())]
-        forms_ = self.data["parts"].get("forms", {}).get("rows", [])
-        self.data.update(
-            wall_s=time.perf_counter() - self.started,
-            geomean_vs_inductor=geomean(r.get("speedup") for r in regions),
-            geomean_auto_vs_inductor=geomean(r.get("speedup_auto") for r in regions),
-            geomean_forms_vs_inductor=geomean(r.get("speedup") for r in forms_),
-            regions_below_inductor=[{"model": m["model"], **r} for m in models_ for r in m.get("regions", ())
-                                    if r.get("speedup", 0) < 1.0],
-            errors=[{"where": m.get("model") or m.get("form"), "kernel": r.get("kernel"), "error": r["error"]}
-                    for part in self.data["parts"].values() for m in part.get("rows", ())
-                    for r in [m, *m.get("regions", ())] if "error" in r])
+        self.data.update(wall_s=time.perf_counter() - self.started, **summarize(self.data))
         from hoid.ir.io import replace_atomically  # the one write-then-rename
 
         text = json.dumps(self.data, indent=1, default=str)
@@ -299,7 +288,7 @@ def main(argv=None) -> int:
     ap.add_argument("--models", default="all", help="comma-separated names, or all")
     ap.add_argument("--layers", type=int, default=2, help="layers kept per model (default 2; see the doc)")
     ap.add_argument("--regions", type=int, default=5, help="distinct regions timed per model, hottest first")
-    ap.add_argument("--budget", type=float, default=45.0, help="seconds of hoid.optimize per model")
+    ap.add_argument("--budget", type=float, default=90.0, help="seconds of hoid.optimize per model (the doc)")
     ap.add_argument("--smoke", action="store_true", help="tiny models on the CPU (checks the script, no figures)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     args = ap.parse_args(argv)
@@ -348,7 +337,7 @@ def main(argv=None) -> int:
         report.data["part_s"][part] = time.perf_counter() - started
         report.write()
         print(f"== {part}: {report.data['part_s'][part]:.0f} s", flush=True)
-    _print_table(report.data)
+    print_table(report.data)
     print(f"wrote {path} ({report.data['wall_s']:.0f} s)")
     return 0
 
@@ -358,31 +347,6 @@ def _row_text(r: dict) -> str:
         return f"{r.get('kernel', '')} error: {r['error'][:90]}"
     return (f"{r['kernel']} x{r['speedup']:.3f} (auto x{r['speedup_auto']:.3f}, tuned x{r['speedup_tuned']:.3f} "
             f"at {r['params_tuned']})")
-
-
-def _print_table(data: dict) -> None:
-    print(f"\n{'model':26} {'region':18} {'ops':30} {'auto':>9} {'tuned':>9} {'inductor':>9} {'x':>6}")
-    for part in ("regions", "forms"):
-        for m in data["parts"].get(part, {}).get("rows", ()):
-            where = m.get("model") or m.get("form")
-            for r in m.get("regions", ()) if part == "regions" else [m]:
-                if "error" in r:
-                    print(f"{where:26} {r.get('kernel', ''):18} error: {r['error'][:70]}")
-                    continue
-                print(f"{where:26} {r['kernel']:18} {'+'.join(r['ops'])[:30]:30} {r['hoid_auto_s'] * 1e6:8.1f}u "
-                      f"{r['hoid_tuned_s'] * 1e6:8.1f}u {r['inductor_s'] * 1e6:8.1f}u {r['speedup']:6.2f}")
-            if part == "regions" and "error" in m:
-                print(f"{where:26} error: {m['error'][:100]}")
-    for m in data["parts"].get("whole", {}).get("rows", ()):
-        if "vs_max_autotune" in m:
-            print(f"{m['model']:26} whole model: hoid {m['hoid_best_s'] * 1e3:.3f} ms ({m['hoid_evidence']}) vs "
-                  f"max-autotune {m['max_autotune_s'] * 1e3:.3f} ms: {m['vs_max_autotune']:.2f}x")
-        elif "error" in m:
-            print(f"{m['model']:26} whole model error: {m['error'][:100]}")
-    for key in ("geomean_vs_inductor", "geomean_auto_vs_inductor", "geomean_forms_vs_inductor"):
-        if data.get(key):
-            print(f"{key}: {data[key]:.3f}x")
-    print("part times: " + ", ".join(f"{k} {v:.0f} s" for k, v in data["part_s"].items()))
 
 
 def _version(module: str) -> str | None:

@@ -62,3 +62,33 @@ def test_the_regions_part_writes_auto_tuned_and_inductor_per_region(tmp_path):
         assert row["rel_error_auto_vs_inductor"] < 1e-4 and row["rel_error_tuned_vs_inductor"] < 1e-4
     assert "def fused_kernel(" in stdout  # the smoke prints each timed region's generated Triton
     assert not list(tmp_path.glob("*.tmp"))  # written atomically: no temporary left
+
+
+def _run(date, models, device="NVIDIA H200"):
+    """A codegen.py file of one call: a region per model, its speedup given."""
+    rows = [{"model": m, "regions": [{"kernel": f"codegen.{m}", "speedup": x, "speedup_auto": x}]}
+            for m, x in models.items()]
+    return {"benchmark": "codegen", "smoke": False, "device": device, "torch": "2.11", "triton": "3.6",
+            "transformers": "5", "python": "3.12", "layers": 2, "dtype": "torch.bfloat16", "date": date,
+            "parts_run": ["regions"], "models_run": list(models), "part_s": {"regions": 10.0}, "wall_s": 11.0,
+            "parts": {"regions": {"rows": rows}}}
+
+
+def test_a_sessions_calls_merge_into_one_geomean_the_later_row_winning():
+    import codegen_report
+
+    merged = codegen_report.merge([_run("2026-12-04T21:31", {"a": 2.0, "b": 0.5}),
+                                   _run("2026-12-04T21:39", {"b": 0.8, "c": 1.25})], ["one.json", "two.json"])
+    speedups = {m["model"]: m["regions"][0]["speedup"] for m in merged["parts"]["regions"]["rows"]}
+    assert speedups == {"a": 2.0, "b": 0.8, "c": 1.25}  # b ran twice: the later call's row
+    assert merged["geomean_vs_inductor"] == pytest.approx((2.0 * 0.8 * 1.25) ** (1 / 3))
+    assert [r["model"] for r in merged["regions_below_inductor"]] == ["b"]
+    assert merged["part_s"] == {"regions": 20.0} and merged["date"] == "2026-12-04T21:39"
+    assert [r["file"] for r in merged["runs"]] == ["one.json", "two.json"]
+
+
+def test_runs_of_two_devices_are_not_merged():
+    import codegen_report
+
+    with pytest.raises(ValueError, match="differ in device"):
+        codegen_report.merge([_run("d1", {"a": 1.0}), _run("d2", {"b": 1.0}, device="NVIDIA B200")], ["x", "y"])
