@@ -7,7 +7,7 @@ call warms (compiles, captures) and is the output the gate judges, then `time_ca
 (`hoid.testing.gate`): per sample (the output's first dim), the relative L2 against a float32 reference, and
 `judge_row` passes a row when its median and p99 are at most 1.5x eager bfloat16's (`add_row` keeps eager's
 as the baseline and judges the rest). `summarize` names the best
-stock row and each row's speedup over it.
+stock row and each row's speedup over it. `hoid_plan` makes the graph every workload's hoid rows run.
 """
 
 from __future__ import annotations
@@ -34,6 +34,33 @@ def time_call(fn: Callable, inputs, device: torch.device, repeat: int) -> dict:
         timing = time_cpu(fn, inputs, warmup=2, min_runs=min(repeat, 5))
     return {"latency_s": timing.median, "latency_min_s": timing.min, "latency_p90_s": timing.quantile(0.9),
             "timer": timing.method, "runs": timing.runs}
+
+
+def hoid_plan(graph, device: torch.device, budget: str | None, *, target: str | None = None,
+              search_seconds: float | None = None) -> tuple:
+    """(graph, info): the plan a workload's hoid rows run. With `budget` ("2m", "90s": `hoid.Budget.parse`),
+    `hoid.optimize` with the offline proposers (the library's kernels, then codegen's generated ones for the
+    regions no library kernel covers), each candidate checked and, on a GPU, measured: issue 25's hoid row.
+    Without one, `hoid.search` alone for `target` (default: the H200 on a GPU, else this CPU): the rule sets
+    and the library priced, nothing proposed or measured. `info` says which, its time and the kernels it runs."""
+    import hoid
+
+    begin = time.perf_counter()
+    if budget:
+        opt = hoid.optimize(graph, device=None if device.type == "cuda" else "cpu", budget=hoid.Budget.parse(budget))
+        planned, info = opt.graph, {"plan": f"hoid.optimize ({opt.report.stop_reason})", "search": str(opt.report),
+                                    "optimize_speedup": opt.speedup, "kept": opt.report.kept}
+    else:
+        from hoid.search import Limits
+
+        target = target or ("h200" if device.type == "cuda" else "cpu")
+        limits = Limits(seconds=search_seconds) if search_seconds else None
+        result = hoid.search.search(graph, device=target, limits=limits)
+        planned, info = result.graph, {"plan": f"hoid.search ({target})", "search": str(result.report)}
+    kernels = [n.attrs["kernel"] for n in planned.nodes if n.op == "kernel"]
+    info.update(plan_s=time.perf_counter() - begin, nodes=len(graph.nodes), nodes_rewritten=len(planned.nodes),
+                kernels={k: kernels.count(k) for k in sorted(set(kernels))})
+    return planned, info
 
 
 def profile_of(compiled, inputs) -> dict:

@@ -9,8 +9,9 @@ lengths from a quarter of the tokens to all of them). Rows, each timed over the 
 - `eager`: transformers' XLMRobertaModel (SDPA attention) + the normalized CLS (`DenseEmbedding`);
 - `compile-default`, `compile-reduce-overhead`, `compile-max-autotune`, `compile-max-autotune-cd`
   (coordinate-descent tuning): `torch.compile` of that module, `fullgraph=True`, `dynamic=False`;
-- `hoid`: the imported graph (`embedding_graph`), `hoid.search.rewrite(device=...)`, `hoid.compile`
-  (CUDA graph on a GPU); `build_s` is import + rewrite + compile, and the in-context profile follows.
+- `hoid`: the imported graph (`embedding_graph`), planned by `hoid.search` for this device or, with
+  `--optimize-budget`, by `hoid.optimize` (`forward_loop.hoid_plan`: its `plan` says which), then
+  `hoid.compile` (CUDA graph on a GPU); `build_s` is import + plan + compile, and the in-context profile follows.
 
 Gate (`hoid.testing.gate`): per sequence, the relative L2 of the embedding against a float32 reference (the
 same bfloat16 weights upcast); a row passes when its median and p99 are at most 1.5x eager bfloat16's.
@@ -41,7 +42,7 @@ sys.path.insert(1, str(HERE.parent))
 from decode import versions  # noqa: E402
 from decode_loop import release, result_name, save_json, sync  # noqa: E402
 from decode_stock import COMPILE_ROWS, compile_stock  # noqa: E402
-from forward_loop import add_row, forward_row, profile_of, summarize  # noqa: E402
+from forward_loop import add_row, forward_row, hoid_plan, profile_of, summarize  # noqa: E402
 
 ROWS = ("eager", *COMPILE_ROWS, "hoid")
 STOCK = ROWS[:-1]
@@ -55,6 +56,8 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--tokens", type=int, default=None, help="tokens per sequence (default 512; tiny: 64)")
     ap.add_argument("--rows", default="all", help="all, or row keys joined by commas: " + ", ".join(ROWS))
     ap.add_argument("--repeat", type=int, default=30, help="timed runs per row")
+    ap.add_argument("--optimize-budget", default=None, help="hoid's plan by hoid.optimize with this budget (e.g. "
+                    "'2m': issue 25's row) instead of hoid.search alone")
     ap.add_argument("--no-profile", action="store_true", help="skip hoid's in-context profile")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=HERE / "results" / "workloads")
@@ -82,25 +85,21 @@ def stock_row(key: str, encoder, device: torch.device):
 
 
 def hoid_row(encoder, args, device: torch.device, inputs):
-    """(function, info): import, rewrite for this device, compile; the function returns the embedding."""
+    """(function, info): import, plan (`forward_loop.hoid_plan`), compile; the function returns the embedding."""
     import hoid
     from hoid.models import embedding_graph
 
-    target = "h200" if device.type == "cuda" else "cpu"
     begin = time.perf_counter()
     graph = embedding_graph(encoder, args.batch, args.tokens)
     imported = time.perf_counter()
-    result = hoid.search.search(graph, device=target)
+    planned, info = hoid_plan(graph, device, args.optimize_budget)
     rewritten = time.perf_counter()
-    compiled = hoid.compile(result.graph, device=device)
+    compiled = hoid.compile(planned, device=device)
     compiled(*inputs)  # the first call binds and, on a GPU, captures: part of the build, as for torch.compile
     sync(device)
-    done = time.perf_counter()
-    kernels = sorted({n.attrs["kernel"] for n in result.graph.nodes if n.op == "kernel"})
-    info = {"import_s": imported - begin, "rewrite_s": rewritten - imported, "compile_s": done - rewritten,
-            "nodes": len(graph.nodes), "nodes_rewritten": len(result.graph.nodes), "kernels": kernels,
-            "search": str(result.report), "cuda_graph": compiled.use_cuda_graph,
-            "cuda_graph_reason": compiled.cuda_graph_reason, "fallbacks": compiled.fallbacks}
+    info.update(import_s=imported - begin, compile_s=time.perf_counter() - rewritten,
+                cuda_graph=compiled.use_cuda_graph, cuda_graph_reason=compiled.cuda_graph_reason,
+                fallbacks=compiled.fallbacks)
     info["profile"] = profile_of(compiled, inputs) if device.type == "cuda" and not args.no_profile else None
     return (lambda *a: compiled(*a)[0]), info
 
@@ -154,7 +153,7 @@ def main(argv=None) -> int:
             build = (lambda k=key: stock_row(k, encoder, device)) if key != "hoid" else (
                 lambda: hoid_row(encoder, args, device, inputs))
             name = "eager PyTorch" if key == "eager" else COMPILE_ROWS[key][0] if key in COMPILE_ROWS else \
-                "hoid.search (this device) + hoid.compile"
+                "hoid.search, or hoid.optimize with --optimize-budget (its plan) + hoid.compile"
             row, stats = forward_row(key, name, "stock" if key in STOCK else "hoid", build, inputs, device,
                                      repeat=args.repeat, reference=reference)
             if row["status"] == "ok":

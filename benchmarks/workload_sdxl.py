@@ -44,9 +44,10 @@ from decode import versions  # noqa: E402
 from decode_hoid import _import_package  # noqa: E402
 from decode_loop import open_device, release, result_name, save_json, sync  # noqa: E402
 from decode_stock import COMPILE_ROWS, compile_stock  # noqa: E402
-from forward_loop import add_row, forward_row, profile_of, summarize  # noqa: E402
+from forward_loop import add_row, forward_row, hoid_plan, profile_of, summarize  # noqa: E402
 
-HOID = {"hoid": "hoid.search (this device) + hoid.compile", "hoid-export": "hoid.export package as plain PyTorch"}
+HOID = {"hoid": "hoid.search, or hoid.optimize with --optimize-budget (its plan) + hoid.compile",
+        "hoid-export": "hoid.export package as plain PyTorch"}
 ROWS = ("eager", *COMPILE_ROWS, *HOID)
 PARTS = ("unet", "vae")
 
@@ -124,27 +125,11 @@ def stock_row(key: str, part: Part, device: torch.device):
 def optimized(part: Part, args, device: torch.device):
     """(graph, info): imported and searched (or hoid.optimize'd) once, shared by the hoid rows."""
     if part.optimized is None:
-        import hoid
-        from hoid.search import Limits
-
-        target = "h200" if device.type == "cuda" else "cpu"
         begin = time.perf_counter()
         graph = part.make_graph()
         imported = time.perf_counter()
-        info = {"import_s": imported - begin, "nodes": len(graph.nodes), "ops": graph.op_counts()}
-        if args.optimize_budget:
-            opt = hoid.optimize(graph, device=None if device.type == "cuda" else "cpu",
-                                budget=hoid.Budget.parse(args.optimize_budget))
-            result_graph, info["search"] = opt.graph, str(opt.report)
-            info["speedup"] = opt.speedup
-        else:
-            limits = Limits(seconds=args.search_seconds) if args.search_seconds else None
-            result = hoid.search.search(graph, device=target, limits=limits)
-            result_graph, info["search"] = result.graph, str(result.report)
-        info["optimize_s"] = time.perf_counter() - imported
-        info["nodes_rewritten"] = len(result_graph.nodes)
-        kernels = [n.attrs["kernel"] for n in result_graph.nodes if n.op == "kernel"]
-        info["kernels"] = {k: kernels.count(k) for k in sorted(set(kernels))}
+        result_graph, info = hoid_plan(graph, device, args.optimize_budget, search_seconds=args.search_seconds)
+        info.update(import_s=imported - begin, ops=graph.op_counts())
         part.optimized = (result_graph, info)
     return part.optimized
 

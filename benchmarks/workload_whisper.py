@@ -5,8 +5,8 @@
 
 bfloat16, random weights from `hoid.models.whisper` (no download). Each part runs, in one process: eager
 PyTorch; torch.compile reduce-overhead; max-autotune; max-autotune with coordinate-descent tuning; and hoid
-(`hoid.search.rewrite` for the H200, then `hoid.compile`, with CUDA graphs on a GPU). Rows that need CUDA
-say so on the CPU.
+(`hoid.search` for the H200, or `hoid.optimize` with `--optimize-budget`: `forward_loop.hoid_plan`; then
+`hoid.compile`, with CUDA graphs on a GPU). Rows that need CUDA say so on the CPU.
 
 - encoder: input_features [1, 128, 3000] -> states [1, 1500, 1280]; latency is the median of `--repeats`
   calls (`forward_loop.time_call`). Gate: the states' relative L2 against a float32 copy of the weights (the
@@ -39,7 +39,7 @@ sys.path.insert(1, str(HERE.parent))
 from decode_gate import Gate  # noqa: E402
 from decode_loop import Decoder, greedy, last_logits, peak_bytes, record_row, release, result_name, run_row, save_json  # noqa: E402,E501
 from decode_stock import COMPILE_ROWS, compile_stock  # noqa: E402
-from forward_loop import time_call  # noqa: E402
+from forward_loop import hoid_plan, time_call  # noqa: E402
 
 from hoid.testing.gate import ERROR_FACTOR  # noqa: E402
 
@@ -47,7 +47,7 @@ STOCK = {  # key -> (name, torch.compile mode or None for eager, coordinate-desc
     "eager": ("eager PyTorch", None, False),
     **{k: COMPILE_ROWS[k] for k in ("compile-reduce-overhead", "compile-max-autotune", "compile-max-autotune-cd")},
 }
-HOID = {"hoid": "hoid.search.rewrite (h200) + hoid.compile"}
+HOID = {"hoid": "hoid.search (h200), or hoid.optimize with --optimize-budget (its plan) + hoid.compile"}
 
 
 def parse(argv=None) -> argparse.Namespace:
@@ -61,6 +61,8 @@ def parse(argv=None) -> argparse.Namespace:
                     "(default: the decoder's max_target_positions, 448)")
     ap.add_argument("--repeats", type=int, default=20, help="encoder: timed calls (the median is reported)")
     ap.add_argument("--warmup", type=int, default=3, help="decode: warm-up steps before the timed ones")
+    ap.add_argument("--optimize-budget", default=None, help="hoid's plan by hoid.optimize with this budget (e.g. "
+                    "'2m': issue 25's row) instead of hoid.search alone")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=HERE / "results" / "workloads")
     args = ap.parse_args(argv)
@@ -83,17 +85,15 @@ def stock_fn(fn, key: str, device: torch.device):
     return compiled, close
 
 
-def hoid_compiled(graph, device: torch.device):
-    """(compiled callable, info): the graph rewritten for the H200 and compiled for `device`."""
+def hoid_compiled(graph, device: torch.device, budget: str | None):
+    """(compiled callable, info): the graph planned (`forward_loop.hoid_plan`: `hoid.optimize` with `budget`,
+    else `hoid.search` for the H200) and compiled for `device`."""
     import hoid
 
+    planned, info = hoid_plan(graph, device, budget, target="h200")
     begin = time.perf_counter()
-    rewritten = hoid.search.rewrite(graph, device="h200")
-    rewrite_s = time.perf_counter() - begin
-    begin = time.perf_counter()
-    compiled = hoid.compile(rewritten, device=device)
-    info = {"rewrite_s": rewrite_s, "compile_s": time.perf_counter() - begin, "nodes": len(graph.nodes),
-            "nodes_rewritten": len(rewritten.nodes), "kernels": rewritten.op_counts().get("kernel", 0)}
+    compiled = hoid.compile(planned, device=device)
+    info["compile_s"] = time.perf_counter() - begin
     return compiled, info
 
 
@@ -121,7 +121,7 @@ def encoder_part(model, args, device) -> list[dict]:
                 fn, close = stock_fn(module, key, device)
                 closers.extend([close] if close else [])
             else:
-                compiled, info = hoid_compiled(whisper.encoder_graph(model), device)
+                compiled, info = hoid_compiled(whisper.encoder_graph(model), device, args.optimize_budget)
                 row.update(info)
                 fn = lambda x, c=compiled: c(x)[0]  # noqa: E731
             row["build_s"] = time.perf_counter() - begin
@@ -172,7 +172,7 @@ def decode_part(model, args, device) -> list[dict]:
         return Decoder(prefill=fn, step=fn, close=close, **gated)
 
     def ours():
-        compiled, info = hoid_compiled(whisper.decode_step_graph(model, cache_len), device)
+        compiled, info = hoid_compiled(whisper.decode_step_graph(model, cache_len), device, args.optimize_budget)
         inputs = {"cross": cross}
 
         def logits(ids, pos):

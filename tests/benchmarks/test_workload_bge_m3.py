@@ -51,4 +51,20 @@ def test_rows_are_gated_against_the_float32_reference_by_eager_bf16(smoke):
     assert hoid_row["gate"]["passed"] and not hoid_row["failed"]
     assert hoid_row["gate"]["baseline"] == baseline and hoid_row["errors"]["median"] <= 1.5 * baseline["median"]
     assert hoid_row["nodes"] > 0 and hoid_row["fallbacks"] == {}
-    assert {"import_s", "rewrite_s", "compile_s"} <= set(hoid_row)
+    assert {"import_s", "plan_s", "compile_s"} <= set(hoid_row) and hoid_row["plan"] == "hoid.search (cpu)"
+
+
+@pytest.mark.slow
+def test_with_a_budget_hoids_plan_is_hoid_optimizes(tmp_path):
+    """Issue 25's hoid row: `hoid.optimize` with the offline proposers (here the CPU's few seconds), gated as
+    the search's plan is."""
+    argv = ["--tiny", "--device", "cpu", "--repeat", "2", "--rows", "eager,hoid", "--optimize-budget", "10s",
+            "--out", str(tmp_path / "out")]
+    env = {"HOID_CACHE": str(tmp_path / "cache.sqlite"), "HOID_JOURNAL": str(tmp_path / "journal.sqlite"),
+           "HOID_KERNELS": str(tmp_path / "kernels")}
+    code, stdout = run_main("workload_bge_m3", argv, env)
+    assert code == 0, stdout[-3000:]
+    result = json.loads((tmp_path / "out" / "workload-bge-m3-tiny-eager_hoid.json").read_text())
+    ours = {r["key"]: r for r in result["rows"]}["hoid"]
+    assert ours["plan"].startswith("hoid.optimize (") and "# hoid optimize" in ours["search"]
+    assert ours["plan_s"] > 0 and ours["gate"]["passed"] and not ours["failed"]
