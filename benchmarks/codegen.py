@@ -133,7 +133,7 @@ def bench_region(generated, matches: int, device, smoke: bool) -> dict:
     body, types, spec = generated.body, generated.types, generated.spec
     inputs = [random_tensor(t, device=device) for t in types]
     compiled, want, dynamo = compiled_by_inductor(
-        region_fn(body), inputs, "default" if smoke else "max-autotune-no-cudagraphs", fullgraph=True)
+        region_fn(body), inputs, "default" if smoke else "max-autotune-no-cudagraphs", kernels=True, fullgraph=True)
     compiled = no_recompile(compiled)
     tuning = tune_region(generated, smoke)
     row = {"kernel": spec.id, "ops": [n.op for n in body.nodes], "matches": matches,

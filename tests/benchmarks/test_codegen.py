@@ -92,3 +92,21 @@ def test_runs_of_two_devices_are_not_merged():
 
     with pytest.raises(ValueError, match="differ in device"):
         codegen_report.merge([_run("d1", {"a": 1.0}), _run("d2", {"b": 1.0}, device="NVIDIA B200")], ["x", "y"])
+
+
+def test_inductors_triton_kernels_are_read_with_the_config_its_autotuning_kept():
+    """The GPU-only diagnostic (Inductor makes Triton kernels only for CUDA), read from a module as Inductor
+    leaves it: an autotuner whose launchers hold the kept config; one seen twice is listed once."""
+    import types
+
+    import triton
+    from torch._inductor.runtime.triton_heuristics import CachingAutotuner
+
+    tuner = object.__new__(CachingAutotuner)
+    tuner.launchers = [types.SimpleNamespace(config=triton.Config({"XBLOCK": 1024}, num_warps=4, num_stages=1))]
+    tuner.configs = [triton.Config({"XBLOCK": 512}, num_warps=8), triton.Config({"XBLOCK": 1024}, num_warps=4)]
+    tuner.fn = types.SimpleNamespace(src="def triton_poi_fused_add_0(...): ...")
+    module = types.SimpleNamespace(triton_poi_fused_add_0=tuner, other=3)
+    (kernel,) = codegen_inductor.triton_kernels([module, module])
+    assert kernel == {"name": "triton_poi_fused_add_0", "configs": [{"XBLOCK": 1024, "num_warps": 4, "num_stages": 1}],
+                      "source": "def triton_poi_fused_add_0(...): ..."}
