@@ -17,6 +17,10 @@ AWAITING_PRICES: dict[str, str] = {
     "cute.gemm_linear_add": "2026-12-04 ablation session: WGMMAs unserialized, 128 x 128 in two warpgroups",
     # new: the prompt's attention writing its heads merged (the copy after the plain kernel saved)
     "triton.prefill_attention_merged": "2026-12-04 ablation session: new",
+    # new: the prompt's projections on tensor cores with split-K and the GEMV's epilogues (gate/up + SiLU too)
+    "triton.gemm_linear": "2026-12-04 session 5: new",
+    "triton.gemm_linear_add": "2026-12-04 session 5: new",
+    "triton.gemm_linear_swiglu_merged": "2026-12-04 session 5: new",
 }
 
 

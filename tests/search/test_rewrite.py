@@ -106,9 +106,10 @@ def test_a_kernel_gets_the_layout_its_spec_takes_on_the_way_back():
     from hoid.models.llm import prefill_graph
     from hoid.runtime import compile
 
-    # without the merged-SwiGLU kernels, which read the merged output whole (and are chosen where they are
-    # in the set), so that silu_mul takes the halves
-    kernels = KernelSet.default().runnable_here().without("triton.swiglu_merged").without("torch.swiglu_merged")
+    # without the merged-SwiGLU kernels, which read the merged output whole, nor the GEMM that gates in its
+    # epilogue (each chosen where it is in the set), so that silu_mul takes the halves
+    kernels = (KernelSet.default().runnable_here().without("triton.swiglu_merged").without("torch.swiglu_merged")
+               .without("triton.gemm_linear_swiglu_merged"))
     graph = rewrite(prefill_graph(build_model("qwen3-1.7b-tiny"), 32, 40), device="h200", kernels=kernels)
     kernels = [n for n in graph.nodes if n.op == "kernel"]
     assert all(get(n.attrs["kernel"]).rejects([v.type for v in n.inputs], n.attrs["attrs"]) is None for n in kernels)

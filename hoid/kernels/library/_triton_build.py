@@ -67,6 +67,7 @@ class BuiltKernel:
     loads_after_store: int = 0
     spilled_bytes: int = 0  # ptxas's spill stores and loads together: 0 where every value stays in registers
     ptxas_warnings: tuple[str, ...] = ()  # what ptxas warned of (C7514: WGMMAs serialized, and the like)
+    tensor_core_mmas: int = 0  # the PTX's tensor-core MMAs: wgmma (sm_90), tcgen05 (sm_100) or mma.sync ones
 
 
 def compile_for(kernel: TritonKernel, arch: str, signature: dict[str, str], constexprs: dict[str, Any],
@@ -131,9 +132,10 @@ def _build(kernel: TritonKernel, arch, signature, constexprs, num_warps, num_sta
     ahead = built.asm["ptx"].split("griddepcontrol.wait")[0] if griddep else ""
     behind = built.asm["ptx"].split("st.global", 1)[1] if "st.global" in built.asm["ptx"] else ""
     report = ptxas_report(built.asm["ptx"], target)
+    mmas = len(re.findall(r"\b(?:wgmma\.mma_async|tcgen05\.mma|mma\.sync)\b", built.asm["ptx"]))
     return BuiltKernel(kernel.name, arch, target, built.metadata.shared, built.metadata.num_warps, async_loads,
                        wide, len(loads) - wide, griddep, len(re.findall(r"\bld\.global", ahead)),
-                       len(re.findall(r"\bld\.global", behind)), report.spilled_bytes, report.warnings)
+                       len(re.findall(r"\bld\.global", behind)), report.spilled_bytes, report.warnings, mmas)
 
 
 class _CompileServer:

@@ -64,10 +64,16 @@ PARAMS = (
 def gemv_tile(x_ptr, w_ptr, res_ptr, out_ptr, part_ptr, count_ptr, M, K, n_out, k_tiles,
               EPILOGUE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
               SPLIT_K: tl.constexpr, PRECISION: tl.constexpr, STAGES: tl.constexpr, PDL: tl.constexpr,
-              EARLY: tl.constexpr):
+              EARLY: tl.constexpr, GRID_M: tl.constexpr = False):
     pid_n, pid_k = tl.program_id(0), tl.program_id(1)
     n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    m = tl.arange(0, BLOCK_M)
+    if GRID_M:  # a prompt's rows, BLOCK_M at a time (`triton_gemm`); a GEMV's rows all fit one tile
+        pid_m = tl.program_id(2)
+        m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        tile = pid_m * tl.num_programs(0) + pid_n  # its split-K arrival counter
+    else:
+        m = tl.arange(0, BLOCK_M)
+        tile = pid_n
     if EARLY:
         # The weight is bound once and no kernel of the chain writes it (the runtime launches with EARLY
         # only then): its first tile streams in while the previous kernel finishes, ahead of the wait
@@ -78,13 +84,14 @@ def gemv_tile(x_ptr, w_ptr, res_ptr, out_ptr, part_ptr, count_ptr, M, K, n_out, 
         if EPILOGUE == 2:
             w_up_first = tl.load(w_ptr + first_offs + tl.cast(n_out, tl.int64) * K, mask=first_mask, other=0.0)
     pdl_enter(PDL)  # before any other load or store: the counters, partials and out may be the last kernel's
-    if EPILOGUE == 1:
+    if EPILOGUE == 1 and not GRID_M:
         # The residual, read now: read in the epilogue, it was one more round trip to memory after the sums
-        # (behind the split's stores and atomics too, where K is split: no load goes out ahead of a store)
+        # (behind the split's stores and atomics too, where K is split: no load goes out ahead of a store).
+        # A GEMM's tile would hold it in registers through the whole K loop: it reads it last (`_residual`)
         res = tl.load(res_ptr + m[:, None] * n_out + n[None, :], mask=(m[:, None] < M) & (n[None, :] < n_out),
                       other=0.0)
     else:
-        res = res_ptr  # no residual: never read
+        res = res_ptr  # no residual yet: read by `_residual` (a GEMM's add), or never
     acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
     acc_up = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)  # the up half's rows, with the swiglu epilogue
     # A run-time bound: one build serves every K. STAGES > 1 pipelines the loop (loads issued stages ahead,
@@ -115,7 +122,7 @@ def gemv_tile(x_ptr, w_ptr, res_ptr, out_ptr, part_ptr, count_ptr, M, K, n_out, 
         tl.store(part_ptr + (2 * pid_k) * plane + part_offs, acc, mask=out_mask)
         if EPILOGUE == 2:
             tl.store(part_ptr + (2 * pid_k + 1) * plane + part_offs, acc_up, mask=out_mask)
-        arrived = tl.atomic_add(count_ptr + pid_n, 1, sem="acq_rel", scope="gpu")
+        arrived = tl.atomic_add(count_ptr + tile, 1, sem="acq_rel", scope="gpu")
         if arrived == SPLIT_K - 1:
             acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
             acc_up = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
@@ -125,10 +132,20 @@ def gemv_tile(x_ptr, w_ptr, res_ptr, out_ptr, part_ptr, count_ptr, M, K, n_out, 
                 if EPILOGUE == 2:
                     acc_up += tl.load(part_ptr + (2 * s + 1) * plane + part_offs, mask=out_mask, other=0.0,
                                       cache_modifier=".cg")
-            tl.atomic_xchg(count_ptr + pid_n, 0)  # ready for the next launch (or graph replay)
-            _epilogue(acc, acc_up, res, out_ptr, out_offs, out_mask, EPILOGUE)
+            tl.atomic_xchg(count_ptr + tile, 0)  # ready for the next launch (or graph replay)
+            _epilogue(acc, acc_up, _residual(res, res_ptr, out_offs, out_mask, EPILOGUE == 1 and GRID_M), out_ptr,
+                      out_offs, out_mask, EPILOGUE)
     else:
-        _epilogue(acc, acc_up, res, out_ptr, out_offs, out_mask, EPILOGUE)
+        _epilogue(acc, acc_up, _residual(res, res_ptr, out_offs, out_mask, EPILOGUE == 1 and GRID_M), out_ptr,
+                  out_offs, out_mask, EPILOGUE)
+
+
+@device_function
+def _residual(res, res_ptr, offs, mask, LATE: tl.constexpr):
+    """The residual's values: read here, after the sums, where LATE (a GEMM's tile); else `res` as given."""
+    if LATE:
+        res = tl.load(res_ptr + offs, mask=mask, other=0.0)
+    return res
 
 
 @device_function
@@ -281,7 +298,8 @@ def _compile(epilogue: str, m: int, split_k: int, tile: tuple[int, int, int], st
                "count_ptr": pointer_type("i32"), "M": "i32", "K": "i32", "n_out": "i32", "k_tiles": "i32"}
         block_n, block_k, num_warps = tile
         consts = {"EPILOGUE": EPILOGUES[epilogue], "BLOCK_M": m, "BLOCK_N": block_n, "BLOCK_K": block_k,
-                  "SPLIT_K": split_k, "PRECISION": "tf32", "STAGES": stages, "PDL": pdl, "EARLY": early}
+                  "SPLIT_K": split_k, "PRECISION": "tf32", "STAGES": stages, "PDL": pdl, "EARLY": early,
+                  "GRID_M": False}
         # K and n_out are multiples of 16 in every model's projections: the launch specializes on that.
         return compile_for(gemv_tile, arch, sig, consts, num_warps=num_warps, num_stages=stages,
                            divisible_by_16=("K", "n_out"))
@@ -299,22 +317,23 @@ def _all_builds(epilogue: str):
                             for m, tile, st, s in with_pdl for early in (False, True)])
 
 
-def _examples(rows_per_out: int, with_residual: bool):
+def _examples(rows_per_out: int, with_residual: bool, rows=(1, 1, 2, 5, 16), cols=(8, 48, 100)):
     def draw(rng: random.Random):
         # Small: the interpreter's cost grows with the programs launched; GPU checks use real shapes.
-        m, k, n = rng.choice((1, 1, 2, 5, 16)), rng.choice((64, 200, 520)), rng.choice((8, 48, 100))
+        m, k, n = rng.choice(rows), rng.choice((64, 200, 520)), rng.choice(cols)
         dtype = rng.choice(example_floats())
         types = [TensorType((m, k), dtype), TensorType((rows_per_out * n, k), dtype)]
         return types + ([TensorType((m, n), dtype)] if with_residual else []), {}
     return draw
 
 
-def _resolver(rows_per_out: int):
+def _resolver(rows_per_out: int, tiles=choose):
+    """The spec's `resolve`: `tiles` (this module's `choose`, or the prompt GEMM's) at the call's shapes."""
     def resolve(types, attrs, params, target) -> dict:
         x, w = types[0], types[1]
         k = x.shape[-1]
-        return choose(x.numel // max(k, 1), w.shape[0] // rows_per_out, k, rows_per_out, target.multiprocessors,
-                      **params)
+        return tiles(x.numel // max(k, 1), w.shape[0] // rows_per_out, k, rows_per_out, target.multiprocessors,
+                     **params)
     return resolve
 
 
