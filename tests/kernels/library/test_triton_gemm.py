@@ -67,3 +67,19 @@ def test_builds_on_tensor_cores_with_a_pipelined_k_loop(arch):
         for built in spec.compile(arch):
             assert built.ptx_target == f"{arch}a" and built.tensor_core_mmas > 0, (spec.id, built)
             assert built.async_loads > 0 and built.narrow_loads == 0 and built.spilled_bytes == 0, (spec.id, built)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: the prompt's shapes, compiled")
+@pytest.mark.parametrize("m, n, k", [(128, 2560, 9728), (1024, 2048, 2048), (300, 1024, 4096)],
+                         ids=["few-tiles-split", "128-row-tiles", "partial-tiles"])
+def test_the_prompts_shapes_at_auto_match_float64_on_the_gpu(m, n, k):
+    """The builds "auto" takes on the H200 (split K at 128 rows, 128-row tiles on 8 warps at 1024, partial
+    tiles at 300), in bf16, each epilogue."""
+    from hoid.kernels.library._triton_compile import interpreting
+
+    if interpreting():
+        pytest.skip("TRITON_INTERPRET is set: these shapes are the compiled kernel's")
+    for spec in SPECS:
+        inputs = [t.to("cuda", torch.bfloat16) for t in _inputs(spec, m, k, n, torch.float32)]
+        assert_matches(spec, inputs, {})
