@@ -115,6 +115,10 @@
 #               and timing, against 7); kernels_cute.py --parts decode,prefill --m 1,16 --gemm 38 s;
 #               Llama-3.1-8B `stock` ROWS=fast-max-autotune 199 s (warm-up 124 s, gate 50 s), hf-static 33 s,
 #               hf-compile-default then hf-compile-reduce-overhead cut at LIMIT=285 in the latter's gate.
+#     Measured 2026-12-04 (session 5): prep && cute-a && codegen.py --parts regions (ViT, Whisper) 88 s (the
+#               regions 70 s); cute-b && tests (173 passed, 359 s) && codegen.py --parts regions,forms bge-m3
+#               (85 s) 477 s; the next call (codegen.py --parts whole) never answered: the machine was given
+#               back and loans paused for the session.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD:/tmp/site
 out=${OUT:-/tmp/out}
