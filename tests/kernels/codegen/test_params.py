@@ -62,6 +62,13 @@ def test_the_sweep_is_auto_then_distinct_neighbours_within_the_declared_choices(
     assert len(sweep(generated.layout, 3)) == 3
 
 
+def test_a_sweep_from_one_row_a_program_also_tries_four():
+    # one row a program has no half: the slot goes to four rows (BGE-M3's add ran faster at two, 12-04)
+    combos = sweep(_bias_add(4096, 1024).layout)
+    assert auto_params(_bias_add(4096, 1024).layout)["block_m"] == 1
+    assert [c["block_m"] for c in combos] == ["auto", 2, "auto", "auto", 4]
+
+
 def test_the_sweep_never_takes_more_rows_than_there_are():
     combos = sweep(_bias_add(1, 64).layout)  # one row: "auto" takes it, and no neighbour takes two
     assert [c["block_m"] for c in combos] == ["auto"] * len(combos)
