@@ -12,9 +12,11 @@ against a floor of 12.5 (its weight's bytes over the copy bandwidth; the 12-04 p
 `benchmarks/results/decode/decode-qwen3-4b-p128-b1-hoid-compile.json`). The residual is read after the sums
 (a tile's residual held through the K loop would take the registers the accumulators need).
 
-"auto" is a model until the H200 prices it (tests/search/awaiting.py): 64-row tiles up to 256 rows and
-128-row tiles (8 warps) beyond, 128 columns (64 for the gate/up pair: two accumulators), K tiles of 64
-in 3 stages (the Triton tutorial's Hopper matmul), and K split into as many parts as one wave of programs holds.
+"auto" is a model until the H200 prices it (tests/search/awaiting.py): a tile takes all the rows up to 64
+(4 warps), else 128 rows (8 warps), so that a prompt of up to 128 tokens reads each weight byte in one program
+only (such a prompt is weight-bound: Qwen3-4B's down projection reads 49.8 MB of weight for 2.5 MB of x);
+128 columns (64 for the gate/up pair: two accumulators), K tiles of 64 in 3 stages (the Triton tutorial's
+Hopper matmul), and K split into as many parts as one wave of programs holds.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ PARAMS = (
     Param("num_warps", ("auto", 4, 8), "auto"),
     Param("num_stages", ("auto", 2, 3, 4), "auto"),
 )
-WIDE_ROWS = 256  # from more rows than this, 128-row tiles on 8 warps (fewer tiles re-read the weight less)
+WIDE_ROWS = 64  # from more rows than this, 128-row tiles on 8 warps (the module doc says why)
 MIN_K_TILES = 4  # a split walks at least this many K tiles: fewer and the reduction costs more than it fills
 MAX_SPLIT = 16
 MAX_PARTIAL_OFFSET = 2**31  # the split-K partials are addressed in int32
@@ -115,11 +117,11 @@ def launch_linear_swiglu(x, w, out, **params) -> None:
 
 # --- builds without a GPU ------------------------------------------------------------------------
 
-# (m, n_out, k) per epilogue whose "auto" builds CI compiles: Qwen3-1.7B at a prompt of 128 (64-row tiles,
-# split where the tiles are few) and of 1024 (128-row tiles on 8 warps); its gate/up never splits, so a narrow
-# gate/up (2 x 2048 rows of 6144 at 64 rows: four splits) builds that path.
-BUILD_SHAPES = {"none": ((128, 4096, 2048), (1024, 4096, 2048)), "add": ((128, 2048, 6144), (1024, 2048, 2048)),
-                "swiglu": ((64, 2048, 6144), (128, 6144, 2048), (1024, 6144, 2048))}
+# (m, n_out, k) per epilogue whose "auto" builds CI compiles: Qwen3-1.7B's projections at 48 rows (64-row tiles
+# on 4 warps, split), at a prompt of 128 (128-row tiles on 8 warps, split where the tiles are few) and of 1024
+# (not split); its gate/up at 128 rows does not split, so a narrow gate/up (2 x 2048 rows of 6144) builds that path.
+BUILD_SHAPES = {"none": ((48, 4096, 2048), (1024, 4096, 2048)), "add": ((128, 2048, 6144), (1024, 2048, 2048)),
+                "swiglu": ((128, 2048, 6144), (128, 6144, 2048), (1024, 6144, 2048))}
 BUILD_SMS = 132  # the H200's multiprocessors: the splits its launches take
 
 

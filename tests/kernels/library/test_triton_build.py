@@ -39,7 +39,7 @@ LOADS_AFTER_STORES = {
     "triton.linear": "split-K: the last program to arrive sums the partials the others stored",
     "triton.linear_add": "split-K: the last program to arrive sums the partials the others stored",
     "triton.linear_swiglu_merged": "split-K: the last program to arrive sums the partials the others stored",
-    "triton.gemm_linear": "split-K (a prompt of 128): as triton.linear",
+    "triton.gemm_linear": "split-K (48 rows): as triton.linear",
     "triton.gemm_linear_add": "split-K (a prompt of 128): as triton.linear",
     "triton.gemm_linear_swiglu_merged": "split-K (its narrow build): as triton.linear",
     "triton.decode_attention_onelaunch": "the last split to arrive combines the partials the others stored",

@@ -44,8 +44,10 @@ def test_split_k_is_deterministic_and_resets_its_counters():
 def test_auto_tiles_grow_with_the_prompt_and_split_k_until_one_wave():
     h200 = 132
     short = triton_gemm.choose(128, 2560, 9728, 1, h200)  # Qwen3-4B's down projection at a prompt of 128
-    assert (short["block_m"], short["block_n"], short["num_warps"]) == (64, 128, 4)
-    assert short["split_k"] == 3  # 40 tiles: three splits make 120 programs of 132, four would pass one wave
+    assert (short["block_m"], short["block_n"], short["num_warps"]) == (128, 128, 8)  # each weight byte once
+    assert short["split_k"] == 6  # 20 tiles: six splits make 120 programs of 132, seven would pass one wave
+    few = triton_gemm.choose(48, 2560, 9728, 1, h200)
+    assert (few["block_m"], few["num_warps"]) == (64, 4)
     long = triton_gemm.choose(1024, 2560, 9728, 1, h200)
     assert (long["block_m"], long["num_warps"], long["split_k"]) == (128, 8, 1)  # 160 tiles: a wave already
     gate_up = triton_gemm.choose(128, 9728, 2560, 2, h200)
@@ -74,7 +76,7 @@ def test_builds_on_tensor_cores_with_a_pipelined_k_loop(arch):
 @pytest.mark.parametrize("m, n, k", [(128, 2560, 9728), (1024, 2048, 2048), (300, 1024, 4096)],
                          ids=["few-tiles-split", "128-row-tiles", "partial-tiles"])
 def test_the_prompts_shapes_at_auto_match_float64_on_the_gpu(m, n, k):
-    """The builds "auto" takes on the H200 (split K at 128 rows, 128-row tiles on 8 warps at 1024, partial
+    """The builds "auto" takes on the H200 (128-row tiles split six ways at 128 rows, unsplit at 1024, partial
     tiles at 300), in bf16, each epilogue."""
     from hoid.kernels.library._triton_compile import interpreting
 
