@@ -26,14 +26,14 @@ import torch
 from ..pattern import Pattern
 from ..spec import KernelSpec, Param
 from . import _constraints as C
-from ._triton_build import compile_for, pointer_type
-from ._triton_compile import cdiv, num_sms
+from ._triton_compile import cdiv, next_power_of_2, num_sms
 from .triton_gemv import (
     EPILOGUES,
     LINEAR,
     LINEAR_ADD,
     LINEAR_SWIGLU,
     MAX_M,
+    _compile,
     _counters,
     _examples,
     _partials_shape,
@@ -90,7 +90,7 @@ def _launch(x, w, residual, out, epilogue: str, *, block_m="auto", block_n="auto
         partials = workspace[0] if workspace else torch.empty(shape, dtype=torch.float32, device=x.device)
         if tuple(partials.shape) != shape:
             raise ValueError(f"gemm: split-K workspace {tuple(partials.shape)} given, these params need {shape}")
-        counters = _counters(x.device, max(1024, 1 << (tiles_m * tiles_n - 1).bit_length()))
+        counters = _counters(x.device, max(1024, next_power_of_2(tiles_m * tiles_n)))
     precision = "ieee" if x.dtype == torch.float32 else "tf32"
     res = residual if residual is not None else out
     gemv_tile[(tiles_n, split, tiles_m)](
@@ -126,21 +126,11 @@ BUILD_SMS = 132  # the H200's multiprocessors: the splits its launches take
 
 
 def _all_builds(epilogue: str):
-    rows_per_out = 2 if epilogue == "swiglu" else 1
-
     def build(arch: str):
-        out = []
-        for m, n_out, k in BUILD_SHAPES[epilogue]:
-            cfg = choose(m, n_out, k, rows_per_out, BUILD_SMS)
-            ptr = pointer_type("bf16")
-            sig = {"x_ptr": ptr, "w_ptr": ptr, "res_ptr": ptr, "out_ptr": ptr, "part_ptr": pointer_type("f32"),
-                   "count_ptr": pointer_type("i32"), "M": "i32", "K": "i32", "n_out": "i32", "k_tiles": "i32"}
-            consts = {"EPILOGUE": EPILOGUES[epilogue], "BLOCK_M": cfg["block_m"], "BLOCK_N": cfg["block_n"],
-                      "BLOCK_K": cfg["block_k"], "SPLIT_K": cfg["split_k"], "PRECISION": "tf32",
-                      "STAGES": cfg["num_stages"], "PDL": False, "EARLY": False, "GRID_M": True}
-            out.append(compile_for(gemv_tile, arch, sig, consts, num_warps=cfg["num_warps"],
-                                   num_stages=cfg["num_stages"], divisible_by_16=("K", "n_out")))
-        return out
+        rows_per_out = 2 if epilogue == "swiglu" else 1
+        cfgs = [choose(m, n_out, k, rows_per_out, BUILD_SMS) for m, n_out, k in BUILD_SHAPES[epilogue]]
+        return [_compile(epilogue, c["block_m"], c["split_k"], (c["block_n"], c["block_k"], c["num_warps"]),
+                         c["num_stages"], grid_m=True)(arch) for c in cfgs]
     return build
 
 

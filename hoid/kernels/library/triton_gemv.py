@@ -291,7 +291,9 @@ def _constraints(pattern: Pattern, extra=()) -> tuple:
 
 
 def _compile(epilogue: str, m: int, split_k: int, tile: tuple[int, int, int], stages: int, pdl: bool = False,
-             early: bool = False):
+             early: bool = False, grid_m: bool = False):
+    """The build of one tile: `m` its rows (BLOCK_M), `tile` (block_n, block_k, num_warps); `grid_m`: over
+    tiles of the rows (the prompt's GEMM, `triton_gemm`)."""
     def build(arch: str):
         ptr = pointer_type("bf16")
         sig = {"x_ptr": ptr, "w_ptr": ptr, "res_ptr": ptr, "out_ptr": ptr, "part_ptr": pointer_type("f32"),
@@ -299,7 +301,7 @@ def _compile(epilogue: str, m: int, split_k: int, tile: tuple[int, int, int], st
         block_n, block_k, num_warps = tile
         consts = {"EPILOGUE": EPILOGUES[epilogue], "BLOCK_M": m, "BLOCK_N": block_n, "BLOCK_K": block_k,
                   "SPLIT_K": split_k, "PRECISION": "tf32", "STAGES": stages, "PDL": pdl, "EARLY": early,
-                  "GRID_M": False}
+                  "GRID_M": grid_m}
         # K and n_out are multiples of 16 in every model's projections: the launch specializes on that.
         return compile_for(gemv_tile, arch, sig, consts, num_warps=num_warps, num_stages=stages,
                            divisible_by_16=("K", "n_out"))
