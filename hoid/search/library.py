@@ -75,7 +75,8 @@ def _candidates(snapshot: Snapshot, producer, index: int, attrs, cls: str):
 
 def match_all(snapshot: Snapshot, pattern: Graph, value, cls: str, bind: dict, exact: bool):
     """Every extension of `bind` under which `value` of `pattern` is computed by e-class `cls`: `match`'s
-    bindings, all of them (each a new dict), where `match` keeps the first. A class holds equivalent e-nodes
+    bindings, all of them (each a new dict, or `bind` itself where `value` is bound already and agrees),
+    where `match` keeps the first. A class holds equivalent e-nodes
     over different inputs (a prompt's attention over the caches as stored, grouped, beside the one over the
     expanded heads that transformers writes): the first alone gave a fused pattern the signature of the
     expanded one only, whose expansion copies."""

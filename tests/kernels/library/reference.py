@@ -53,3 +53,12 @@ def assert_matches(spec: KernelSpec, inputs: list[torch.Tensor], attrs: dict, pa
         g, w = g.double()[~undefined], w[~undefined]
         err = ((g - w).norm() / w.norm().clamp_min(1e-30)).item()
         assert err <= L2_BOUND[dtype], f"{spec.id} output {i} ({dtype}): relative L2 error {err:.2e}"
+
+
+def linear_inputs(spec: KernelSpec, m: int, k: int, n: int, dtype) -> list[torch.Tensor]:
+    """Inputs of a linear-family spec (its pattern `linear`, `linear_add` or `linear_swiglu_merged`): x [m, k],
+    a weight of n output rows (2n, gate then up, for the merged pair) scaled so that outputs stay near 1, and
+    the residual [m, n] where the pattern adds one."""
+    rows = 2 * n if spec.pattern.name == "linear_swiglu_merged" else n
+    ins = [torch.randn(m, k, dtype=dtype), torch.randn(rows, k, dtype=dtype) / k**0.5]
+    return ins + ([torch.randn(m, n, dtype=dtype)] if spec.pattern.name == "linear_add" else [])

@@ -6,16 +6,10 @@ import torch
 
 from hoid.kernels.library import triton_gemm
 
-from .reference import assert_matches
+from .reference import assert_matches, linear_inputs
 
 SPECS = [triton_gemm.LINEAR_SPEC, triton_gemm.LINEAR_ADD_SPEC, triton_gemm.LINEAR_SWIGLU_SPEC]
 SMALL = {"block_m": 32, "block_n": 32, "block_k": 32}  # small tiles: several of each, fast in the interpreter
-
-
-def _inputs(spec, m, k, n, dtype):
-    rows = 2 * n if spec is triton_gemm.LINEAR_SWIGLU_SPEC else n
-    ins = [torch.randn(m, k, dtype=dtype), torch.randn(rows, k, dtype=dtype) / k**0.5]
-    return ins + ([torch.randn(m, n, dtype=dtype)] if spec is triton_gemm.LINEAR_ADD_SPEC else [])
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.id)
@@ -24,16 +18,16 @@ def _inputs(spec, m, k, n, dtype):
 def test_matches_float64_reference(spec, dtype, split_k):
     # 70 rows and 40 columns: the last M and N tiles are partial; K = 200 is not a multiple of the K tile,
     # and three splits of its 7 tiles leave the last one short
-    assert_matches(spec, _inputs(spec, 70, 200, 40, dtype), {}, {"split_k": split_k, **SMALL})
+    assert_matches(spec, linear_inputs(spec, 70, 200, 40, dtype), {}, {"split_k": split_k, **SMALL})
 
 
 def test_a_prompt_of_many_rows_and_a_batch_of_them_match():
-    x, w, r = _inputs(triton_gemm.LINEAR_ADD_SPEC, 2 * 33, 96, 64, torch.float32)
+    x, w, r = linear_inputs(triton_gemm.LINEAR_ADD_SPEC, 2 * 33, 96, 64, torch.float32)
     assert_matches(triton_gemm.LINEAR_ADD_SPEC, [x.view(2, 33, 96), w, r.view(2, 33, 64)], {}, SMALL)
 
 
 def test_split_k_is_deterministic_and_resets_its_counters():
-    x, w = _inputs(triton_gemm.LINEAR_SPEC, 64, 512, 64, torch.float32)
+    x, w = linear_inputs(triton_gemm.LINEAR_SPEC, 64, 512, 64, torch.float32)
     first, second = torch.empty(64, 64), torch.empty(64, 64)
     triton_gemm.launch_linear(x, w, first, split_k=4, **SMALL)
     triton_gemm.launch_linear(x, w, second, split_k=4, **SMALL)
@@ -83,5 +77,5 @@ def test_the_prompts_shapes_at_auto_match_float64_on_the_gpu(m, n, k):
     if interpreting():
         pytest.skip("TRITON_INTERPRET is set: these shapes are the compiled kernel's")
     for spec in SPECS:
-        inputs = [t.to("cuda", torch.bfloat16) for t in _inputs(spec, m, k, n, torch.float32)]
+        inputs = [t.to("cuda", torch.bfloat16) for t in linear_inputs(spec, m, k, n, torch.float32)]
         assert_matches(spec, inputs, {})

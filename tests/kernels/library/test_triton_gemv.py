@@ -5,15 +5,9 @@ from hoid.kernels.library import triton_gemv
 from hoid.verify import check_kernel
 
 from ..trusted import TIMING_RUNS
-from .reference import assert_matches
+from .reference import assert_matches, linear_inputs
 
 SPECS = [triton_gemv.LINEAR_SPEC, triton_gemv.LINEAR_ADD_SPEC, triton_gemv.LINEAR_SWIGLU_SPEC]
-
-
-def _inputs(spec, m, k, n, dtype):
-    rows = 2 * n if spec is triton_gemv.LINEAR_SWIGLU_SPEC else n
-    ins = [torch.randn(m, k, dtype=dtype), torch.randn(rows, k, dtype=dtype) / k**0.5]
-    return ins + ([torch.randn(m, n, dtype=dtype)] if spec is triton_gemv.LINEAR_ADD_SPEC else [])
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.id)
@@ -22,11 +16,11 @@ def _inputs(spec, m, k, n, dtype):
 @pytest.mark.parametrize("split_k", [1, 4])
 def test_matches_float64_reference(spec, dtype, m, split_k):
     # K = 700 is not a multiple of the 128-wide K tile: the tail is masked; split 4 leaves one split short.
-    assert_matches(spec, _inputs(spec, m, 700, 40, dtype), {}, {"split_k": split_k, "block_k": 128})
+    assert_matches(spec, linear_inputs(spec, m, 700, 40, dtype), {}, {"split_k": split_k, "block_k": 128})
 
 
 def test_split_k_is_deterministic_and_resets_its_counters():
-    x, w = _inputs(triton_gemv.LINEAR_SPEC, 1, 1024, 64, torch.float32)
+    x, w = linear_inputs(triton_gemv.LINEAR_SPEC, 1, 1024, 64, torch.float32)
     params = {"split_k": 8, "block_k": 128, "block_n": 8}
     first, second = torch.empty(1, 64), torch.empty(1, 64)
     triton_gemv.launch_linear(x, w, first, **params)
