@@ -22,6 +22,8 @@ CUTS = {
     "qkv_norm_rope_cache": [f"t{i}" for i in range(1, 21)],  # q/k/v GEMVs .. q/k norms, RoPE, cache appends
     "rmsnorm_gate_up_silu": [f"t{i}" for i in range(27, 34)],  # post-attention norm .. silu(gate) * up
     "oproj_residual_rmsnorm": [f"t{i}" for i in range(24, 28)],  # o projection, residual add, next norm
+    "attention_half": [f"t{i}" for i in range(0, 27)],  # input norm .. attention .. o projection + residual
+    "mlp_half": [f"t{i}" for i in range(27, 37)],  # post-attention norm .. down projection + residual
     "wrong_rmsnorm_gate_up_silu": [f"t{i}" for i in range(27, 34)],
     "slow_rmsnorm_gate_up_silu": [f"t{i}" for i in range(27, 34)],
 }

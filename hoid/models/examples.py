@@ -47,10 +47,14 @@ def mlp_block(tokens: int = 4, hidden: int = 64, intermediate: int = 128, dtype:
 
 
 def decode_layer(hidden: int = 2048, heads: int = 16, kv_heads: int = 8, head_dim: int = 128,
-                 intermediate: int = 6144, cache_len: int = 1024, dtype: str = "bf16", seed: int = 0) -> Graph:
+                 intermediate: int = 6144, cache_len: int = 384, dtype: str = "bf16", seed: int = 0) -> Graph:
     """One Qwen3 layer for one token: x [1, 1, hidden], cos/sin [1, 1, head_dim], positions i64[1] (the
     slot), mask b8[1, 1, 1, cache_len] (True = attend), the layer's k/v caches as state; outputs the
-    layer's output and the updated caches. Random weights (the kernels' speed does not depend on them)."""
+    layer's output and the updated caches. Random weights (the kernels' speed does not depend on them).
+
+    Written as `hoid.from_torch` imports a Qwen3 layer after the rule sets (the attention's scale explicit,
+    as transformers passes it), at Qwen3-1.7B's sizes with the decode benchmark's cache (a prompt of 128
+    and 256 new tokens): a region cut from it is found in the benchmark's decode step at the same types."""
     gen = torch.Generator().manual_seed(seed)
     tdtype = to_torch(dtype)
 
@@ -88,7 +92,7 @@ def decode_layer(hidden: int = 2048, heads: int = 16, kv_heads: int = 8, head_di
     k_rot = b.rope(b.transpose(k, dim0=1, dim1=2), cos4, sin4)
     new_k = b.index_copy(k_cache, positions, k_rot, dim=2)
     new_v = b.index_copy(v_cache, positions, b.transpose(v, dim0=1, dim1=2), dim=2)
-    attn = b.sdpa(q_rot, new_k, new_v, mask, enable_gqa=True)
+    attn = b.sdpa(q_rot, new_k, new_v, mask, scale=head_dim ** -0.5, enable_gqa=True)
     attn = b.reshape(b.transpose(attn, dim0=1, dim1=2), shape=(1, 1, q_dim))
     h = b.add(x, linear(attn, w("self_attn.o_proj.weight", hidden, q_dim)))
     n2 = b.rmsnorm(h, post_norm, eps=1e-6)

@@ -112,6 +112,53 @@ def test_every_example_kernel_loads_and_its_region_occurs_in_the_layer(small):
     assert {str(gi.value.type) for k in shipped for gi in k.region.inputs} >= {"bf16[6144,2048]"}
 
 
+def test_the_layer_halves_are_found_and_pass_in_an_imported_qwen3_decode_step(tmp_path, monkeypatch):
+    """The one-launch attention and MLP halves, their regions cut from decode_layer at a tiny Qwen3's sizes,
+    are found in that model's decode step as `hoid.from_torch` imports it (after the rule sets: the regions
+    are the import's, not only the example's), and pass their checks there (the attention half's three
+    phases, which a GPU runs between grid barriers, as three launches under the interpreter)."""
+    from hoid.models.configs import build_model
+    from hoid.models.llm import decode_step_graph
+
+    lm = build_model("qwen3-1.7b-tiny")
+    c = lm.config
+    layer = decode_layer(hidden=c.hidden_size, heads=c.num_attention_heads, kv_heads=c.num_key_value_heads,
+                         head_dim=c.head_dim, intermediate=c.intermediate_size, cache_len=32, dtype="f32")
+    MAKE["write"](tmp_path / "all", layer, copy_kernels=True)
+    for name in ("attention_half", "mlp_half"):
+        shutil.copytree(tmp_path / "all" / name, tmp_path / "halves" / name)
+    monkeypatch.setenv("HOID_CACHE", str(tmp_path / "cache.sqlite"))
+    opt = optimize(decode_step_graph(lm, 32), agent=f"dir:{tmp_path / 'halves'}", device="cpu",
+                   journal=tmp_path / "journal.sqlite", store=False, rules=True, trials=2)
+    rows = _rows(tmp_path, opt)
+    assert sorted(r["kernel"] for r in rows) == ["dir.attention_half", "dir.mlp_half"], opt.report
+    assert all(r["verdict"] == "passed" and r["kernel_evidence"] == "measured" for r in rows), rows
+
+
+def test_every_shipped_kernel_applies_in_the_decode_benchmarks_qwen3_step():
+    """The shipped regions (bf16, Qwen3-1.7B, cache 384) are found in `benchmarks/decode.py qwen3-1.7b`'s
+    step (prompt 128 + 256 new tokens), at types their kernels take, in each of its 28 layers: a region that
+    differs from the import in a type or an attr (the cache's length, the attention's scale) never matches."""
+    import torch
+
+    from hoid.agent.dir_proposer import DirectoryProposer
+    from hoid.agent.regions import discover
+    from hoid.measure.devices import get_device
+    from hoid.models.configs import build_model
+    from hoid.models.llm import decode_step_graph
+    from hoid.search.rules import default_rulesets
+    from hoid.search.space import SearchSpace
+
+    step = decode_step_graph(build_model("qwen3-1.7b", dtype=torch.bfloat16, device="meta"), 384)
+    h200 = get_device("h200")
+    space = SearchSpace(step, target=h200.target())
+    space.saturate(default_rulesets())
+    specs = {s.pattern.name: s for s in DirectoryProposer(EXAMPLES).region_specs()}
+    applies = {r.pattern: r.matches for r in discover(space, list(specs.values()), h200, measured=False)
+               if specs[r.pattern].rejects(list(r.types), r.attrs) is None}
+    assert applies == {name: 28 for name in specs}, applies
+
+
 def test_a_folder_without_its_region_is_one_clear_error(tmp_path):
     (tmp_path / "k").mkdir()
     (tmp_path / "k" / "kernel.py").write_text("def launch(x, out):\n    out.copy_(x)\n")

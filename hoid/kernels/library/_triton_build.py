@@ -94,13 +94,14 @@ def compile_for(kernel: TritonKernel, arch: str, signature: dict[str, str], cons
 
 
 def compile_file_for(path: str, name: str, arch: str, signature: dict[str, str], constexprs: dict[str, Any],
-                     num_warps: int = 4, num_stages: int = 3) -> BuiltKernel:
-    """`compile_for` of the `@triton.jit` function `name` in the file at `path` (a generated kernel, which
-    no module name imports); always in the build process, so that this one may be interpreting."""
+                     num_warps: int = 4, num_stages: int = 3, divisible_by_16: Sequence[str] = ()) -> BuiltKernel:
+    """`compile_for` of the `@triton.jit` function `name` in the file at `path` (a generated kernel or a
+    kernel folder's, which no module name imports); always in the build process, so that this one may be
+    interpreting."""
     if arch not in ARCHS:
         raise ValueError(f"unknown arch {arch!r}; Triton kernels build for {', '.join(ARCHS)}")
     return _CompileServer.get().build({"file": str(path)}, name, arch, signature, constexprs, num_warps,
-                                      num_stages, [])
+                                      num_stages, list(divisible_by_16))
 
 
 def _build(kernel: TritonKernel, arch, signature, constexprs, num_warps, num_stages,
