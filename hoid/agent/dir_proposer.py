@@ -10,13 +10,17 @@ One folder per kernel:
                                 --cut ...` writes one: plain inputs in the order the launch takes them,
                                 outputs in the order it writes them)
     <path>/<name>/meta.json     optional: {"id": "dir.<name>", "entry": "launch", "note": "why",
-                                "aliases": {"<output value>": "<input value>"}, "sweep": [{...}, ...]}
+                                "aliases": {"<output value>": "<input value>"}, "sweep": [{...}, ...],
+                                "pdl": true}
 
 `<path>` may also be one such folder. The kernel id is `dir.<name>` unless meta says otherwise; its
 version is its source's hash, so an edited kernel is a new attempt (resume skips only unchanged ones).
 An output that `index_copy` writes into a region input of its type (a cache append) is in place by
 default (`KernelSpec.aliases`): the launch gets the cache itself as that output and writes only the new
-rows; `"aliases": {}` in meta turns that off.
+rows; `"aliases": {}` in meta turns that off. `"pdl": true` says the launch takes `pdl=` (bool) and, given
+True, launches with programmatic dependent launch (`KernelSpec.pdl`: it waits for its predecessor's memory
+before touching any, then lets its successor launch): the runtime asks for it on sm_90+ inside the chain
+of PDL kernels, which one kernel without it would break.
 
 The region is matched in the graph's e-graph by the search's own matcher, as the library's fused patterns
 are (`hoid.search.library`: structurally, then exactly; from an output that reaches every input, or from
@@ -42,7 +46,7 @@ from ..kernels.spec import Constraint, KernelSpec
 from .proposer import Context, Proposal
 
 KERNEL_FILE, REGION_FILE, META_FILE = "kernel.py", "region.hoid", "meta.json"
-META_KEYS = {"id", "entry", "note", "aliases", "sweep"}
+META_KEYS = {"id", "entry", "note", "aliases", "sweep", "pdl"}
 
 
 class KernelDirError(HoidError, ValueError):
@@ -64,7 +68,7 @@ class DirKernel:
 
     def spec(self) -> KernelSpec:
         return region_spec(self.source, self.region, self.id, aliases=self.meta.get("aliases"),
-                           doc=self.meta.get("note", ""))
+                           doc=self.meta.get("note", ""), pdl=self.meta.get("pdl", False))
 
     def sweep(self, spec: KernelSpec) -> tuple[dict, ...]:
         if "sweep" in self.meta:
@@ -75,7 +79,7 @@ class DirKernel:
 
 
 def region_spec(source: KernelSource, region: Graph, kernel_id: str, *, aliases: dict | None = None,
-                doc: str = "") -> KernelSpec:
+                doc: str = "", pdl: bool = False) -> KernelSpec:
     """The spec of kernel `source` for the region `region` (a body document): its pattern is the region,
     valid only at the region's input types, checked at exactly those (the region's index bounds kept)."""
     from ..verify.region import index_bounds
@@ -87,7 +91,7 @@ def region_spec(source: KernelSource, region: Graph, kernel_id: str, *, aliases:
     return source.to_spec(
         kernel_id, pattern, doc=doc, aliases=_aliases(region, aliases),
         constraints=(Constraint(f"the region's own input types ({shown})", lambda ts, _a: list(ts) == types),),
-        examples=lambda rng: (list(types), {}), index_bounds=lambda _ts, _a: dict(bounds))
+        examples=lambda rng: (list(types), {}), index_bounds=lambda _ts, _a: dict(bounds), pdl=pdl)
 
 
 def _aliases(region: Graph, declared: dict | None) -> tuple[tuple[int, int], ...]:
@@ -130,6 +134,8 @@ def load_kernel(folder: str | Path, *, kernel: str | Path | None = None, region:
         if unknown:
             raise KernelDirError(f"{folder / META_FILE}: unknown keys {sorted(unknown)}; it may hold "
                                  f"{', '.join(sorted(META_KEYS))}")
+        if not isinstance(meta.get("pdl", False), bool):
+            raise KernelDirError(f"{folder / META_FILE}: \"pdl\" must be true or false, got {meta['pdl']!r}")
     source = KernelSource.from_file(kernel_path, meta.get("entry", "launch"))
     try:
         graph = loads(region_path.read_text())

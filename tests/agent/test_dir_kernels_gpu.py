@@ -42,3 +42,46 @@ def test_example_kernel_passes_its_check_on_the_gpu(layer, name, monkeypatch, ca
 def test_the_wrong_kernel_is_rejected_on_the_gpu(layer, monkeypatch, capsys):
     code, out = _propose(layer, "wrong_rmsnorm_gate_up_silu", monkeypatch, capsys)
     assert code == 3 and out.startswith("rejected: dir.wrong_rmsnorm_gate_up_silu") and "worst output" in out, out
+
+
+def test_the_two_halves_make_a_layer_in_a_cuda_graph_with_pdl():
+    """attention_half then mlp_half, launched with PDL, captured in a CUDA graph and replayed twice: each
+    replay is the layer (their workspaces left zero by every launch, never cleared by one), as the runtime
+    runs them in the decode step."""
+    import torch
+
+    from hoid.kernels.loader import KernelSource, load_entry
+
+    attention, mlp = (load_entry(KernelSource.from_file(EXAMPLES / name / "kernel.py", "launch"))
+                      for name in ("attention_half", "mlp_half"))
+    graph = decode_layer()
+    w = {name: t.cuda() for name, t in graph.weights.items()}
+    p = "model.layers.0."
+    gen = torch.Generator().manual_seed(0)
+    angles = torch.randn(1, 1, 128, generator=gen)
+    inputs = [torch.randn(1, 1, 2048, generator=gen).bfloat16(), torch.cos(angles).bfloat16(),
+              torch.sin(angles).bfloat16(), torch.tensor([200]), (torch.arange(384) <= 200).reshape(1, 1, 1, 384),
+              *(torch.randn(1, 8, 384, 128, generator=gen).bfloat16() for _ in range(2))]
+    want, want_k, want_v = hoid.run(graph, *[t.clone() for t in inputs])  # the interpreter, on the CPU
+    x, cos, sin, positions, mask, k_cache, v_cache = (t.cuda() for t in inputs)
+    h, out = torch.empty_like(x), torch.empty_like(x)
+
+    def layer():
+        attention(x, w[p + "input_layernorm.weight"], w[p + "self_attn.q_proj.weight"],
+                  w[p + "self_attn.k_proj.weight"], w[p + "self_attn.v_proj.weight"],
+                  w[p + "self_attn.q_norm.weight"], w[p + "self_attn.k_norm.weight"], cos, sin, k_cache, positions,
+                  v_cache, mask, w[p + "self_attn.o_proj.weight"], k_cache, v_cache, h, pdl=True)
+        mlp(h, w[p + "post_attention_layernorm.weight"], w[p + "mlp.gate_proj.weight"], w[p + "mlp.up_proj.weight"],
+            w[p + "mlp.down_proj.weight"], out, pdl=True)
+
+    layer()  # compiles, and makes the workspaces, outside the capture
+    captured = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(captured):
+        layer()
+    for _ in range(2):
+        out.zero_()
+        captured.replay()
+        torch.cuda.synchronize()
+        for got, ref in ((out, want), (k_cache, want_k), (v_cache, want_v)):
+            err = (got.cpu().float() - ref.float()).norm() / ref.float().norm()
+            assert err < 2e-2, err

@@ -110,6 +110,15 @@ def test_every_example_kernel_loads_and_its_region_occurs_in_the_layer(small):
     assert qkv.aliases == ((1, 8), (2, 10))  # the cache appends are in place, inferred from index_copy
     shipped = load_kernels(EXAMPLES)  # the shipped ones: bf16, Qwen3-1.7B's shapes
     assert {str(gi.value.type) for k in shipped for gi in k.region.inputs} >= {"bf16[6144,2048]"}
+    # meta.json's "pdl": the halves launch inside the runtime's PDL chain, the others break it
+    assert {k.id for k in shipped if k.spec().pdl} == {"dir.attention_half", "dir.mlp_half"}
+
+
+def test_a_meta_pdl_that_is_not_a_bool_is_one_clear_error(tmp_path):
+    shutil.copytree(EXAMPLES / "mlp_half", tmp_path / "k")
+    (tmp_path / "k" / "meta.json").write_text('{"pdl": "yes"}')
+    with pytest.raises(KernelDirError, match='"pdl" must be true or false'):
+        load_kernels(tmp_path)
 
 
 def test_the_layer_halves_are_found_and_pass_in_an_imported_qwen3_decode_step(tmp_path, monkeypatch):
@@ -157,6 +166,36 @@ def test_every_shipped_kernel_applies_in_the_decode_benchmarks_qwen3_step():
     applies = {r.pattern: r.matches for r in discover(space, list(specs.values()), h200, measured=False)
                if specs[r.pattern].rejects(list(r.types), r.attrs) is None}
     assert applies == {name: 28 for name in specs}, applies
+
+
+@pytest.mark.parametrize("name", ["attention_half", "mlp_half"])
+def test_a_half_leaves_its_workspace_zero_for_the_next_launch(name):
+    """The halves clear no workspace at launch (in a CUDA graph that memset would break the PDL chain): each
+    launch must leave its sums and counters zero, or the next one starts from its leftovers."""
+    import sys
+
+    import torch
+
+    from hoid.kernels.loader import KernelSource, load_entry
+
+    region = MAKE["regions"](decode_layer(**MAKE["SMALL"]))[name]
+    source = KernelSource.from_file(EXAMPLES / name / "kernel.py", "launch")
+    launch = load_entry(source)
+    workspaces = sys.modules[f"hoid_kernel_{source.version}"]._WORKSPACE
+    gen = torch.Generator().manual_seed(0)
+    inputs = []
+    for gi in region.inputs:
+        shape = tuple(gi.value.type.shape)
+        kind = gi.value.type.dtype
+        inputs.append(torch.tensor([5]) if kind == "i64" else torch.arange(shape[-1]).reshape(shape) < 9
+                      if kind == "bool" else torch.randn(shape, generator=gen))
+    expected = hoid.run(region, *[t.clone() for t in inputs])
+    for _ in range(2):
+        outs = [torch.empty(tuple(v.type.shape)) for v in region.outputs]
+        launch(*[t.clone() for t in inputs], *outs)
+        for got, want in zip(outs, expected, strict=True):
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+        assert workspaces and all(not ws.any() for ws in workspaces.values())
 
 
 def test_a_folder_without_its_region_is_one_clear_error(tmp_path):

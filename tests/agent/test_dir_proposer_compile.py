@@ -33,14 +33,14 @@ KERNELS = {
     "attention_half": ("_attention_half", {
         "x_ptr": B, "nw_ptr": B, "wq_ptr": B, "wk_ptr": B, "wv_ptr": B, "qn_ptr": B, "kn_ptr": B, "cos_ptr": B,
         "sin_ptr": B, "pos_ptr": "*i64", "mask_ptr": "*i1", "wo_ptr": B, "kc_ptr": B, "vc_ptr": B, "h_ptr": B,
-        "qkv_ptr": "*fp32", "part_ptr": "*fp32", "attn_ptr": "*fp32", "cnt_ptr": "*i32", "K": "i32", "S": "i32",
-        "N": "i32", "eps": "fp32", "scale": "fp32"},  # one launch, both grid barriers in (as on a GPU)
+        "qkv_ptr": "*fp32", "q_ptr": "*fp32", "part_ptr": "*fp32", "attn_ptr": "*fp32", "cnt_ptr": "*i32",
+        "K": "i32", "S": "i32", "N": "i32", "eps": "fp32", "scale": "fp32"},  # one launch, both barriers in
         {"HQ": 16, "HKV": 8, "D": 128, "SPLIT_K": 4, "CHUNK": 32, "BLOCK_K": 64, "BLOCK_N": 16, "FIRST": 0,
-         "LAST": 2}),
+         "LAST": 2, "PDL": True}),
     "mlp_half": ("_mlp_half", {
         "h_ptr": B, "nw_ptr": B, "wg_ptr": B, "wu_ptr": B, "wd_ptr": B, "out_ptr": B, "acc_ptr": "*fp32",
         "cnt_ptr": "*i32", "K": "i32", "N": "i32", "s_g": "i32", "s_u": "i32", "s_d": "i32", "eps": "fp32"},
-        {"BLOCK_I": 32, "BLOCK_K": 256, "BLOCK_OUT": 256}),
+        {"BLOCK_I": 32, "BLOCK_K": 256, "BLOCK_OUT": 256, "PDL": True}),
     "slow_rmsnorm_gate_up_silu": (GATE_UP[0], GATE_UP[1], {"BLOCK_N": 512, "BLOCK_K": 64}),
     "wrong_rmsnorm_gate_up_silu": GATE_UP,
 }
@@ -67,3 +67,11 @@ def test_mlp_half_streams_its_weights_16_bytes_a_thread():
     """The MLP half is one stream of 75.5 MB: its gate, up and down loads must be wide, none spilled."""
     built = _build("mlp_half", "sm_90")
     assert built.wide_loads >= 3 and built.spilled_bytes == 0, built
+
+
+@pytest.mark.parametrize("name", ["attention_half", "mlp_half"])
+def test_the_halves_wait_for_their_predecessor_before_any_load(name):
+    """Built for PDL (meta.json says so), a half waits (griddepcontrol.wait) before its first load and lets
+    its successor launch: both instructions in, no global load ahead of the wait."""
+    built = _build(name, "sm_90")
+    assert built.griddep == 2 and built.loads_before_wait == 0, built

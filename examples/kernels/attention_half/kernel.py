@@ -21,6 +21,12 @@ something else holds SMs) gives up and poisons the output with NaN, so a check o
 instead of the GPU hanging. Triton's CPU interpreter runs programs one after another, where a barrier
 would wait forever: there, the launch runs the phases as three launches of the same kernel.
 
+The sums, tickets and barrier counters live in a workspace zeroed once and left zero by every launch (each
+ticket's last taker and the last program out reset what they used): no launch clears it, because in a
+CUDA graph a memset would stand between this kernel and the one before it, where programmatic dependent
+launch (`pdl=True`, meta.json) lets this one start while that one drains. A barrier that gave up leaves
+its flag set: every later output is NaN too, until the process ends.
+
 Partial sums meet in float32 (atomics, so not bitwise deterministic); q and the attention output stay in
 float32 where the region rounds them to bf16 (a higher precision, as the policy allows). The caches are
 updated in place (`aliases`, inferred from the region's index_copy): only the new row is written.
@@ -33,6 +39,7 @@ import triton.language as tl
 PARAMS = {"SPLIT_K": (4, 8, 2), "CHUNK": (32, 16, 64), "num_warps": (4, 8)}
 EPS = 1e-6  # the region's rmsnorm eps (input norm and q/k norms)
 CPU_PROGRAMS = 5  # under the interpreter any count is right; five leaves remainders in every phase
+_WORKSPACE = {}  # (device, heads, D, kv heads) -> the QKV sums and the counters, zero between launches
 
 
 @triton.jit
@@ -51,7 +58,7 @@ def _grid_sync(count_ptr, err_ptr):
 
 @triton.jit
 def _qkv_phase(x_ptr, nw_ptr, wq_ptr, wk_ptr, wv_ptr, qn_ptr, kn_ptr, cos_ptr, sin_ptr, pos_ptr, kc_ptr, vc_ptr,
-               qkv_ptr, tick_ptr, K, S, eps,
+               qkv_ptr, q_ptr, tick_ptr, K, S, eps,
                HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, SPLIT_K: tl.constexpr, BLOCK_K: tl.constexpr):
     HEADS: tl.constexpr = HQ + 2 * HKV
     HALF: tl.constexpr = D // 2
@@ -85,6 +92,9 @@ def _qkv_phase(x_ptr, nw_ptr, wq_ptr, wk_ptr, wv_ptr, qn_ptr, kn_ptr, cos_ptr, s
             h = tl.arange(0, HALF)
             lo = tl.load(qkv_ptr + head * D + h, volatile=True)
             hi = tl.load(qkv_ptr + head * D + HALF + h, volatile=True)
+            tl.store(qkv_ptr + head * D + h, tl.zeros([HALF], tl.float32))  # left zero for the next launch
+            tl.store(qkv_ptr + head * D + HALF + h, tl.zeros([HALF], tl.float32))
+            tl.store(tick_ptr + head, 0)
             slot = tl.load(pos_ptr).to(tl.int64)
             if head < HQ + HKV:
                 if head < HQ:
@@ -97,9 +107,9 @@ def _qkv_phase(x_ptr, nw_ptr, wq_ptr, wk_ptr, wv_ptr, qn_ptr, kn_ptr, cos_ptr, s
                 c_lo, c_hi = tl.load(cos_ptr + h).to(tl.float32), tl.load(cos_ptr + HALF + h).to(tl.float32)
                 s_lo, s_hi = tl.load(sin_ptr + h).to(tl.float32), tl.load(sin_ptr + HALF + h).to(tl.float32)
                 lo, hi = lo * c_lo - hi * s_lo, hi * c_hi + lo * s_hi  # x * cos + rotate_half(x) * sin
-                if head < HQ:  # q stays in float32, in place of its sums
-                    tl.store(qkv_ptr + head * D + h, lo)
-                    tl.store(qkv_ptr + head * D + HALF + h, hi)
+                if head < HQ:  # q stays in float32
+                    tl.store(q_ptr + head * D + h, lo)
+                    tl.store(q_ptr + head * D + HALF + h, hi)
                 else:
                     dst = kc_ptr + ((head - HQ) * S + slot) * D  # slot: int64
                     tl.store(dst + h, lo.to(kc_ptr.dtype.element_ty))
@@ -111,7 +121,7 @@ def _qkv_phase(x_ptr, nw_ptr, wq_ptr, wk_ptr, wv_ptr, qn_ptr, kn_ptr, cos_ptr, s
 
 
 @triton.jit
-def _attention_phase(qkv_ptr, kc_ptr, vc_ptr, mask_ptr, part_ptr, attn_ptr, tick_ptr, S, scale,
+def _attention_phase(q_ptr, kc_ptr, vc_ptr, mask_ptr, part_ptr, attn_ptr, tick_ptr, S, scale,
                      HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, CHUNK: tl.constexpr):
     GROUP: tl.constexpr = HQ // HKV  # the q heads that share a KV head (GQA)
     PART: tl.constexpr = GROUP * (D + 2)  # one chunk's partial softmax: max, sum, weighted values
@@ -120,7 +130,7 @@ def _attention_phase(qkv_ptr, kc_ptr, vc_ptr, mask_ptr, part_ptr, attn_ptr, tick
     ds = tl.arange(0, D)
     for item in range(tl.program_id(0), HKV * chunks, tl.num_programs(0)):
         g, c = item // chunks, item % chunks
-        q = tl.load(qkv_ptr + (g * GROUP + js)[:, None] * D + ds[None, :], cache_modifier=".cg")
+        q = tl.load(q_ptr + (g * GROUP + js)[:, None] * D + ds[None, :], cache_modifier=".cg")
         pos = c * CHUNK + tl.arange(0, CHUNK)
         pmask = pos < S
         valid = (tl.load(mask_ptr + pos, mask=pmask, other=0) != 0) & pmask
@@ -137,6 +147,7 @@ def _attention_phase(qkv_ptr, kc_ptr, vc_ptr, mask_ptr, part_ptr, attn_ptr, tick
         tl.store(base + D + 1, tl.sum(p, axis=1))
         ticket = tl.atomic_add(tick_ptr + g, 1)  # acq_rel: this chunk's partials are in before its ticket
         if ticket == chunks - 1:  # the group's last chunk: merge every chunk's partial softmax
+            tl.store(tick_ptr + g, 0)
             best = tl.full([GROUP], float("-inf"), tl.float32)
             total = tl.zeros([GROUP], tl.float32)
             acc = tl.zeros([GROUP, D], tl.float32)
@@ -173,28 +184,44 @@ def _oproj_phase(attn_ptr, wo_ptr, x_ptr, h_ptr, err_ptr, N, K, BLOCK_N: tl.cons
 
 @triton.jit
 def _attention_half(x_ptr, nw_ptr, wq_ptr, wk_ptr, wv_ptr, qn_ptr, kn_ptr, cos_ptr, sin_ptr, pos_ptr, mask_ptr,
-                    wo_ptr, kc_ptr, vc_ptr, h_ptr, qkv_ptr, part_ptr, attn_ptr, cnt_ptr, K, S, N, eps, scale,
-                    HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, SPLIT_K: tl.constexpr,
+                    wo_ptr, kc_ptr, vc_ptr, h_ptr, qkv_ptr, q_ptr, part_ptr, attn_ptr, cnt_ptr, K, S, N, eps,
+                    scale, HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, SPLIT_K: tl.constexpr,
                     CHUNK: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr,
-                    FIRST: tl.constexpr, LAST: tl.constexpr):
+                    FIRST: tl.constexpr, LAST: tl.constexpr, PDL: tl.constexpr):
+    if PDL:  # the previous kernel's writes are visible from here on; the next kernel may launch
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     HEADS: tl.constexpr = HQ + 2 * HKV
-    err_ptr = cnt_ptr + HEADS + HKV + 2  # counters: head tickets, group tickets, two barriers, the error flag
+    sync_ptr = cnt_ptr + HEADS + HKV  # counters: head tickets, group tickets, two barriers, the way out, error
+    err_ptr = sync_ptr + 3
     if FIRST <= 0:
         _qkv_phase(x_ptr, nw_ptr, wq_ptr, wk_ptr, wv_ptr, qn_ptr, kn_ptr, cos_ptr, sin_ptr, pos_ptr, kc_ptr,
-                   vc_ptr, qkv_ptr, cnt_ptr, K, S, eps, HQ, HKV, D, SPLIT_K, BLOCK_K)
+                   vc_ptr, qkv_ptr, q_ptr, cnt_ptr, K, S, eps, HQ, HKV, D, SPLIT_K, BLOCK_K)
     if FIRST <= 0 and LAST >= 1:
-        _grid_sync(cnt_ptr + HEADS + HKV, err_ptr)
+        _grid_sync(sync_ptr, err_ptr)
     if FIRST <= 1 and LAST >= 1:
-        _attention_phase(qkv_ptr, kc_ptr, vc_ptr, mask_ptr, part_ptr, attn_ptr, cnt_ptr + HEADS, S, scale,
+        _attention_phase(q_ptr, kc_ptr, vc_ptr, mask_ptr, part_ptr, attn_ptr, cnt_ptr + HEADS, S, scale,
                          HQ, HKV, D, CHUNK)
     if FIRST <= 1 and LAST >= 2:
-        _grid_sync(cnt_ptr + HEADS + HKV + 1, err_ptr)
+        _grid_sync(sync_ptr + 1, err_ptr)
     if LAST >= 2:
         _oproj_phase(attn_ptr, wo_ptr, x_ptr, h_ptr, err_ptr, N, HQ * D, BLOCK_N, BLOCK_K)
+    if FIRST <= 0 and LAST >= 2:  # the last program out resets the barriers: every program has passed both
+        if tl.atomic_add(sync_ptr + 2, 1) == tl.num_programs(0) - 1:
+            tl.store(sync_ptr + tl.arange(0, 4), 0, mask=tl.arange(0, 4) < 3)
+
+
+def workspace(device, heads, D, hkv):
+    """The QKV sums and the counters of launches on `device` at these sizes: zeroed once, here, and left zero
+    by every launch. Launches on one device run one after another (one stream)."""
+    key = (str(device), heads, D, hkv)
+    if key not in _WORKSPACE:
+        _WORKSPACE[key] = torch.zeros(heads * D + heads + hkv + 4, device=device, dtype=torch.float32)
+    return _WORKSPACE[key]
 
 
 def launch(x, norm_weight, wq, wk, wv, q_norm, k_norm, cos, sin, k_cache, positions, v_cache, mask, wo,
-           k_cache_out, v_cache_out, h_out, *, SPLIT_K=4, CHUNK=32, num_warps=4):
+           k_cache_out, v_cache_out, h_out, *, SPLIT_K=4, CHUNK=32, num_warps=4, pdl=False):
     """x [1, 1, K]; wq [Hq*D, K], wk/wv [Hkv*D, K], wo [N, Hq*D]; caches [1, Hkv, S, D]; mask [1, 1, 1, S]
     (bool) -> the caches (in place) and h_out [1, 1, N]."""
     for cache, out in ((k_cache, k_cache_out), (v_cache, v_cache_out)):
@@ -207,16 +234,18 @@ def launch(x, norm_weight, wq, wk, wv, q_norm, k_norm, cos, sin, k_cache, positi
     assert max(wq.numel(), wk.numel(), wo.numel()) < 2**31, "weight offsets are 32-bit"
     assert all(t.is_contiguous() for t in (wq, wk, wv, wo, x, mask, k_cache_out, v_cache_out, h_out))
     heads, chunks = hq + 2 * hkv, triton.cdiv(S, CHUNK)
-    # the QKV sums and the counters, zeroed here (one small memset), so no state outlives a call
-    ws = torch.zeros(heads * D + heads + hkv + 3, device=x.device, dtype=torch.float32)
-    scratch = torch.empty(hkv * chunks * (hq // hkv) * (D + 2) + hq * D, device=x.device, dtype=torch.float32)
-    part, attn = scratch[:-hq * D], scratch[-hq * D:]
+    ws = workspace(x.device, heads, D, hkv)
+    # q, the chunks' partial softmaxes and the attention output: written before they are read, every launch
+    scratch = torch.empty(hq * D + hkv * chunks * (hq // hkv) * (D + 2) + hq * D, device=x.device,
+                          dtype=torch.float32)
+    q, part, attn = scratch[:hq * D], scratch[hq * D:-hq * D], scratch[-hq * D:]
     args = (x, norm_weight, wq, wk, wv, q_norm, k_norm, cos, sin, positions, mask, wo, k_cache_out, v_cache_out,
-            h_out, ws, part, attn, ws[heads * D:].view(torch.int32), K, S, N, EPS, D ** -0.5)
+            h_out, ws, q, part, attn, ws[heads * D:].view(torch.int32), K, S, N, EPS, D ** -0.5)
     consts = dict(HQ=hq, HKV=hkv, D=D, SPLIT_K=SPLIT_K, CHUNK=CHUNK, BLOCK_K=64, BLOCK_N=16, num_warps=num_warps)
     if x.device.type == "cuda":
         programs = torch.cuda.get_device_properties(x.device).multi_processor_count
-        _attention_half[(programs,)](*args, FIRST=0, LAST=2, **consts)
-    else:  # the interpreter: no program runs beside another, so each phase is a launch of its own
-        for phase in range(3):
-            _attention_half[(CPU_PROGRAMS,)](*args, FIRST=phase, LAST=phase, **consts)
+        _attention_half[(programs,)](*args, FIRST=0, LAST=2, PDL=bool(pdl), **consts,
+                                     **({"launch_pdl": True} if pdl else {}))
+    else:  # the interpreter: no program runs beside another, so each phase is a launch of its own (and it
+        for phase in range(3):  # has no grid dependency control)
+            _attention_half[(CPU_PROGRAMS,)](*args, FIRST=phase, LAST=phase, PDL=False, **consts)

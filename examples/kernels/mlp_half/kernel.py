@@ -10,7 +10,10 @@ No grid-wide barrier is needed: the intermediate dimension is the down projectio
 program computes (BLOCK_I rows of gate and up) finish their share of the down projection where they were
 made: the program multiplies them into the matching BLOCK_I columns of W_down and adds that contribution to
 all K outputs, float32 atomics into a workspace. The weights are read once, in one stream, by every program;
-nothing waits for anything but the last program (a ticket), which adds the residual and writes the output.
+nothing waits for anything but the last program (a ticket), which adds the residual, writes the output and
+leaves the workspace zeroed for the next launch: no launch clears it, because in a CUDA graph a memset
+would stand between this kernel and the one before it, where programmatic dependent launch (`pdl=True`,
+meta.json) lets this one start while that one drains.
 Each program starts its sweep of the outputs at its own offset, so the programs finishing together do not
 all add into the same lines at once. The atomics make the sum's order vary run to run (within float32
 rounding): the kernel is not bitwise deterministic, and does not claim to be.
@@ -26,11 +29,15 @@ import triton.language as tl
 PARAMS = {"BLOCK_I": (32, 16, 64), "BLOCK_K": (256, 128, 512), "num_warps": (4, 8)}
 EPS = 1e-6  # the region's rmsnorm eps
 TILE = 8192  # elements of W_down a program loads per step of its output sweep (BLOCK_OUT x BLOCK_I)
+_WORKSPACE = {}  # (device, K) -> the float32 sums and the ticket, zero between launches
 
 
 @triton.jit
 def _mlp_half(h_ptr, nw_ptr, wg_ptr, wu_ptr, wd_ptr, out_ptr, acc_ptr, cnt_ptr, K, N, s_g, s_u, s_d, eps,
-              BLOCK_I: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_OUT: tl.constexpr):
+              BLOCK_I: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_OUT: tl.constexpr, PDL: tl.constexpr):
+    if PDL:  # the previous kernel's writes are visible from here on; the next kernel may launch
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     pid = tl.program_id(0)
     ks0 = tl.arange(0, BLOCK_K)
     ss = tl.zeros([BLOCK_K], tl.float32)
@@ -67,19 +74,32 @@ def _mlp_half(h_ptr, nw_ptr, wg_ptr, wu_ptr, wd_ptr, out_ptr, acc_ptr, cnt_ptr, 
             outs = o0 + tl.arange(0, BLOCK_OUT)
             omask = outs < K
             total = tl.load(acc_ptr + outs, mask=omask, other=0.0, volatile=True)
+            tl.store(acc_ptr + outs, tl.zeros([BLOCK_OUT], tl.float32), mask=omask)  # zero for the next launch
             res = tl.load(h_ptr + outs, mask=omask, other=0.0).to(tl.float32)
             tl.store(out_ptr + outs, (res + total).to(out_ptr.dtype.element_ty), mask=omask)
+        tl.atomic_xchg(cnt_ptr, 0)
 
 
-def launch(h, norm_weight, gate_weight, up_weight, down_weight, out, *, BLOCK_I=32, BLOCK_K=256, num_warps=4):
+def workspace(device, K):
+    """The float32 sums and the ticket of launches on `device` at width K: zeroed once, here, and left zero by
+    every launch (its last program resets them). Launches on one device run one after another (one stream)."""
+    key = (str(device), K)
+    if key not in _WORKSPACE:
+        _WORKSPACE[key] = torch.zeros(K + 1, device=device, dtype=torch.float32)
+    return _WORKSPACE[key]
+
+
+def launch(h, norm_weight, gate_weight, up_weight, down_weight, out, *, BLOCK_I=32, BLOCK_K=256, num_warps=4,
+           pdl=False):
     """h [1, 1, K], norm_weight [K], gate/up weights [N, K], down weight [K, N] (rows contiguous) -> out [1, 1, K]."""
     K, N = h.shape[-1], gate_weight.shape[0]
     assert h.numel() == K and h.is_contiguous() and out.is_contiguous(), "a decode step: one token, contiguous"
     assert all(w.stride(1) == 1 for w in (gate_weight, up_weight, down_weight)), "weight rows must be contiguous"
-    # the output's float32 sums and the ticket: zeroed here (one small memset), so no state outlives a call
-    ws = torch.zeros(K + 1, device=h.device, dtype=torch.float32)
+    ws = workspace(h.device, K)
     block_out = max(16, min(triton.next_power_of_2(K), TILE // BLOCK_I))
+    pdl = bool(pdl) and h.device.type == "cuda"  # the interpreter has no grid dependency control
     _mlp_half[(triton.cdiv(N, BLOCK_I),)](h, norm_weight, gate_weight, up_weight, down_weight, out, ws,
                                           ws[K:].view(torch.int32), K, N, gate_weight.stride(0),
                                           up_weight.stride(0), down_weight.stride(0), EPS, BLOCK_I=BLOCK_I,
-                                          BLOCK_K=BLOCK_K, BLOCK_OUT=block_out, num_warps=num_warps)
+                                          BLOCK_K=BLOCK_K, BLOCK_OUT=block_out, PDL=pdl, num_warps=num_warps,
+                                          **({"launch_pdl": True} if pdl else {}))
