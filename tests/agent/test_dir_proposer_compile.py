@@ -35,12 +35,12 @@ KERNELS = {
         "sin_ptr": B, "pos_ptr": "*i64", "mask_ptr": "*i1", "wo_ptr": B, "kc_ptr": B, "vc_ptr": B, "h_ptr": B,
         "qkv_ptr": "*fp32", "q_ptr": "*fp32", "part_ptr": "*fp32", "attn_ptr": "*fp32", "cnt_ptr": "*i32",
         "K": "i32", "S": "i32", "N": "i32", "eps": "fp32", "scale": "fp32"},  # one launch, both barriers in
-        {"HQ": 16, "HKV": 8, "D": 128, "SPLIT_K": 4, "CHUNK": 32, "BLOCK_K": 64, "BLOCK_N": 16, "FIRST": 0,
-         "LAST": 2, "PDL": True}),
+        {"HQ": 16, "HKV": 8, "D": 128, "SPLIT_K": 4, "CHUNK": 32, "BLOCK_K": 128, "BLOCK_X": 2048, "MERGE": 16,
+         "BLOCK_N": 16, "BLOCK_KO": 1024, "FIRST": 0, "LAST": 2, "PDL": True}),
     "mlp_half": ("_mlp_half", {
         "h_ptr": B, "nw_ptr": B, "wg_ptr": B, "wu_ptr": B, "wd_ptr": B, "out_ptr": B, "acc_ptr": "*fp32",
         "cnt_ptr": "*i32", "K": "i32", "N": "i32", "s_g": "i32", "s_u": "i32", "s_d": "i32", "eps": "fp32"},
-        {"BLOCK_I": 32, "BLOCK_K": 256, "BLOCK_OUT": 256, "PDL": True}),
+        {"BLOCK_I": 32, "BLOCK_K": 256, "BLOCK_OUT": 256, "BLOCK_H": 2048, "PDL": True}),
     "slow_rmsnorm_gate_up_silu": (GATE_UP[0], GATE_UP[1], {"BLOCK_N": 512, "BLOCK_K": 64}),
     "wrong_rmsnorm_gate_up_silu": GATE_UP,
 }

@@ -36,7 +36,7 @@ import torch
 import triton
 import triton.language as tl
 
-PARAMS = {"SPLIT_K": (4, 8, 2), "CHUNK": (32, 16, 64), "num_warps": (4, 8)}
+PARAMS = {"SPLIT_K": (4, 8, 2), "BLOCK_K": (128, 64, 256), "CHUNK": (32, 16, 64), "num_warps": (4, 8)}
 EPS = 1e-6  # the region's rmsnorm eps (input norm and q/k norms)
 CPU_PROGRAMS = 5  # under the interpreter any count is right; five leaves remainders in every phase
 _WORKSPACE = {}  # (device, heads, D, kv heads) -> the QKV sums and the counters, zero between launches
@@ -58,16 +58,14 @@ def _grid_sync(count_ptr, err_ptr):
 
 @triton.jit
 def _qkv_phase(x_ptr, nw_ptr, wq_ptr, wk_ptr, wv_ptr, qn_ptr, kn_ptr, cos_ptr, sin_ptr, pos_ptr, kc_ptr, vc_ptr,
-               qkv_ptr, q_ptr, tick_ptr, K, S, eps,
-               HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, SPLIT_K: tl.constexpr, BLOCK_K: tl.constexpr):
+               qkv_ptr, q_ptr, tick_ptr, K, S, eps, HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr,
+               SPLIT_K: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_X: tl.constexpr):
     HEADS: tl.constexpr = HQ + 2 * HKV
     HALF: tl.constexpr = D // 2
     ks0 = tl.arange(0, BLOCK_K)
-    ss = tl.zeros([BLOCK_K], tl.float32)
-    for k0 in range(0, K, BLOCK_K):  # the input norm's mean(x^2), redundantly per program
-        xv = tl.load(x_ptr + k0 + ks0, mask=k0 + ks0 < K, other=0.0).to(tl.float32)
-        ss += xv * xv
-    inv = tl.rsqrt(tl.sum(ss, axis=0) / K + eps)
+    xs = tl.arange(0, BLOCK_X)  # the input norm's mean(x^2), redundantly per program, x read at once (from L2)
+    xv = tl.load(x_ptr + xs, mask=xs < K, other=0.0).to(tl.float32)
+    inv = tl.rsqrt(tl.sum(xv * xv, axis=0) / K + eps)
     rows = tl.arange(0, D)
     chunk = tl.cdiv(tl.cdiv(K, SPLIT_K), BLOCK_K) * BLOCK_K
     for item in range(tl.program_id(0), HEADS * SPLIT_K, tl.num_programs(0)):
@@ -78,15 +76,15 @@ def _qkv_phase(x_ptr, nw_ptr, wq_ptr, wk_ptr, wv_ptr, qn_ptr, kn_ptr, cos_ptr, s
             w_ptr = wk_ptr + (head - HQ) * D * K
         else:
             w_ptr = wv_ptr + (head - HQ - HKV) * D * K
-        acc = tl.zeros([D, BLOCK_K], tl.float32)
+        acc = tl.zeros([D], tl.float32)
         for k0 in range(split * chunk, tl.minimum(split * chunk + chunk, K), BLOCK_K):
-            ks = k0 + ks0
+            ks = k0 + ks0  # a D x BLOCK_K tile a step: one program per SM needs ~32 KB in flight to keep up
             kmask = ks < K
             n = tl.load(x_ptr + ks, mask=kmask, other=0.0).to(tl.float32) * inv
             n = n * tl.load(nw_ptr + ks, mask=kmask, other=0.0).to(tl.float32)
             w = tl.load(w_ptr + rows[:, None] * K + ks[None, :], mask=kmask[None, :], other=0.0)
-            acc += w.to(tl.float32) * n[None, :]
-        tl.atomic_add(qkv_ptr + head * D + rows, tl.sum(acc, axis=1), sem="relaxed")
+            acc += tl.sum(w.to(tl.float32) * n[None, :], axis=1)
+        tl.atomic_add(qkv_ptr + head * D + rows, acc, sem="relaxed")
         ticket = tl.atomic_add(tick_ptr + head, 1)  # acq_rel: this slice's sums are in before its ticket
         if ticket == SPLIT_K - 1:  # the head's last slice: norm, RoPE, store
             h = tl.arange(0, HALF)
@@ -122,7 +120,8 @@ def _qkv_phase(x_ptr, nw_ptr, wq_ptr, wk_ptr, wv_ptr, qn_ptr, kn_ptr, cos_ptr, s
 
 @triton.jit
 def _attention_phase(q_ptr, kc_ptr, vc_ptr, mask_ptr, part_ptr, attn_ptr, tick_ptr, S, scale,
-                     HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, CHUNK: tl.constexpr):
+                     HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, CHUNK: tl.constexpr,
+                     MERGE: tl.constexpr):
     GROUP: tl.constexpr = HQ // HKV  # the q heads that share a KV head (GQA)
     PART: tl.constexpr = GROUP * (D + 2)  # one chunk's partial softmax: max, sum, weighted values
     chunks = tl.cdiv(S, CHUNK)
@@ -146,19 +145,23 @@ def _attention_phase(q_ptr, kc_ptr, vc_ptr, mask_ptr, part_ptr, attn_ptr, tick_p
         tl.store(base + D, m)
         tl.store(base + D + 1, tl.sum(p, axis=1))
         ticket = tl.atomic_add(tick_ptr + g, 1)  # acq_rel: this chunk's partials are in before its ticket
-        if ticket == chunks - 1:  # the group's last chunk: merge every chunk's partial softmax
-            tl.store(tick_ptr + g, 0)
-            best = tl.full([GROUP], float("-inf"), tl.float32)
+        if ticket == chunks - 1:  # the group's last chunk: merge every chunk's partial softmax,
+            tl.store(tick_ptr + g, 0)  # MERGE chunks a step (one step at a cache of 384: a chain of dependent
+            best = tl.full([GROUP], float("-inf"), tl.float32)  # loads, one per chunk, would be its tail)
             total = tl.zeros([GROUP], tl.float32)
             acc = tl.zeros([GROUP, D], tl.float32)
-            for cc in range(0, chunks):
-                at_c = part_ptr + (g * chunks + cc) * PART + js * (D + 2)
-                m_c = tl.load(at_c + D, volatile=True)
-                new = tl.maximum(best, m_c)
+            for c0 in range(0, chunks, MERGE):
+                cs = c0 + tl.arange(0, MERGE)
+                at_c = part_ptr + (g * chunks + cs)[:, None] * PART + js[None, :] * (D + 2)  # [MERGE, GROUP]
+                m_c = tl.load(at_c + D, mask=(cs < chunks)[:, None], other=float("-inf"), volatile=True)
+                new = tl.maximum(best, tl.max(m_c, axis=0))
                 keep = tl.where(best == float("-inf"), 0.0, tl.exp(best - new))
-                take = tl.where(m_c == float("-inf"), 0.0, tl.exp(m_c - new))
-                total = total * keep + tl.load(at_c + D + 1, volatile=True) * take
-                acc = acc * keep[:, None] + tl.load(at_c[:, None] + ds[None, :], volatile=True) * take[:, None]
+                take = tl.where(m_c == float("-inf"), 0.0, tl.exp(m_c - new[None, :]))
+                l_c = tl.load(at_c + D + 1, mask=(cs < chunks)[:, None], other=0.0, volatile=True)
+                v_c = tl.load(at_c[:, :, None] + ds[None, None, :], mask=(cs < chunks)[:, None, None], other=0.0,
+                              volatile=True)
+                total = total * keep + tl.sum(l_c * take, axis=0)
+                acc = acc * keep[:, None] + tl.sum(v_c * take[:, :, None], axis=0)
                 best = new
             tl.store(attn_ptr + (g * GROUP + js)[:, None] * D + ds[None, :], acc / total[:, None])
 
@@ -169,15 +172,15 @@ def _oproj_phase(attn_ptr, wo_ptr, x_ptr, h_ptr, err_ptr, N, K, BLOCK_N: tl.cons
     for item in range(tl.program_id(0), tl.cdiv(N, BLOCK_N), tl.num_programs(0)):
         rows = item * BLOCK_N + tl.arange(0, BLOCK_N)
         rmask = rows < N
-        acc = tl.zeros([BLOCK_N, BLOCK_K], tl.float32)
-        for k0 in range(0, K, BLOCK_K):
+        acc = tl.zeros([BLOCK_N], tl.float32)
+        for k0 in range(0, K, BLOCK_K):  # a BLOCK_N x BLOCK_K tile a step (32 KB at 16 x 1024)
             ks = k0 + tl.arange(0, BLOCK_K)
             kmask = ks < K
             a = tl.load(attn_ptr + ks, mask=kmask, other=0.0, cache_modifier=".cg")
             w = tl.load(wo_ptr + rows[:, None].to(tl.int64) * K + ks[None, :],
                         mask=rmask[:, None] & kmask[None, :], other=0.0)
-            acc += w.to(tl.float32) * a[None, :]
-        h = tl.load(x_ptr + rows, mask=rmask, other=0.0).to(tl.float32) + tl.sum(acc, axis=1)
+            acc += tl.sum(w.to(tl.float32) * a[None, :], axis=1)
+        h = tl.load(x_ptr + rows, mask=rmask, other=0.0).to(tl.float32) + acc
         h = tl.where(failed, float("nan"), h)
         tl.store(h_ptr + rows, h.to(h_ptr.dtype.element_ty), mask=rmask)
 
@@ -186,8 +189,9 @@ def _oproj_phase(attn_ptr, wo_ptr, x_ptr, h_ptr, err_ptr, N, K, BLOCK_N: tl.cons
 def _attention_half(x_ptr, nw_ptr, wq_ptr, wk_ptr, wv_ptr, qn_ptr, kn_ptr, cos_ptr, sin_ptr, pos_ptr, mask_ptr,
                     wo_ptr, kc_ptr, vc_ptr, h_ptr, qkv_ptr, q_ptr, part_ptr, attn_ptr, cnt_ptr, K, S, N, eps,
                     scale, HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, SPLIT_K: tl.constexpr,
-                    CHUNK: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr,
-                    FIRST: tl.constexpr, LAST: tl.constexpr, PDL: tl.constexpr):
+                    CHUNK: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_X: tl.constexpr, MERGE: tl.constexpr,
+                    BLOCK_N: tl.constexpr, BLOCK_KO: tl.constexpr, FIRST: tl.constexpr, LAST: tl.constexpr,
+                    PDL: tl.constexpr):
     if PDL:  # the previous kernel's writes are visible from here on; the next kernel may launch
         tl.extra.cuda.gdc_wait()
         tl.extra.cuda.gdc_launch_dependents()
@@ -196,16 +200,16 @@ def _attention_half(x_ptr, nw_ptr, wq_ptr, wk_ptr, wv_ptr, qn_ptr, kn_ptr, cos_p
     err_ptr = sync_ptr + 3
     if FIRST <= 0:
         _qkv_phase(x_ptr, nw_ptr, wq_ptr, wk_ptr, wv_ptr, qn_ptr, kn_ptr, cos_ptr, sin_ptr, pos_ptr, kc_ptr,
-                   vc_ptr, qkv_ptr, q_ptr, cnt_ptr, K, S, eps, HQ, HKV, D, SPLIT_K, BLOCK_K)
+                   vc_ptr, qkv_ptr, q_ptr, cnt_ptr, K, S, eps, HQ, HKV, D, SPLIT_K, BLOCK_K, BLOCK_X)
     if FIRST <= 0 and LAST >= 1:
         _grid_sync(sync_ptr, err_ptr)
     if FIRST <= 1 and LAST >= 1:
         _attention_phase(q_ptr, kc_ptr, vc_ptr, mask_ptr, part_ptr, attn_ptr, cnt_ptr + HEADS, S, scale,
-                         HQ, HKV, D, CHUNK)
+                         HQ, HKV, D, CHUNK, MERGE)
     if FIRST <= 1 and LAST >= 2:
         _grid_sync(sync_ptr + 1, err_ptr)
     if LAST >= 2:
-        _oproj_phase(attn_ptr, wo_ptr, x_ptr, h_ptr, err_ptr, N, HQ * D, BLOCK_N, BLOCK_K)
+        _oproj_phase(attn_ptr, wo_ptr, x_ptr, h_ptr, err_ptr, N, HQ * D, BLOCK_N, BLOCK_KO)
     if FIRST <= 0 and LAST >= 2:  # the last program out resets the barriers: every program has passed both
         if tl.atomic_add(sync_ptr + 2, 1) == tl.num_programs(0) - 1:
             tl.store(sync_ptr + tl.arange(0, 4), 0, mask=tl.arange(0, 4) < 3)
@@ -221,7 +225,7 @@ def workspace(device, heads, D, hkv):
 
 
 def launch(x, norm_weight, wq, wk, wv, q_norm, k_norm, cos, sin, k_cache, positions, v_cache, mask, wo,
-           k_cache_out, v_cache_out, h_out, *, SPLIT_K=4, CHUNK=32, num_warps=4, pdl=False):
+           k_cache_out, v_cache_out, h_out, *, SPLIT_K=4, BLOCK_K=128, CHUNK=32, num_warps=4, pdl=False):
     """x [1, 1, K]; wq [Hq*D, K], wk/wv [Hkv*D, K], wo [N, Hq*D]; caches [1, Hkv, S, D]; mask [1, 1, 1, S]
     (bool) -> the caches (in place) and h_out [1, 1, N]."""
     for cache, out in ((k_cache, k_cache_out), (v_cache, v_cache_out)):
@@ -241,7 +245,9 @@ def launch(x, norm_weight, wq, wk, wv, q_norm, k_norm, cos, sin, k_cache, positi
     q, part, attn = scratch[:hq * D], scratch[hq * D:-hq * D], scratch[-hq * D:]
     args = (x, norm_weight, wq, wk, wv, q_norm, k_norm, cos, sin, positions, mask, wo, k_cache_out, v_cache_out,
             h_out, ws, q, part, attn, ws[heads * D:].view(torch.int32), K, S, N, EPS, D ** -0.5)
-    consts = dict(HQ=hq, HKV=hkv, D=D, SPLIT_K=SPLIT_K, CHUNK=CHUNK, BLOCK_K=64, BLOCK_N=16, num_warps=num_warps)
+    consts = dict(HQ=hq, HKV=hkv, D=D, SPLIT_K=SPLIT_K, CHUNK=CHUNK, BLOCK_K=BLOCK_K, MERGE=16, BLOCK_N=16,
+                  BLOCK_X=triton.next_power_of_2(K), BLOCK_KO=min(1024, triton.next_power_of_2(hq * D)),
+                  num_warps=num_warps)
     if x.device.type == "cuda":
         programs = torch.cuda.get_device_properties(x.device).multi_processor_count
         _attention_half[(programs,)](*args, FIRST=0, LAST=2, PDL=bool(pdl), **consts,

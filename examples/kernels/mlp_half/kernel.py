@@ -34,21 +34,20 @@ _WORKSPACE = {}  # (device, K) -> the float32 sums and the ticket, zero between 
 
 @triton.jit
 def _mlp_half(h_ptr, nw_ptr, wg_ptr, wu_ptr, wd_ptr, out_ptr, acc_ptr, cnt_ptr, K, N, s_g, s_u, s_d, eps,
-              BLOCK_I: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_OUT: tl.constexpr, PDL: tl.constexpr):
+              BLOCK_I: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_OUT: tl.constexpr, BLOCK_H: tl.constexpr,
+              PDL: tl.constexpr):
     if PDL:  # the previous kernel's writes are visible from here on; the next kernel may launch
         tl.extra.cuda.gdc_wait()
         tl.extra.cuda.gdc_launch_dependents()
     pid = tl.program_id(0)
     ks0 = tl.arange(0, BLOCK_K)
-    ss = tl.zeros([BLOCK_K], tl.float32)
-    for k0 in range(0, K, BLOCK_K):  # prologue: mean(h^2), redundantly per program
-        x = tl.load(h_ptr + k0 + ks0, mask=k0 + ks0 < K, other=0.0).to(tl.float32)
-        ss += x * x
-    inv = tl.rsqrt(tl.sum(ss, axis=0) / K + eps)
+    hs = tl.arange(0, BLOCK_H)  # prologue: mean(h^2), redundantly per program, h read at once (from L2)
+    x = tl.load(h_ptr + hs, mask=hs < K, other=0.0).to(tl.float32)
+    inv = tl.rsqrt(tl.sum(x * x, axis=0) / K + eps)
     rows = pid * BLOCK_I + tl.arange(0, BLOCK_I)  # this program's rows of gate/up = columns of down
     rmask = rows < N
-    acc_g = tl.zeros([BLOCK_I, BLOCK_K], tl.float32)
-    acc_u = tl.zeros([BLOCK_I, BLOCK_K], tl.float32)
+    gate = tl.zeros([BLOCK_I], tl.float32)  # reduced every step: 2D accumulators would cost the registers
+    up = tl.zeros([BLOCK_I], tl.float32)  # that hold the next tiles in flight
     for k0 in range(0, K, BLOCK_K):
         ks = k0 + ks0
         kmask = ks < K
@@ -57,10 +56,9 @@ def _mlp_half(h_ptr, nw_ptr, wg_ptr, wu_ptr, wd_ptr, out_ptr, acc_ptr, cnt_ptr, 
         m = rmask[:, None] & kmask[None, :]
         g = tl.load(wg_ptr + rows[:, None].to(tl.int64) * s_g + ks[None, :], mask=m, other=0.0)
         u = tl.load(wu_ptr + rows[:, None].to(tl.int64) * s_u + ks[None, :], mask=m, other=0.0)
-        acc_g += g.to(tl.float32) * n[None, :]
-        acc_u += u.to(tl.float32) * n[None, :]
-    gate = tl.sum(acc_g, axis=1)
-    act = tl.where(rmask, gate * tl.sigmoid(gate) * tl.sum(acc_u, axis=1), 0.0)
+        gate += tl.sum(g.to(tl.float32) * n[None, :], axis=1)
+        up += tl.sum(u.to(tl.float32) * n[None, :], axis=1)
+    act = tl.where(rmask, gate * tl.sigmoid(gate) * up, 0.0)
     steps = tl.cdiv(K, BLOCK_OUT)
     for step in range(0, steps):  # act's share of every output, starting at this program's own offset
         outs = ((pid + step) % steps) * BLOCK_OUT + tl.arange(0, BLOCK_OUT)
@@ -69,14 +67,10 @@ def _mlp_half(h_ptr, nw_ptr, wg_ptr, wu_ptr, wd_ptr, out_ptr, acc_ptr, cnt_ptr, 
                     mask=omask[:, None] & rmask[None, :], other=0.0)
         tl.atomic_add(acc_ptr + outs, tl.sum(w.to(tl.float32) * act[None, :], axis=1), mask=omask, sem="relaxed")
     ticket = tl.atomic_add(cnt_ptr, 1)  # acq_rel: this program's sums are in before its ticket is
-    if ticket == tl.num_programs(0) - 1:  # the last program: every contribution is in
-        for o0 in range(0, K, BLOCK_OUT):
-            outs = o0 + tl.arange(0, BLOCK_OUT)
-            omask = outs < K
-            total = tl.load(acc_ptr + outs, mask=omask, other=0.0, volatile=True)
-            tl.store(acc_ptr + outs, tl.zeros([BLOCK_OUT], tl.float32), mask=omask)  # zero for the next launch
-            res = tl.load(h_ptr + outs, mask=omask, other=0.0).to(tl.float32)
-            tl.store(out_ptr + outs, (res + total).to(out_ptr.dtype.element_ty), mask=omask)
+    if ticket == tl.num_programs(0) - 1:  # the last program: every contribution is in (read at once: this
+        total = tl.load(acc_ptr + hs, mask=hs < K, other=0.0, volatile=True)  # is the kernel's serial tail)
+        tl.store(acc_ptr + hs, tl.zeros([BLOCK_H], tl.float32), mask=hs < K)  # zero for the next launch
+        tl.store(out_ptr + hs, (x + total).to(out_ptr.dtype.element_ty), mask=hs < K)
         tl.atomic_xchg(cnt_ptr, 0)
 
 
@@ -101,5 +95,6 @@ def launch(h, norm_weight, gate_weight, up_weight, down_weight, out, *, BLOCK_I=
     _mlp_half[(triton.cdiv(N, BLOCK_I),)](h, norm_weight, gate_weight, up_weight, down_weight, out, ws,
                                           ws[K:].view(torch.int32), K, N, gate_weight.stride(0),
                                           up_weight.stride(0), down_weight.stride(0), EPS, BLOCK_I=BLOCK_I,
-                                          BLOCK_K=BLOCK_K, BLOCK_OUT=block_out, PDL=pdl, num_warps=num_warps,
+                                          BLOCK_K=BLOCK_K, BLOCK_OUT=block_out, BLOCK_H=triton.next_power_of_2(K),
+                                          PDL=pdl, num_warps=num_warps,
                                           **({"launch_pdl": True} if pdl else {}))
