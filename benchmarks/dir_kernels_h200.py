@@ -1,10 +1,15 @@
 """The directory proposer's example kernels (examples/kernels) on the present GPU: `hoid.optimize` on one
-Qwen3-1.7B decode layer (`example:decode_layer`, bf16, cache 1024: the shapes the kernels' regions are cut
+Qwen3-1.7B decode layer (`example:decode_layer`, bf16, cache 384: the shapes the kernels' regions are cut
 at) with `agent="dir:examples/kernels"`, every kernel checked, timed, tried in the whole graph and kept only
 on a whole-graph gain beyond the measured noise (issue 16's H200 run). The baseline is the same layer
 without kernels, compiled by hoid (its torch ops in one CUDA graph).
 
     python benchmarks/dir_kernels_h200.py --out benchmarks/results/dir_kernels
+    python benchmarks/dir_kernels_h200.py --with-library --out DIR   # against the library's kernels too
+
+With `--with-library` the library proposer goes first (`agent="library,dir:..."`): the folder's kernels must
+then beat the library's plan of the layer (its CuTe and Triton GEMVs, attention, PDL chain), not torch ops:
+the question the one-launch halves (attention_half, mlp_half) put.
 
 Prints one line per kernel; writes the journal, the report (markdown, PNG, HTML) and dir_kernels_h200.json
 under --out. The journal and measurement cache there are started afresh, so every figure is this run's.
@@ -36,6 +41,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "dir_kernels")
     ap.add_argument("--kernels", type=Path, default=EXAMPLES, help="the folder of kernel folders")
     ap.add_argument("--minutes", type=float, default=None, help="a time budget (default: until every kernel ran)")
+    ap.add_argument("--with-library", action="store_true", help="the library proposer first, then the folder's")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("dir_kernels_h200: needs a CUDA GPU (the H200); off the GPU run the loop on the small "
@@ -44,7 +50,8 @@ def main() -> None:
     journal, cache = args.out / "dir_kernels.sqlite", args.out / "dir_kernels_measure.sqlite"
     for stale in (journal, cache):
         stale.unlink(missing_ok=True)
-    opt = hoid.optimize(decode_layer(), agent=[f"dir:{args.kernels}"], device="h200", journal=journal,
+    agents = ["library"] * args.with_library + [f"dir:{args.kernels}"]
+    opt = hoid.optimize(decode_layer(), agent=agents, device="h200", journal=journal,
                         cache=hoid.measure.MeasureCache(cache), store=False,
                         budget=hoid.Budget(minutes=args.minutes) if args.minutes else None)
     with Journal(journal) as j:
@@ -60,7 +67,7 @@ def main() -> None:
     for s in skipped:
         print(f"skipped {s['what']}: {s['why'][:120]}")
     outcome = {a["kernel"]: "kept" if a["kept"] else "rejected" if a["verdict"] == "rejected" else "discarded"
-               for a in attempts}
+               for a in attempts if a["kernel"].startswith("dir.")}
     ids = sorted(k.id for k in load_kernels(args.kernels))  # a kernel never tried counts as "skipped"
     outcome = {k: outcome.get(k, "skipped") for k in ids}
     as_expected = {k: outcome[k] == EXPECTED.get(k, "kept") for k in ids}
@@ -72,7 +79,7 @@ def main() -> None:
     import triton
 
     result = {"benchmark": "dir_kernels_h200", "device": torch.cuda.get_device_name(), "graph": "example:decode_layer",
-              "shapes": "Qwen3-1.7B, bf16, cache 1024", "agent": f"dir:{args.kernels}",
+              "shapes": "Qwen3-1.7B, bf16, cache 384", "agent": ",".join(agents),
               "date": datetime.now(UTC).isoformat(timespec="seconds"),
               "versions": {"torch": torch.__version__, "triton": triton.__version__,
                            "python": platform.python_version()},
