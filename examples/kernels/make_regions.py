@@ -6,7 +6,9 @@
     hoid optimize OUT/layer.hoid --agent dir:OUT --device h200   # then: the loop on it, on a CPU (modelled)
 
 A region is named by the values its nodes produce (`Region.of`), the same at every size of the layer:
-`hoid regions FILE --cut t27,t28,...` prints the same cut of a saved document.
+`hoid regions FILE --cut t27,t28,...` prints the same cut of a saved document. A region's types are part of
+it, so a kernel written for any size gets its region at other models' sizes too, in `regions/MODEL.hoid`
+(`OTHER_MODELS`): the same cut of the layer built at that model's sizes.
 """
 
 from __future__ import annotations
@@ -28,17 +30,41 @@ CUTS = {
     "slow_rmsnorm_gate_up_silu": [f"t{i}" for i in range(27, 34)],
 }
 SMALL = dict(hidden=64, heads=2, kv_heads=1, head_dim=32, intermediate=128, cache_len=16, dtype="f32")
+# kernel folder -> the zoo models (the Qwen3 family: q/k norms, eps 1e-6) whose layer it also takes, at the
+# decode benchmark's cache (decode_layer's default)
+OTHER_MODELS = {"attention_half": ["qwen3-4b"], "mlp_half": ["qwen3-4b"]}
 
 
-def regions(graph) -> dict:
+def model_sizes(name: str) -> dict:
+    """decode_layer's sizes for a zoo model."""
+    from hoid.models.configs import config
+
+    c = config(name)
+    return dict(hidden=c.hidden_size, heads=c.num_attention_heads, kv_heads=c.num_key_value_heads,
+                head_dim=c.head_dim, intermediate=c.intermediate_size)
+
+
+def regions(graph, names=None) -> dict:
     from hoid.ir import Region
 
     out = {}
     for name, values in CUTS.items():
-        region = Region.of(graph, values)
-        region.check_convex()
-        out[name] = region.body()
+        if names is None or name in names:
+            region = Region.of(graph, values)
+            region.check_convex()
+            out[name] = region.body()
     return out
+
+
+def write_other_models() -> None:
+    import hoid
+    from hoid.models.examples import decode_layer
+
+    for model in sorted({m for models in OTHER_MODELS.values() for m in models}):
+        kernels = [k for k, models in OTHER_MODELS.items() if model in models]
+        for name, body in regions(decode_layer(**model_sizes(model)), kernels).items():
+            (HERE / name / "regions").mkdir(exist_ok=True)
+            hoid.save(body, HERE / name / "regions" / f"{model}.hoid")
 
 
 def write(out: Path, graph, *, copy_kernels: bool) -> None:
@@ -68,6 +94,7 @@ def main() -> None:
         hoid.save(graph, Path(args.small) / "layer.hoid")
     else:
         write(HERE, decode_layer(), copy_kernels=False)
+        write_other_models()
 
 
 if __name__ == "__main__":

@@ -9,6 +9,8 @@ One folder per kernel:
     <path>/<name>/region.hoid   the region it claims to replace, as a body document (`hoid regions FILE
                                 --cut ...` writes one: plain inputs in the order the launch takes them,
                                 outputs in the order it writes them)
+    <path>/<name>/regions/<label>.hoid   optional: the same region at other types (another model's sizes),
+                                one kernel each, `dir.<name>@<label>`: a region's types are part of it
     <path>/<name>/meta.json     optional: {"id": "dir.<name>", "entry": "launch", "note": "why",
                                 "aliases": {"<output value>": "<input value>"}, "sweep": [{...}, ...],
                                 "pdl": true}
@@ -45,7 +47,7 @@ from ..kernels.pattern import graph_pattern
 from ..kernels.spec import Constraint, KernelSpec
 from .proposer import Context, Proposal
 
-KERNEL_FILE, REGION_FILE, META_FILE = "kernel.py", "region.hoid", "meta.json"
+KERNEL_FILE, REGION_FILE, META_FILE, REGIONS_DIR = "kernel.py", "region.hoid", "meta.json", "regions"
 META_KEYS = {"id", "entry", "note", "aliases", "sweep", "pdl"}
 
 
@@ -55,16 +57,19 @@ class KernelDirError(HoidError, ValueError):
 
 @dataclass(frozen=True)
 class DirKernel:
-    """One kernel folder, read and statically checked (nothing in it has run)."""
+    """One kernel folder's source for one of its regions, read and statically checked (nothing in it has
+    run); `label` names a region of `regions/` (None: `region.hoid`)."""
 
     name: str
     source: KernelSource
     region: Graph
     meta: dict
+    label: str | None = None
 
     @property
     def id(self) -> str:
-        return self.meta.get("id", f"dir.{self.name}")
+        base = self.meta.get("id", f"dir.{self.name}")
+        return base if self.label is None else f"{base}@{self.label}"
 
     def spec(self) -> KernelSpec:
         return region_spec(self.source, self.region, self.id, aliases=self.meta.get("aliases"),
@@ -114,9 +119,10 @@ def _aliases(region: Graph, declared: dict | None) -> tuple[tuple[int, int], ...
     return tuple(found)
 
 
-def load_kernel(folder: str | Path, *, kernel: str | Path | None = None, region: str | Path | None = None
-                ) -> DirKernel:
-    """The kernel folder `folder` (or its files given apart: `kernel`, `region`)."""
+def load_kernel(folder: str | Path, *, kernel: str | Path | None = None, region: str | Path | None = None,
+                label: str | None = None) -> DirKernel:
+    """The kernel folder `folder` (or its files given apart: `kernel`, `region`, a region of `regions/` named
+    by `label`)."""
     folder = Path(folder)
     kernel_path = Path(kernel) if kernel is not None else folder / KERNEL_FILE
     region_path = Path(region) if region is not None else folder / REGION_FILE
@@ -141,7 +147,14 @@ def load_kernel(folder: str | Path, *, kernel: str | Path | None = None, region:
         graph = loads(region_path.read_text())
     except HoidError as e:
         raise KernelDirError(f"{region_path}: {' '.join(str(e).split())}") from None
-    return DirKernel(folder.resolve().name if kernel is None else kernel_path.stem, source, graph, meta)
+    return DirKernel(folder.resolve().name if kernel is None else kernel_path.stem, source, graph, meta, label)
+
+
+def load_folder(folder: str | Path) -> list[DirKernel]:
+    """A kernel folder: its `region.hoid`, then each of `regions/*.hoid` (in name order), one kernel each."""
+    folder = Path(folder)
+    more = sorted((folder / REGIONS_DIR).glob("*.hoid")) if (folder / REGIONS_DIR).is_dir() else []
+    return [load_kernel(folder)] + [load_kernel(folder, region=r, label=r.stem) for r in more]
 
 
 def load_kernels(path: str | Path) -> list[DirKernel]:
@@ -151,11 +164,11 @@ def load_kernels(path: str | Path) -> list[DirKernel]:
         raise KernelDirError(f"{path}: no such directory; give a folder of kernel folders (each with {KERNEL_FILE} "
                              f"and {REGION_FILE}), e.g. examples/kernels")
     if (path / KERNEL_FILE).is_file():
-        return [load_kernel(path)]
+        return load_folder(path)
     folders = sorted(p for p in path.iterdir() if p.is_dir() and (p / KERNEL_FILE).is_file())
     if not folders:
         raise KernelDirError(f"{path}: no kernel folders in it (a folder holding {KERNEL_FILE} and {REGION_FILE})")
-    return [load_kernel(p) for p in folders]
+    return [k for p in folders for k in load_folder(p)]
 
 
 class DirectoryProposer:

@@ -26,16 +26,27 @@ def layer(tmp_path_factory) -> Path:
     return path
 
 
-def _propose(layer: Path, name: str, monkeypatch, capsys) -> tuple[int, str]:
+def _propose(layer: Path, name: str, monkeypatch, capsys, region: str = "region.hoid") -> tuple[int, str]:
     monkeypatch.setenv("HOID_CACHE", str(layer.parent / "cache.sqlite"))
     folder = EXAMPLES / name
-    code = main(["propose", str(layer), "--region", str(folder / "region.hoid"), "--kernel", str(folder / "kernel.py")])
+    code = main(["propose", str(layer), "--region", str(folder / region), "--kernel", str(folder / "kernel.py")])
     return code, capsys.readouterr().out
 
 
 @pytest.mark.parametrize("name", CORRECT)
 def test_example_kernel_passes_its_check_on_the_gpu(layer, name, monkeypatch, capsys):
     code, out = _propose(layer, name, monkeypatch, capsys)
+    assert code == 0 and out.startswith(f"passed: dir.{name}") and "(measured" in out, out
+
+
+@pytest.mark.parametrize("name", ["attention_half", "mlp_half"])
+def test_a_half_passes_at_qwen3_4b_on_the_gpu(name, tmp_path, monkeypatch, capsys):
+    """regions/qwen3-4b.hoid: four q heads to a KV head, K = 2560."""
+    import runpy
+
+    sizes = runpy.run_path(str(EXAMPLES / "make_regions.py"))["model_sizes"]("qwen3-4b")
+    hoid.save(decode_layer(**sizes), tmp_path / "layer.hoid")
+    code, out = _propose(tmp_path / "layer.hoid", name, monkeypatch, capsys, region="regions/qwen3-4b.hoid")
     assert code == 0 and out.startswith(f"passed: dir.{name}") and "(measured" in out, out
 
 

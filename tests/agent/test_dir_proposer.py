@@ -110,8 +110,12 @@ def test_every_example_kernel_loads_and_its_region_occurs_in_the_layer(small):
     assert qkv.aliases == ((1, 8), (2, 10))  # the cache appends are in place, inferred from index_copy
     shipped = load_kernels(EXAMPLES)  # the shipped ones: bf16, Qwen3-1.7B's shapes
     assert {str(gi.value.type) for k in shipped for gi in k.region.inputs} >= {"bf16[6144,2048]"}
-    # meta.json's "pdl": the halves launch inside the runtime's PDL chain, the others break it
-    assert {k.id for k in shipped if k.spec().pdl} == {"dir.attention_half", "dir.mlp_half"}
+    # meta.json's "pdl": the halves launch inside the runtime's PDL chain (at each of their regions), the
+    # others break it; a region of regions/ is a kernel of its own, labelled
+    assert {k.id for k in shipped if k.spec().pdl} == {f"dir.{h}{m}" for h in ("attention_half", "mlp_half")
+                                                         for m in ("", "@qwen3-4b")}
+    four_b = next(k for k in shipped if k.id == "dir.mlp_half@qwen3-4b")
+    assert four_b.label == "qwen3-4b" and str(four_b.region.inputs[0].value.type) == "bf16[1,1,2560]"
 
 
 def test_a_meta_pdl_that_is_not_a_bool_is_one_clear_error(tmp_path):
@@ -144,10 +148,12 @@ def test_the_layer_halves_are_found_and_pass_in_an_imported_qwen3_decode_step(tm
     assert all(r["verdict"] == "passed" and r["kernel_evidence"] == "measured" for r in rows), rows
 
 
-def test_every_shipped_kernel_applies_in_the_decode_benchmarks_qwen3_step():
-    """The shipped regions (bf16, Qwen3-1.7B, cache 384) are found in `benchmarks/decode.py qwen3-1.7b`'s
-    step (prompt 128 + 256 new tokens), at types their kernels take, in each of its 28 layers: a region that
-    differs from the import in a type or an attr (the cache's length, the attention's scale) never matches."""
+@pytest.mark.parametrize("model, layers", [("qwen3-1.7b", 28), ("qwen3-4b", 36)])
+def test_every_shipped_region_applies_in_the_decode_benchmarks_step(model, layers):
+    """The shipped regions (bf16, cache 384: region.hoid at Qwen3-1.7B's sizes, regions/MODEL.hoid at another
+    model's) are found in `benchmarks/decode.py MODEL`'s step (prompt 128 + 256 new tokens), at types their
+    kernels take, in each of its layers: a region that differs from the import in a type or an attr (the
+    cache's length, the attention's scale) never matches."""
     import torch
 
     from hoid.agent.dir_proposer import DirectoryProposer
@@ -158,14 +164,17 @@ def test_every_shipped_kernel_applies_in_the_decode_benchmarks_qwen3_step():
     from hoid.search.rules import default_rulesets
     from hoid.search.space import SearchSpace
 
-    step = decode_step_graph(build_model("qwen3-1.7b", dtype=torch.bfloat16, device="meta"), 384)
+    step = decode_step_graph(build_model(model, dtype=torch.bfloat16, device="meta"), 384)
     h200 = get_device("h200")
     space = SearchSpace(step, target=h200.target())
     space.saturate(default_rulesets())
-    specs = {s.pattern.name: s for s in DirectoryProposer(EXAMPLES).region_specs()}
+    proposer = DirectoryProposer(EXAMPLES)
+    specs = {s.pattern.name: s for s in proposer.region_specs()}
     applies = {r.pattern: r.matches for r in discover(space, list(specs.values()), h200, measured=False)
                if specs[r.pattern].rejects(list(r.types), r.attrs) is None}
-    assert applies == {name: 28 for name in specs}, applies
+    label = None if model == "qwen3-1.7b" else model
+    expected = {f"region:{k.id}": layers for k in proposer.kernels if k.label == label}
+    assert len(expected) >= 2 and applies == expected, applies
 
 
 @pytest.mark.parametrize("name", ["attention_half", "mlp_half"])
