@@ -40,7 +40,7 @@ KERNELS = {
     "mlp_half": ("_mlp_half", {
         "h_ptr": B, "nw_ptr": B, "wg_ptr": B, "wu_ptr": B, "wd_ptr": B, "out_ptr": B, "acc_ptr": "*fp32",
         "cnt_ptr": "*i32", "K": "i32", "N": "i32", "s_g": "i32", "s_u": "i32", "s_d": "i32", "eps": "fp32"},
-        {"BLOCK_I": 32, "BLOCK_K": 256, "BLOCK_OUT": 256, "BLOCK_H": 2048, "PDL": True}),
+        {"BLOCK_I": 32, "BLOCK_K": 256, "BLOCK_OUT": 512, "BLOCK_H": 2048, "PDL": True}),
     "slow_rmsnorm_gate_up_silu": (GATE_UP[0], GATE_UP[1], {"BLOCK_N": 512, "BLOCK_K": 64}),
     "wrong_rmsnorm_gate_up_silu": GATE_UP,
 }
