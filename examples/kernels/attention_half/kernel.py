@@ -44,7 +44,7 @@ _WORKSPACE = {}  # (device, heads, D, kv heads) -> the QKV sums and the counters
 
 @triton.jit
 def _grid_sync(count_ptr, err_ptr):
-    """Waits until every program has arrived at this barrier (its own counter, zeroed by the launch)."""
+    """Waits until every program has arrived at this barrier (a counter of its own, zero at rest)."""
     tl.debug_barrier()  # every thread's stores of this program are issued before its arrival
     arrived = tl.atomic_add(count_ptr, 1, sem="release") + 1
     polls = 0
@@ -140,6 +140,7 @@ def _attention_phase(q_ptr, kc_ptr, vc_ptr, mask_ptr, part_ptr, attn_ptr, tick_p
         m = tl.max(s, axis=1)
         p = tl.exp(s - tl.where(m == float("-inf"), 0.0, m)[:, None])  # a chunk all masked: p = 0
         v = tl.load(vc_ptr + at, mask=pmask[:, None], other=0.0, cache_modifier=".cg").to(tl.float32)
+        v = tl.where(valid[:, None], v, 0.0)  # a masked slot adds nothing, whatever it holds (0 * inf is NaN)
         base = part_ptr + item * PART + js * (D + 2)
         tl.store(base[:, None] + ds[None, :], tl.sum(p[:, :, None] * v[None, :, :], axis=1))
         tl.store(base + D, m)
