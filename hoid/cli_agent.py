@@ -161,7 +161,7 @@ def regions(args: argparse.Namespace) -> int:
 
 
 def propose(args: argparse.Namespace) -> int:
-    from .agent.dir_proposer import region_spec
+    from .agent.dir_proposer import region_params, region_spec
     from .agent.executor import LocalExecutor
     from .cli import _UsageError
     from .kernels.loader import KernelSource
@@ -181,7 +181,9 @@ def propose(args: argparse.Namespace) -> int:
         if not pick:
             raise _UsageError(f"--region {args.region}: not a file, nor a rank or key of hoid regions {args.file}")
         body = pick[0].body
-    spec = region_spec(source, body, kernel_id)
+    # a region's constants (regions/LABEL.json beside regions/LABEL.hoid: another model's eps) go to the launch
+    fixed = region_params(Path(args.region).with_suffix(".json")) if Path(args.region).is_file() else {}
+    spec = region_spec(source, body, kernel_id, fixed=fixed)
     device, found = _discover(graph, args.device, [spec])
     region = next((r for r in found if r.pattern == spec.pattern.name), None)
     if region is None:

@@ -14,6 +14,7 @@ it, so a kernel written for any size gets its region at other models' sizes too,
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 from pathlib import Path
 
@@ -30,18 +31,21 @@ CUTS = {
     "slow_rmsnorm_gate_up_silu": [f"t{i}" for i in range(27, 34)],
 }
 SMALL = dict(hidden=64, heads=2, kv_heads=1, head_dim=32, intermediate=128, cache_len=16, dtype="f32")
-# kernel folder -> the zoo models (the Qwen3 family: q/k norms, eps 1e-6) whose layer it also takes, at the
-# decode benchmark's cache (decode_layer's default)
-OTHER_MODELS = {"attention_half": ["qwen3-4b"], "mlp_half": ["qwen3-4b"]}
+# kernel folder -> the zoo models whose layer it also takes, at the decode benchmark's cache (decode_layer's
+# default): the attention half is Qwen3's (q/k norms), the MLP half every decoder's (Llama's eps, 1e-5, given
+# to its launch by regions/MODEL.json)
+OTHER_MODELS = {"attention_half": ["qwen3-4b"], "mlp_half": ["qwen3-4b", "llama-3.2-1b", "llama-3.1-8b"]}
+EPS = 1e-6  # the kernels' own eps (Qwen3's)
 
 
 def model_sizes(name: str) -> dict:
-    """decode_layer's sizes for a zoo model."""
+    """decode_layer's sizes (and eps) for a zoo model."""
     from hoid.models.configs import config
 
     c = config(name)
     return dict(hidden=c.hidden_size, heads=c.num_attention_heads, kv_heads=c.num_key_value_heads,
-                head_dim=c.head_dim, intermediate=c.intermediate_size)
+                head_dim=getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads,
+                intermediate=c.intermediate_size, eps=c.rms_norm_eps)
 
 
 def regions(graph, names=None) -> dict:
@@ -62,9 +66,15 @@ def write_other_models() -> None:
 
     for model in sorted({m for models in OTHER_MODELS.values() for m in models}):
         kernels = [k for k, models in OTHER_MODELS.items() if model in models]
-        for name, body in regions(decode_layer(**model_sizes(model)), kernels).items():
+        sizes = model_sizes(model)
+        for name, body in regions(decode_layer(**sizes), kernels).items():
             (HERE / name / "regions").mkdir(exist_ok=True)
             hoid.save(body, HERE / name / "regions" / f"{model}.hoid")
+            sidecar = HERE / name / "regions" / f"{model}.json"
+            if sizes["eps"] != EPS:
+                sidecar.write_text(json.dumps({"params": {"EPS": sizes["eps"]}}) + "\n")
+            else:
+                sidecar.unlink(missing_ok=True)
 
 
 def write(out: Path, graph, *, copy_kernels: bool) -> None:

@@ -11,6 +11,8 @@ One folder per kernel:
                                 outputs in the order it writes them)
     <path>/<name>/regions/<label>.hoid   optional: the same region at other types (another model's sizes),
                                 one kernel each, `dir.<name>@<label>`: a region's types are part of it
+    <path>/<name>/regions/<label>.json   optional: {"params": {"EPS": 1e-05}}, launch keywords of one value for
+                                that region (its constants: another model's eps), never tuned
     <path>/<name>/meta.json     optional: {"id": "dir.<name>", "entry": "launch", "note": "why",
                                 "aliases": {"<output value>": "<input value>"}, "sweep": [{...}, ...],
                                 "pdl": true}
@@ -36,7 +38,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import HoidError
@@ -65,6 +67,7 @@ class DirKernel:
     region: Graph
     meta: dict
     label: str | None = None
+    fixed: dict = field(default_factory=dict)  # the region's launch keywords of one value (regions/LABEL.json)
 
     @property
     def id(self) -> str:
@@ -72,8 +75,11 @@ class DirKernel:
         return base if self.label is None else f"{base}@{self.label}"
 
     def spec(self) -> KernelSpec:
-        return region_spec(self.source, self.region, self.id, aliases=self.meta.get("aliases"),
-                           doc=self.meta.get("note", ""), pdl=self.meta.get("pdl", False))
+        try:
+            return region_spec(self.source, self.region, self.id, aliases=self.meta.get("aliases"),
+                               doc=self.meta.get("note", ""), pdl=self.meta.get("pdl", False), fixed=self.fixed)
+        except ValueError as e:
+            raise KernelDirError(f"{self.name}: {e}") from None
 
     def sweep(self, spec: KernelSpec) -> tuple[dict, ...]:
         if "sweep" in self.meta:
@@ -84,7 +90,7 @@ class DirKernel:
 
 
 def region_spec(source: KernelSource, region: Graph, kernel_id: str, *, aliases: dict | None = None,
-                doc: str = "", pdl: bool = False) -> KernelSpec:
+                doc: str = "", pdl: bool = False, fixed: dict | None = None) -> KernelSpec:
     """The spec of kernel `source` for the region `region` (a body document): its pattern is the region,
     valid only at the region's input types, checked at exactly those (the region's index bounds kept)."""
     from ..verify.region import index_bounds
@@ -96,7 +102,7 @@ def region_spec(source: KernelSource, region: Graph, kernel_id: str, *, aliases:
     return source.to_spec(
         kernel_id, pattern, doc=doc, aliases=_aliases(region, aliases),
         constraints=(Constraint(f"the region's own input types ({shown})", lambda ts, _a: list(ts) == types),),
-        examples=lambda rng: (list(types), {}), index_bounds=lambda _ts, _a: dict(bounds), pdl=pdl)
+        examples=lambda rng: (list(types), {}), index_bounds=lambda _ts, _a: dict(bounds), pdl=pdl, fixed=fixed)
 
 
 def _aliases(region: Graph, declared: dict | None) -> tuple[tuple[int, int], ...]:
@@ -147,7 +153,25 @@ def load_kernel(folder: str | Path, *, kernel: str | Path | None = None, region:
         graph = loads(region_path.read_text())
     except HoidError as e:
         raise KernelDirError(f"{region_path}: {' '.join(str(e).split())}") from None
-    return DirKernel(folder.resolve().name if kernel is None else kernel_path.stem, source, graph, meta, label)
+    fixed = region_params(region_path.with_suffix(".json")) if label is not None else {}
+    return DirKernel(folder.resolve().name if kernel is None else kernel_path.stem, source, graph, meta, label, fixed)
+
+
+def region_params(path: Path) -> dict:
+    """A region's launch keywords of one value: regions/LABEL.json's {"params": {name: value}} (none where the
+    file is absent)."""
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise KernelDirError(f"{path}, line {e.lineno}: not JSON ({e.msg})") from None
+    params = data.get("params") if isinstance(data, dict) and set(data) == {"params"} else None
+    scalar = (int, float, str, bool)
+    if not isinstance(params, dict) or not all(k.isidentifier() and isinstance(v, scalar) for k, v in params.items()):
+        raise KernelDirError(f"{path}: must be {{\"params\": {{NAME: VALUE, ...}}}} (launch keywords of one number, "
+                             f"string or bool each), got {data!r}")
+    return params
 
 
 def load_folder(folder: str | Path) -> list[DirKernel]:

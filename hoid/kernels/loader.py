@@ -92,11 +92,18 @@ class KernelSource:
         return tuple(Param(name, tuple(choices), choices[0]) for name, choices in declared.items())
 
     def to_spec(self, kernel_id: str, pattern: Pattern, *, constraints: Sequence[Constraint] = (),
-                deterministic: bool = False, doc: str = "", **spec_fields) -> KernelSpec:
-        """A `KernelSpec` for this source: its params are the declared ones, its version this source's.
+                deterministic: bool = False, doc: str = "", fixed: dict | None = None, **spec_fields) -> KernelSpec:
+        """A `KernelSpec` for this source: its params are the declared ones, its version this source's, and
+        `fixed` ({name: value}: launch keywords of one value each, a region's constant such as an eps).
         Its launch imports the source on first call (`load_entry`): call it only once verified."""
+        declared = self.declared_params()
+        clash = sorted(set(fixed or {}) & {p.name for p in declared})
+        if clash:
+            raise ValueError(f"kernel {kernel_id}: {', '.join(clash)} fixed for its region, but tuned by the "
+                             "source's PARAMS; a keyword is one or the other")
+        params = declared + tuple(Param(name, (value,), value) for name, value in (fixed or {}).items())
         return KernelSpec(id=kernel_id, pattern=pattern, backend=self.backend, launch=_DeferredLaunch(self),
-                          constraints=tuple(constraints), params=self.declared_params(),
+                          constraints=tuple(constraints), params=params,
                           deterministic=deterministic, source=self.text, doc=doc, **spec_fields)
 
 

@@ -113,9 +113,25 @@ def test_every_example_kernel_loads_and_its_region_occurs_in_the_layer(small):
     # meta.json's "pdl": the halves launch inside the runtime's PDL chain (at each of their regions), the
     # others break it; a region of regions/ is a kernel of its own, labelled
     assert {k.id for k in shipped if k.spec().pdl} == {f"dir.{h}{m}" for h in ("attention_half", "mlp_half")
-                                                         for m in ("", "@qwen3-4b")}
+                                                         for m in ("", "@qwen3-4b")} | {
+        "dir.mlp_half@llama-3.2-1b", "dir.mlp_half@llama-3.1-8b"}
     four_b = next(k for k in shipped if k.id == "dir.mlp_half@qwen3-4b")
     assert four_b.label == "qwen3-4b" and str(four_b.region.inputs[0].value.type) == "bf16[1,1,2560]"
+    # regions/LABEL.json: a region's constant given to the launch, one value, never tuned (Llama's eps)
+    llama = next(k for k in shipped if k.id == "dir.mlp_half@llama-3.1-8b").spec()
+    assert [(p.name, p.choices) for p in llama.params if p.name == "EPS"] == [("EPS", (1e-5,))]
+    assert "EPS" not in {p.name for p in four_b.spec().params}
+
+
+def test_a_region_params_file_that_is_wrong_or_clashes_is_one_clear_error(tmp_path):
+    shutil.copytree(EXAMPLES / "mlp_half", tmp_path / "k")
+    sidecar = tmp_path / "k" / "regions" / "qwen3-4b.json"
+    sidecar.write_text('{"params": {"EPS": [1e-5]}}')
+    with pytest.raises(KernelDirError, match="launch keywords of one"):
+        load_kernels(tmp_path)
+    sidecar.write_text('{"params": {"BLOCK_I": 32}}')  # PARAMS tunes it: fixing it too is refused
+    with pytest.raises(KernelDirError, match="BLOCK_I fixed for its region, but tuned"):
+        [k.spec() for k in load_kernels(tmp_path)]
 
 
 def test_a_meta_pdl_that_is_not_a_bool_is_one_clear_error(tmp_path):
@@ -125,35 +141,47 @@ def test_a_meta_pdl_that_is_not_a_bool_is_one_clear_error(tmp_path):
         load_kernels(tmp_path)
 
 
-def test_the_layer_halves_are_found_and_pass_in_an_imported_qwen3_decode_step(tmp_path, monkeypatch):
-    """The one-launch attention and MLP halves, their regions cut from decode_layer at a tiny Qwen3's sizes,
-    are found in that model's decode step as `hoid.from_torch` imports it (after the rule sets: the regions
-    are the import's, not only the example's), and pass their checks there (the attention half's three
-    phases, which a GPU runs between grid barriers, as three launches under the interpreter)."""
+@pytest.mark.parametrize("model, halves", [("qwen3-1.7b-tiny", ("attention_half", "mlp_half")),
+                                           ("llama-3.2-1b-tiny", ("mlp_half",))])
+def test_the_layer_halves_are_found_and_pass_in_an_imported_decode_step(model, halves, tmp_path, monkeypatch):
+    """The one-launch halves, their regions cut from decode_layer at a tiny model's sizes and eps (a Llama's,
+    1e-5, given to the MLP half's launch by regions/LABEL.json as the shipped Llama regions do), are found in
+    that model's decode step as `hoid.from_torch` imports it (after the rule sets: the regions are the
+    import's, not only the example's), and pass their checks there (the attention half's three phases, which
+    a GPU runs between grid barriers, as three launches under the interpreter)."""
+    import json
+
     from hoid.models.configs import build_model
     from hoid.models.llm import decode_step_graph
 
-    lm = build_model("qwen3-1.7b-tiny")
+    lm = build_model(model)
     c = lm.config
     layer = decode_layer(hidden=c.hidden_size, heads=c.num_attention_heads, kv_heads=c.num_key_value_heads,
-                         head_dim=c.head_dim, intermediate=c.intermediate_size, cache_len=32, dtype="f32")
-    MAKE["write"](tmp_path / "all", layer, copy_kernels=True)
-    for name in ("attention_half", "mlp_half"):
-        shutil.copytree(tmp_path / "all" / name, tmp_path / "halves" / name)
+                         head_dim=getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads,
+                         intermediate=c.intermediate_size, cache_len=32, dtype="f32", eps=c.rms_norm_eps)
+    for name, body in MAKE["regions"](layer, halves).items():  # as make_regions.py writes regions/MODEL.*
+        (tmp_path / "halves" / name / "regions").mkdir(parents=True)
+        for shipped in ("kernel.py", "region.hoid", "meta.json"):  # its region.hoid: Qwen3-1.7B's, not found
+            shutil.copy(EXAMPLES / name / shipped, tmp_path / "halves" / name)
+        hoid.save(body, tmp_path / "halves" / name / "regions" / "tiny.hoid")
+        if c.rms_norm_eps != 1e-6:
+            (tmp_path / "halves" / name / "regions" / "tiny.json").write_text(
+                json.dumps({"params": {"EPS": c.rms_norm_eps}}))
     monkeypatch.setenv("HOID_CACHE", str(tmp_path / "cache.sqlite"))
     opt = optimize(decode_step_graph(lm, 32), agent=f"dir:{tmp_path / 'halves'}", device="cpu",
                    journal=tmp_path / "journal.sqlite", store=False, rules=True, trials=2)
-    rows = _rows(tmp_path, opt)
-    assert sorted(r["kernel"] for r in rows) == ["dir.attention_half", "dir.mlp_half"], opt.report
+    rows = [r for r in _rows(tmp_path, opt) if r["verdict"] != "skipped"]
+    assert sorted(r["kernel"] for r in rows) == [f"dir.{h}@tiny" for h in halves], opt.report
     assert all(r["verdict"] == "passed" and r["kernel_evidence"] == "measured" for r in rows), rows
 
 
-@pytest.mark.parametrize("model, layers", [("qwen3-1.7b", 28), ("qwen3-4b", 36)])
+@pytest.mark.parametrize("model, layers", [("qwen3-1.7b", 28), ("qwen3-4b", 36), ("llama-3.2-1b", 16),
+                                           ("llama-3.1-8b", 32)])
 def test_every_shipped_region_applies_in_the_decode_benchmarks_step(model, layers):
     """The shipped regions (bf16, cache 384: region.hoid at Qwen3-1.7B's sizes, regions/MODEL.hoid at another
     model's) are found in `benchmarks/decode.py MODEL`'s step (prompt 128 + 256 new tokens), at types their
     kernels take, in each of its layers: a region that differs from the import in a type or an attr (the
-    cache's length, the attention's scale) never matches."""
+    cache's length, the attention's scale, an eps) never matches."""
     import torch
 
     from hoid.agent.dir_proposer import DirectoryProposer
@@ -174,7 +202,7 @@ def test_every_shipped_region_applies_in_the_decode_benchmarks_step(model, layer
                if specs[r.pattern].rejects(list(r.types), r.attrs) is None}
     label = None if model == "qwen3-1.7b" else model
     expected = {f"region:{k.id}": layers for k in proposer.kernels if k.label == label}
-    assert len(expected) >= 2 and applies == expected, applies
+    assert expected and applies == expected, applies
 
 
 @pytest.mark.parametrize("name", ["attention_half", "mlp_half"])

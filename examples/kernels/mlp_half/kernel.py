@@ -27,7 +27,7 @@ import triton
 import triton.language as tl
 
 PARAMS = {"BLOCK_I": (32, 16, 64), "BLOCK_K": (256, 128, 512), "num_warps": (4, 8)}
-EPS = 1e-6  # the region's rmsnorm eps
+EPS = 1e-6  # the region's rmsnorm eps (Qwen3's); a region of regions/ may fix another (regions/LABEL.json)
 TILE = 16384  # elements of W_down a program loads per step of its output sweep (BLOCK_OUT x BLOCK_I): 32 KB,
 # the bytes a step that waits one memory latency must move for ~1.5 programs an SM to keep up (no spill at
 # BLOCK_I <= 32, 4 warps, sm_90)
@@ -86,7 +86,7 @@ def workspace(device, K):
 
 
 def launch(h, norm_weight, gate_weight, up_weight, down_weight, out, *, BLOCK_I=32, BLOCK_K=256, num_warps=4,
-           pdl=False):
+           pdl=False, EPS=EPS):
     """h [1, 1, K], norm_weight [K], gate/up weights [N, K], down weight [K, N] (rows contiguous) -> out [1, 1, K]."""
     K, N = h.shape[-1], gate_weight.shape[0]
     assert h.numel() == K and h.is_contiguous() and out.is_contiguous(), "a decode step: one token, contiguous"
