@@ -42,7 +42,8 @@ def add_commands(sub, common) -> None:
     pr.add_argument("file")
     pr.add_argument("--region", required=True, help="a .hoid region document, or a rank or key from hoid regions")
     pr.add_argument("--kernel", required=True, help="the kernel source (.py; entry `launch`, PARAMS declared)")
-    pr.add_argument("--entry", default="launch", help="the launch function's name (default: launch)")
+    pr.add_argument("--entry", default=None, help="the launch function's name (default: the one a .json beside "
+                                                 "--region names, else launch)")
     pr.add_argument("--device", default=None, help="h200, b200 or cpu (default: this GPU, else an H200 plan)")
     pr.add_argument("--trials", type=int, default=None, help="numerical-check trials (default: hoid.verify's)")
     pr.set_defaults(func=propose)
@@ -161,7 +162,7 @@ def regions(args: argparse.Namespace) -> int:
 
 
 def propose(args: argparse.Namespace) -> int:
-    from .agent.dir_proposer import region_params, region_spec
+    from .agent.dir_proposer import region_overrides, region_spec
     from .agent.executor import LocalExecutor
     from .cli import _UsageError
     from .kernels.loader import KernelSource
@@ -170,7 +171,11 @@ def propose(args: argparse.Namespace) -> int:
     from .measure.timing import format_seconds
 
     graph = _graph(args.file)
-    source = KernelSource.from_file(args.kernel, args.entry)
+    # a region's own launch (regions/LABEL.json beside regions/LABEL.hoid: another model's eps, or the entry
+    # that takes its inputs) unless --entry names one
+    entry, fixed = region_overrides(Path(args.region).with_suffix(".json")) if Path(args.region).is_file() \
+        else (None, {})
+    source = KernelSource.from_file(args.kernel, args.entry or entry or "launch")
     kernel_path = Path(args.kernel)  # a folder's kernel.py is named after its folder, as the directory proposer does
     kernel_id = f"dir.{kernel_path.resolve().parent.name if kernel_path.stem == 'kernel' else kernel_path.stem}"
     if Path(args.region).suffix == ".hoid" or Path(args.region).is_file():
@@ -181,8 +186,6 @@ def propose(args: argparse.Namespace) -> int:
         if not pick:
             raise _UsageError(f"--region {args.region}: not a file, nor a rank or key of hoid regions {args.file}")
         body = pick[0].body
-    # a region's constants (regions/LABEL.json beside regions/LABEL.hoid: another model's eps) go to the launch
-    fixed = region_params(Path(args.region).with_suffix(".json")) if Path(args.region).is_file() else {}
     spec = region_spec(source, body, kernel_id, fixed=fixed)
     device, found = _discover(graph, args.device, [spec])
     region = next((r for r in found if r.pattern == spec.pattern.name), None)

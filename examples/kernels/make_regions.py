@@ -20,22 +20,22 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
-# kernel folder -> the values (nodes) of decode_layer its region is made of
+# kernel folder -> the values (nodes) of decode_layer its region is made of (the halves': `halves`)
 CUTS = {
     "qkv_norm_rope_cache": [f"t{i}" for i in range(1, 21)],  # q/k/v GEMVs .. q/k norms, RoPE, cache appends
     "rmsnorm_gate_up_silu": [f"t{i}" for i in range(27, 34)],  # post-attention norm .. silu(gate) * up
     "oproj_residual_rmsnorm": [f"t{i}" for i in range(24, 28)],  # o projection, residual add, next norm
-    "attention_half": [f"t{i}" for i in range(0, 27)],  # input norm .. attention .. o projection + residual
-    "mlp_half": [f"t{i}" for i in range(27, 37)],  # post-attention norm .. down projection + residual
     "wrong_rmsnorm_gate_up_silu": [f"t{i}" for i in range(27, 34)],
     "slow_rmsnorm_gate_up_silu": [f"t{i}" for i in range(27, 34)],
 }
+HALVES = ("attention_half", "mlp_half")  # cut at the residual add, whatever the layer's attention holds
 SMALL = dict(hidden=64, heads=2, kv_heads=1, head_dim=32, intermediate=128, cache_len=16, dtype="f32")
-# kernel folder -> the zoo models whose layer it also takes, at the decode benchmark's cache (decode_layer's
-# default): the attention half is Qwen3's (q/k norms), the MLP half every decoder's (Llama's eps, 1e-5, given
-# to its launch by regions/MODEL.json)
-OTHER_MODELS = {"attention_half": ["qwen3-4b"], "mlp_half": ["qwen3-4b", "llama-3.2-1b", "llama-3.1-8b"]}
+# the zoo models whose layer the halves also take (the other kernels are Qwen3-1.7B's alone), at the decode
+# benchmark's cache (decode_layer's default); regions/MODEL.json gives a launch what differs from Qwen3's:
+# Llama's eps (1e-5) and, for its attention without q/k norms, the entry that takes no norm weights
+OTHER_MODELS = ("qwen3-4b", "llama-3.2-1b", "llama-3.1-8b")
 EPS = 1e-6  # the kernels' own eps (Qwen3's)
+NO_QK_NORM_ENTRY = {"attention_half": "launch_no_qk_norm"}
 
 
 def model_sizes(name: str) -> dict:
@@ -45,14 +45,22 @@ def model_sizes(name: str) -> dict:
     c = config(name)
     return dict(hidden=c.hidden_size, heads=c.num_attention_heads, kv_heads=c.num_key_value_heads,
                 head_dim=getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads,
-                intermediate=c.intermediate_size, eps=c.rms_norm_eps)
+                intermediate=c.intermediate_size, eps=c.rms_norm_eps, qk_norm=c.model_type.startswith("qwen3"))
+
+
+def halves(graph) -> dict:
+    """The values of each half of a decode layer: the attention half up to and with the residual add, the
+    MLP half after it (t0..t26 and t27..t36 with q/k norms, t0..t24 and t25..t34 without)."""
+    values = [node.outputs[0].name for node in graph.nodes]
+    residual = next(i for i, node in enumerate(graph.nodes) if node.op == "add")
+    return {"attention_half": values[:residual + 1], "mlp_half": values[residual + 1:]}
 
 
 def regions(graph, names=None) -> dict:
     from hoid.ir import Region
 
     out = {}
-    for name, values in CUTS.items():
+    for name, values in {**CUTS, **halves(graph)}.items():
         if names is None or name in names:
             region = Region.of(graph, values)
             region.check_convex()
@@ -60,19 +68,28 @@ def regions(graph, names=None) -> dict:
     return out
 
 
+def overrides(name: str, sizes: dict) -> dict:
+    """regions/MODEL.json for half `name` at a model's `sizes`: what its launch needs that Qwen3's does not."""
+    differs = {}
+    if not sizes["qk_norm"] and name in NO_QK_NORM_ENTRY:
+        differs["entry"] = NO_QK_NORM_ENTRY[name]
+    if sizes["eps"] != EPS:
+        differs["params"] = {"EPS": sizes["eps"]}
+    return differs
+
+
 def write_other_models() -> None:
     import hoid
     from hoid.models.examples import decode_layer
 
-    for model in sorted({m for models in OTHER_MODELS.values() for m in models}):
-        kernels = [k for k, models in OTHER_MODELS.items() if model in models]
+    for model in OTHER_MODELS:
         sizes = model_sizes(model)
-        for name, body in regions(decode_layer(**sizes), kernels).items():
+        for name, body in regions(decode_layer(**sizes), HALVES).items():
             (HERE / name / "regions").mkdir(exist_ok=True)
             hoid.save(body, HERE / name / "regions" / f"{model}.hoid")
-            sidecar = HERE / name / "regions" / f"{model}.json"
-            if sizes["eps"] != EPS:
-                sidecar.write_text(json.dumps({"params": {"EPS": sizes["eps"]}}) + "\n")
+            sidecar, differs = HERE / name / "regions" / f"{model}.json", overrides(name, sizes)
+            if differs:
+                sidecar.write_text(json.dumps(differs) + "\n")
             else:
                 sidecar.unlink(missing_ok=True)
 

@@ -11,8 +11,10 @@ One folder per kernel:
                                 outputs in the order it writes them)
     <path>/<name>/regions/<label>.hoid   optional: the same region at other types (another model's sizes),
                                 one kernel each, `dir.<name>@<label>`: a region's types are part of it
-    <path>/<name>/regions/<label>.json   optional: {"params": {"EPS": 1e-05}}, launch keywords of one value for
-                                that region (its constants: another model's eps), never tuned
+    <path>/<name>/regions/<label>.json   optional: {"params": {"EPS": 1e-05}, "entry": "launch_other"}: for
+                                that region, launch keywords of one value (its constants: another model's
+                                eps), never tuned, and the entry that takes its inputs (a region without
+                                some of region.hoid's, Llama's attention without q/k norm weights)
     <path>/<name>/meta.json     optional: {"id": "dir.<name>", "entry": "launch", "note": "why",
                                 "aliases": {"<output value>": "<input value>"}, "sweep": [{...}, ...],
                                 "pdl": true}
@@ -148,30 +150,35 @@ def load_kernel(folder: str | Path, *, kernel: str | Path | None = None, region:
                                  f"{', '.join(sorted(META_KEYS))}")
         if not isinstance(meta.get("pdl", False), bool):
             raise KernelDirError(f"{folder / META_FILE}: \"pdl\" must be true or false, got {meta['pdl']!r}")
-    source = KernelSource.from_file(kernel_path, meta.get("entry", "launch"))
+    entry, fixed = region_overrides(region_path.with_suffix(".json")) if label is not None else (None, {})
+    source = KernelSource.from_file(kernel_path, entry or meta.get("entry", "launch"))
     try:
         graph = loads(region_path.read_text())
     except HoidError as e:
         raise KernelDirError(f"{region_path}: {' '.join(str(e).split())}") from None
-    fixed = region_params(region_path.with_suffix(".json")) if label is not None else {}
     return DirKernel(folder.resolve().name if kernel is None else kernel_path.stem, source, graph, meta, label, fixed)
 
 
-def region_params(path: Path) -> dict:
-    """A region's launch keywords of one value: regions/LABEL.json's {"params": {name: value}} (none where the
-    file is absent)."""
+def region_overrides(path: Path) -> tuple[str | None, dict]:
+    """What a region's regions/LABEL.json changes for its launch: (the entry, or None for the folder's; the
+    keywords of one value, {name: value}); (None, {}) where the file is absent."""
     if not path.is_file():
-        return {}
+        return None, {}
     try:
         data = json.loads(path.read_text())
     except json.JSONDecodeError as e:
         raise KernelDirError(f"{path}, line {e.lineno}: not JSON ({e.msg})") from None
-    params = data.get("params") if isinstance(data, dict) and set(data) == {"params"} else None
+    usage = (f"{path}: must be {{\"params\": {{NAME: VALUE, ...}}, \"entry\": NAME}} (either may be left out; "
+             f"launch keywords of one number, string or bool each), got {data!r}")
+    if not isinstance(data, dict) or not set(data) <= {"params", "entry"}:
+        raise KernelDirError(usage)
+    params, entry = data.get("params", {}), data.get("entry")
     scalar = (int, float, str, bool)
     if not isinstance(params, dict) or not all(k.isidentifier() and isinstance(v, scalar) for k, v in params.items()):
-        raise KernelDirError(f"{path}: must be {{\"params\": {{NAME: VALUE, ...}}}} (launch keywords of one number, "
-                             f"string or bool each), got {data!r}")
-    return params
+        raise KernelDirError(usage)
+    if entry is not None and not (isinstance(entry, str) and entry.isidentifier()):
+        raise KernelDirError(usage)
+    return entry, params
 
 
 def load_folder(folder: str | Path) -> list[DirKernel]:

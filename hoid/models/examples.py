@@ -48,7 +48,7 @@ def mlp_block(tokens: int = 4, hidden: int = 64, intermediate: int = 128, dtype:
 
 def decode_layer(hidden: int = 2048, heads: int = 16, kv_heads: int = 8, head_dim: int = 128,
                  intermediate: int = 6144, cache_len: int = 384, dtype: str = "bf16", seed: int = 0,
-                 eps: float = 1e-6) -> Graph:
+                 eps: float = 1e-6, qk_norm: bool = True) -> Graph:
     """One Qwen3 layer for one token: x [1, 1, hidden], cos/sin [1, 1, head_dim], positions i64[1] (the
     slot), mask b8[1, 1, 1, cache_len] (True = attend), the layer's k/v caches as state; outputs the
     layer's output and the updated caches. Random weights (the kernels' speed does not depend on them).
@@ -56,7 +56,7 @@ def decode_layer(hidden: int = 2048, heads: int = 16, kv_heads: int = 8, head_di
     Written as `hoid.from_torch` imports a Qwen3 layer after the rule sets (the attention's scale explicit,
     as transformers passes it), at Qwen3-1.7B's sizes with the decode benchmark's cache (a prompt of 128
     and 256 new tokens): a region cut from it is found in the benchmark's decode step at the same types. `eps`:
-    the norms' (Llama's 1e-5 for a region of its MLP; its attention has no q/k norms)."""
+    the norms' (Llama's: 1e-5); `qk_norm=False`: no RMSNorm of q and k per head (Llama's attention)."""
     gen = torch.Generator().manual_seed(seed)
     tdtype = to_torch(dtype)
 
@@ -82,13 +82,15 @@ def decode_layer(hidden: int = 2048, heads: int = 16, kv_heads: int = 8, head_di
 
     in_norm, post_norm = w("input_layernorm.weight", hidden, scale=0.1), w("post_attention_layernorm.weight", hidden,
                                                                            scale=0.1)
-    q_norm, k_norm = w("self_attn.q_norm.weight", head_dim, scale=0.1), w("self_attn.k_norm.weight", head_dim,
-                                                                          scale=0.1)
+    if qk_norm:
+        q_norm, k_norm = w("self_attn.q_norm.weight", head_dim, scale=0.1), w("self_attn.k_norm.weight", head_dim,
+                                                                              scale=0.1)
     n1 = b.rmsnorm(x, in_norm, eps=eps)
     q = b.reshape(linear(n1, w("self_attn.q_proj.weight", q_dim, hidden)), shape=(1, 1, heads, head_dim))
     k = b.reshape(linear(n1, w("self_attn.k_proj.weight", kv_dim, hidden)), shape=(1, 1, kv_heads, head_dim))
     v = b.reshape(linear(n1, w("self_attn.v_proj.weight", kv_dim, hidden)), shape=(1, 1, kv_heads, head_dim))
-    q, k = b.rmsnorm(q, q_norm, eps=eps), b.rmsnorm(k, k_norm, eps=eps)
+    if qk_norm:
+        q, k = b.rmsnorm(q, q_norm, eps=eps), b.rmsnorm(k, k_norm, eps=eps)
     cos4, sin4 = (b.reshape(t, shape=(1, 1, 1, head_dim)) for t in (cos, sin))
     q_rot = b.rope(b.transpose(q, dim0=1, dim1=2), cos4, sin4)
     k_rot = b.rope(b.transpose(k, dim0=1, dim1=2), cos4, sin4)

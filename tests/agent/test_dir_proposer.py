@@ -113,14 +113,16 @@ def test_every_example_kernel_loads_and_its_region_occurs_in_the_layer(small):
     # meta.json's "pdl": the halves launch inside the runtime's PDL chain (at each of their regions), the
     # others break it; a region of regions/ is a kernel of its own, labelled
     assert {k.id for k in shipped if k.spec().pdl} == {f"dir.{h}{m}" for h in ("attention_half", "mlp_half")
-                                                         for m in ("", "@qwen3-4b")} | {
-        "dir.mlp_half@llama-3.2-1b", "dir.mlp_half@llama-3.1-8b"}
+                                                         for m in ("", "@qwen3-4b", "@llama-3.2-1b", "@llama-3.1-8b")}
     four_b = next(k for k in shipped if k.id == "dir.mlp_half@qwen3-4b")
     assert four_b.label == "qwen3-4b" and str(four_b.region.inputs[0].value.type) == "bf16[1,1,2560]"
     # regions/LABEL.json: a region's constant given to the launch, one value, never tuned (Llama's eps)
     llama = next(k for k in shipped if k.id == "dir.mlp_half@llama-3.1-8b").spec()
     assert [(p.name, p.choices) for p in llama.params if p.name == "EPS"] == [("EPS", (1e-5,))]
     assert "EPS" not in {p.name for p in four_b.spec().params}
+    # ... and the entry that takes a region's inputs: Llama's attention has no q/k norm weights
+    llama_attention = next(k for k in shipped if k.id == "dir.attention_half@llama-3.1-8b")
+    assert llama_attention.source.entry == "launch_no_qk_norm" and len(llama_attention.region.inputs) == 12
 
 
 def test_a_region_params_file_that_is_wrong_or_clashes_is_one_clear_error(tmp_path):
@@ -141,14 +143,16 @@ def test_a_meta_pdl_that_is_not_a_bool_is_one_clear_error(tmp_path):
         load_kernels(tmp_path)
 
 
+# the tiny Llama has one KV head: its step imports without the GQA form of attention (enable_gqa) that the
+# regions, cut for Llama-3.2-1B's eight, hold; test_every_shipped_region_applies_... finds them at full size
 @pytest.mark.parametrize("model, halves", [("qwen3-1.7b-tiny", ("attention_half", "mlp_half")),
                                            ("llama-3.2-1b-tiny", ("mlp_half",))])
 def test_the_layer_halves_are_found_and_pass_in_an_imported_decode_step(model, halves, tmp_path, monkeypatch):
-    """The one-launch halves, their regions cut from decode_layer at a tiny model's sizes and eps (a Llama's,
-    1e-5, given to the MLP half's launch by regions/LABEL.json as the shipped Llama regions do), are found in
-    that model's decode step as `hoid.from_torch` imports it (after the rule sets: the regions are the
-    import's, not only the example's), and pass their checks there (the attention half's three phases, which
-    a GPU runs between grid barriers, as three launches under the interpreter)."""
+    """The one-launch halves, their regions cut from decode_layer at a tiny model's sizes (for a Llama: its eps,
+    1e-5, and no q/k norms, told to the launch by regions/LABEL.json as the shipped Llama regions are), are
+    found in that model's decode step as `hoid.from_torch` imports it (after the rule sets: the regions are
+    the import's, not only the example's), and pass their checks there (the attention half's three phases,
+    which a GPU runs between grid barriers, as three launches under the interpreter)."""
     import json
 
     from hoid.models.configs import build_model
@@ -156,17 +160,17 @@ def test_the_layer_halves_are_found_and_pass_in_an_imported_decode_step(model, h
 
     lm = build_model(model)
     c = lm.config
-    layer = decode_layer(hidden=c.hidden_size, heads=c.num_attention_heads, kv_heads=c.num_key_value_heads,
-                         head_dim=getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads,
-                         intermediate=c.intermediate_size, cache_len=32, dtype="f32", eps=c.rms_norm_eps)
+    sizes = dict(hidden=c.hidden_size, heads=c.num_attention_heads, kv_heads=c.num_key_value_heads,
+                 head_dim=getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads,
+                 intermediate=c.intermediate_size, eps=c.rms_norm_eps, qk_norm=c.model_type.startswith("qwen3"))
+    layer = decode_layer(**sizes, cache_len=32, dtype="f32")
     for name, body in MAKE["regions"](layer, halves).items():  # as make_regions.py writes regions/MODEL.*
         (tmp_path / "halves" / name / "regions").mkdir(parents=True)
         for shipped in ("kernel.py", "region.hoid", "meta.json"):  # its region.hoid: Qwen3-1.7B's, not found
             shutil.copy(EXAMPLES / name / shipped, tmp_path / "halves" / name)
         hoid.save(body, tmp_path / "halves" / name / "regions" / "tiny.hoid")
-        if c.rms_norm_eps != 1e-6:
-            (tmp_path / "halves" / name / "regions" / "tiny.json").write_text(
-                json.dumps({"params": {"EPS": c.rms_norm_eps}}))
+        if differs := MAKE["overrides"](name, sizes):
+            (tmp_path / "halves" / name / "regions" / "tiny.json").write_text(json.dumps(differs))
     monkeypatch.setenv("HOID_CACHE", str(tmp_path / "cache.sqlite"))
     opt = optimize(decode_step_graph(lm, 32), agent=f"dir:{tmp_path / 'halves'}", device="cpu",
                    journal=tmp_path / "journal.sqlite", store=False, rules=True, trials=2)
@@ -205,18 +209,21 @@ def test_every_shipped_region_applies_in_the_decode_benchmarks_step(model, layer
     assert expected and applies == expected, applies
 
 
-@pytest.mark.parametrize("name", ["attention_half", "mlp_half"])
-def test_a_half_leaves_its_workspace_zero_for_the_next_launch(name):
+@pytest.mark.parametrize("name, entry", [("attention_half", "launch"), ("attention_half", "launch_no_qk_norm"),
+                                         ("mlp_half", "launch")])
+def test_a_half_leaves_its_workspace_zero_for_the_next_launch(name, entry):
     """The halves clear no workspace at launch (in a CUDA graph that memset would break the PDL chain): each
-    launch must leave its sums and counters zero, or the next one starts from its leftovers."""
+    launch must leave its sums and counters zero, or the next one starts from its leftovers. (And each entry
+    computes its region: Llama's attention, without q/k norms, through `launch_no_qk_norm`.)"""
     import sys
 
     import torch
 
     from hoid.kernels.loader import KernelSource, load_entry
 
-    region = MAKE["regions"](decode_layer(**MAKE["SMALL"]))[name]
-    source = KernelSource.from_file(EXAMPLES / name / "kernel.py", "launch")
+    layer = decode_layer(**MAKE["SMALL"], qk_norm=entry != "launch_no_qk_norm")
+    region = MAKE["regions"](layer, MAKE["HALVES"])[name]
+    source = KernelSource.from_file(EXAMPLES / name / "kernel.py", entry)
     launch = load_entry(source)
     workspaces = sys.modules[f"hoid_kernel_{source.version}"]._WORKSPACE
     gen = torch.Generator().manual_seed(0)

@@ -36,7 +36,7 @@ KERNELS = {
         "qkv_ptr": "*fp32", "q_ptr": "*fp32", "part_ptr": "*fp32", "attn_ptr": "*fp32", "cnt_ptr": "*i32",
         "K": "i32", "S": "i32", "N": "i32", "eps": "fp32", "scale": "fp32"},  # one launch, both barriers in
         {"HQ": 16, "HKV": 8, "D": 128, "SPLIT_K": 4, "CHUNK": 32, "BLOCK_K": 128, "BLOCK_X": 2048, "MERGE": 16,
-         "BLOCK_N": 16, "BLOCK_KO": 1024, "FIRST": 0, "LAST": 2, "PDL": True}),
+         "BLOCK_N": 16, "BLOCK_KO": 1024, "FIRST": 0, "LAST": 2, "PDL": True, "QK_NORM": True}),
     "mlp_half": ("_mlp_half", {
         "h_ptr": B, "nw_ptr": B, "wg_ptr": B, "wu_ptr": B, "wd_ptr": B, "out_ptr": B, "acc_ptr": "*fp32",
         "cnt_ptr": "*i32", "K": "i32", "N": "i32", "s_g": "i32", "s_u": "i32", "s_d": "i32", "eps": "fp32"},
@@ -77,15 +77,23 @@ def test_the_halves_wait_for_their_predecessor_before_any_load(name):
     assert built.griddep == 2 and built.loads_before_wait == 0, built
 
 
+# each other model's regions/MODEL.hoid, as its launch builds them: Qwen3-4B four q heads to a KV head and
+# K = 2560 (the norms read x at once: 4096 lanes); the Llamas no q/k norms, Llama-3.2-1B's heads of 64
+OTHER_SIZES = {
+    "qwen3-4b": ({"HQ": 32, "BLOCK_X": 4096}, {"BLOCK_H": 4096}),
+    "llama-3.2-1b": ({"HQ": 32, "D": 64, "QK_NORM": False}, {}),
+    "llama-3.1-8b": ({"HQ": 32, "BLOCK_X": 4096, "QK_NORM": False}, {"BLOCK_H": 4096}),
+}
+
+
+@pytest.mark.parametrize("model", sorted(OTHER_SIZES))
 @pytest.mark.parametrize("name", ["attention_half", "mlp_half"])
-def test_the_halves_build_at_qwen3_4b_too(name):
-    """Their regions/qwen3-4b.hoid: four q heads to a KV head, K = 2560 (the norms read x at once: 4096 lanes)."""
+def test_the_halves_build_at_the_other_models_sizes(name, model):
     fn, signature, constexprs = KERNELS[name]
-    sizes = {"HQ": 32, "BLOCK_X": 4096} if name == "attention_half" else {"BLOCK_H": 4096}
+    sizes = OTHER_SIZES[model][name == "mlp_half"]
     ints = [n for n, t in signature.items() if t == "i32"]
     for arch in ("sm_90", "sm_100"):
         built = compile_file_for(str(EXAMPLES / name / "kernel.py"), fn, arch, signature, {**constexprs, **sizes},
                                  divisible_by_16=ints)
         # on the H200 nothing spills; sm_100's build of the attention half spills ~100 bytes at 4 warps
         assert built.wide_loads > 0 and (arch != "sm_90" or built.spilled_bytes == 0), built
-

@@ -1,4 +1,4 @@
-"""A decoder layer's attention half in one launch (M = 1, decode, Qwen3: q/k norms, GQA):
+"""A decoder layer's attention half in one launch (M = 1, decode, GQA; Qwen3's q/k norms, or none: Llama's):
 
     n = rmsnorm(x);  q, k, v = n @ W_q^T, n @ W_k^T, n @ W_v^T;  q, k = rope(rmsnorm(q)), rope(rmsnorm(k))
     k_cache[pos], v_cache[pos] = k, v;  a = sdpa(q, k_cache, v_cache, mask);  h = x + a @ W_o^T
@@ -30,6 +30,8 @@ its flag set: every later output is NaN too, until the process ends.
 Partial sums meet in float32 (atomics, so not bitwise deterministic); q and the attention output stay in
 float32 where the region rounds them to bf16 (a higher precision, as the policy allows). The caches are
 updated in place (`aliases`, inferred from the region's index_copy): only the new row is written.
+`launch` takes Qwen3's region (the q/k norm weights among its inputs), `launch_no_qk_norm` Llama's (a
+regions/MODEL.json names it as the entry, with Llama's eps).
 """
 
 import torch
@@ -37,7 +39,7 @@ import triton
 import triton.language as tl
 
 PARAMS = {"SPLIT_K": (4, 8, 2), "BLOCK_K": (128, 64, 256), "CHUNK": (32, 16, 64), "num_warps": (4, 8)}
-EPS = 1e-6  # the region's rmsnorm eps (input norm and q/k norms)
+EPS = 1e-6  # the region's rmsnorm eps (input norm and q/k norms: Qwen3's); regions/MODEL.json may fix another
 CPU_PROGRAMS = 5  # under the interpreter any count is right; five leaves remainders in every phase
 _WORKSPACE = {}  # (device, heads, D, kv heads) -> the QKV sums and the counters, zero between launches
 
@@ -59,7 +61,7 @@ def _grid_sync(count_ptr, err_ptr):
 @triton.jit
 def _qkv_phase(x_ptr, nw_ptr, wq_ptr, wk_ptr, wv_ptr, qn_ptr, kn_ptr, cos_ptr, sin_ptr, pos_ptr, kc_ptr, vc_ptr,
                qkv_ptr, q_ptr, tick_ptr, K, S, eps, HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr,
-               SPLIT_K: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_X: tl.constexpr):
+               SPLIT_K: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_X: tl.constexpr, QK_NORM: tl.constexpr):
     HEADS: tl.constexpr = HQ + 2 * HKV
     HALF: tl.constexpr = D // 2
     ks0 = tl.arange(0, BLOCK_K)
@@ -95,13 +97,14 @@ def _qkv_phase(x_ptr, nw_ptr, wq_ptr, wk_ptr, wv_ptr, qn_ptr, kn_ptr, cos_ptr, s
             tl.store(tick_ptr + head, 0)
             slot = tl.load(pos_ptr).to(tl.int64)
             if head < HQ + HKV:
-                if head < HQ:
-                    norm_ptr = qn_ptr
-                else:
-                    norm_ptr = kn_ptr
-                r = tl.rsqrt((tl.sum(lo * lo, axis=0) + tl.sum(hi * hi, axis=0)) / D + eps)
-                lo = lo * r * tl.load(norm_ptr + h).to(tl.float32)
-                hi = hi * r * tl.load(norm_ptr + HALF + h).to(tl.float32)
+                if QK_NORM:
+                    if head < HQ:
+                        norm_ptr = qn_ptr
+                    else:
+                        norm_ptr = kn_ptr
+                    r = tl.rsqrt((tl.sum(lo * lo, axis=0) + tl.sum(hi * hi, axis=0)) / D + eps)
+                    lo = lo * r * tl.load(norm_ptr + h).to(tl.float32)
+                    hi = hi * r * tl.load(norm_ptr + HALF + h).to(tl.float32)
                 c_lo, c_hi = tl.load(cos_ptr + h).to(tl.float32), tl.load(cos_ptr + HALF + h).to(tl.float32)
                 s_lo, s_hi = tl.load(sin_ptr + h).to(tl.float32), tl.load(sin_ptr + HALF + h).to(tl.float32)
                 lo, hi = lo * c_lo - hi * s_lo, hi * c_hi + lo * s_hi  # x * cos + rotate_half(x) * sin
@@ -192,7 +195,7 @@ def _attention_half(x_ptr, nw_ptr, wq_ptr, wk_ptr, wv_ptr, qn_ptr, kn_ptr, cos_p
                     scale, HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, SPLIT_K: tl.constexpr,
                     CHUNK: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_X: tl.constexpr, MERGE: tl.constexpr,
                     BLOCK_N: tl.constexpr, BLOCK_KO: tl.constexpr, FIRST: tl.constexpr, LAST: tl.constexpr,
-                    PDL: tl.constexpr):
+                    PDL: tl.constexpr, QK_NORM: tl.constexpr):
     if PDL:  # the previous kernel's writes are visible from here on; the next kernel may launch
         tl.extra.cuda.gdc_wait()
         tl.extra.cuda.gdc_launch_dependents()
@@ -201,7 +204,7 @@ def _attention_half(x_ptr, nw_ptr, wq_ptr, wk_ptr, wv_ptr, qn_ptr, kn_ptr, cos_p
     err_ptr = sync_ptr + 3
     if FIRST <= 0:
         _qkv_phase(x_ptr, nw_ptr, wq_ptr, wk_ptr, wv_ptr, qn_ptr, kn_ptr, cos_ptr, sin_ptr, pos_ptr, kc_ptr,
-                   vc_ptr, qkv_ptr, q_ptr, cnt_ptr, K, S, eps, HQ, HKV, D, SPLIT_K, BLOCK_K, BLOCK_X)
+                   vc_ptr, qkv_ptr, q_ptr, cnt_ptr, K, S, eps, HQ, HKV, D, SPLIT_K, BLOCK_K, BLOCK_X, QK_NORM)
     if FIRST <= 0 and LAST >= 1:
         _grid_sync(sync_ptr, err_ptr)
     if FIRST <= 1 and LAST >= 1:
@@ -226,9 +229,22 @@ def workspace(device, heads, D, hkv):
 
 
 def launch(x, norm_weight, wq, wk, wv, q_norm, k_norm, cos, sin, k_cache, positions, v_cache, mask, wo,
-           k_cache_out, v_cache_out, h_out, *, SPLIT_K=4, BLOCK_K=128, CHUNK=32, num_warps=4, pdl=False):
+           k_cache_out, v_cache_out, h_out, *, SPLIT_K=4, BLOCK_K=128, CHUNK=32, num_warps=4, pdl=False, EPS=EPS):
     """x [1, 1, K]; wq [Hq*D, K], wk/wv [Hkv*D, K], wo [N, Hq*D]; caches [1, Hkv, S, D]; mask [1, 1, 1, S]
     (bool) -> the caches (in place) and h_out [1, 1, N]."""
+    _launch(x, norm_weight, wq, wk, wv, q_norm, k_norm, cos, sin, k_cache, positions, v_cache, mask, wo,
+            k_cache_out, v_cache_out, h_out, SPLIT_K, BLOCK_K, CHUNK, num_warps, pdl, EPS)
+
+
+def launch_no_qk_norm(x, norm_weight, wq, wk, wv, cos, sin, k_cache, positions, v_cache, mask, wo, k_cache_out,
+                      v_cache_out, h_out, *, SPLIT_K=4, BLOCK_K=128, CHUNK=32, num_warps=4, pdl=False, EPS=EPS):
+    """`launch` for a layer without q/k norms (Llama's): the same, without their weights."""
+    _launch(x, norm_weight, wq, wk, wv, None, None, cos, sin, k_cache, positions, v_cache, mask, wo,
+            k_cache_out, v_cache_out, h_out, SPLIT_K, BLOCK_K, CHUNK, num_warps, pdl, EPS)
+
+
+def _launch(x, norm_weight, wq, wk, wv, q_norm, k_norm, cos, sin, k_cache, positions, v_cache, mask, wo,
+            k_cache_out, v_cache_out, h_out, SPLIT_K, BLOCK_K, CHUNK, num_warps, pdl, eps):
     for cache, out in ((k_cache, k_cache_out), (v_cache, v_cache_out)):
         if out.data_ptr() != cache.data_ptr():  # given a fresh buffer (no alias): stay functional
             out.copy_(cache)
@@ -244,11 +260,12 @@ def launch(x, norm_weight, wq, wk, wv, q_norm, k_norm, cos, sin, k_cache, positi
     scratch = torch.empty(hq * D + hkv * chunks * (hq // hkv) * (D + 2) + hq * D, device=x.device,
                           dtype=torch.float32)
     q, part, attn = scratch[:hq * D], scratch[hq * D:-hq * D], scratch[-hq * D:]
-    args = (x, norm_weight, wq, wk, wv, q_norm, k_norm, cos, sin, positions, mask, wo, k_cache_out, v_cache_out,
-            h_out, ws, q, part, attn, ws[heads * D:].view(torch.int32), K, S, N, EPS, D ** -0.5)
+    norms = (q_norm, k_norm) if q_norm is not None else (norm_weight, norm_weight)  # (never read without)
+    args = (x, norm_weight, wq, wk, wv, *norms, cos, sin, positions, mask, wo, k_cache_out, v_cache_out,
+            h_out, ws, q, part, attn, ws[heads * D:].view(torch.int32), K, S, N, eps, D ** -0.5)
     consts = dict(HQ=hq, HKV=hkv, D=D, SPLIT_K=SPLIT_K, CHUNK=CHUNK, BLOCK_K=BLOCK_K, MERGE=16, BLOCK_N=16,
                   BLOCK_X=triton.next_power_of_2(K), BLOCK_KO=min(1024, triton.next_power_of_2(hq * D)),
-                  num_warps=num_warps)
+                  QK_NORM=q_norm is not None, num_warps=num_warps)
     if x.device.type == "cuda":
         programs = torch.cuda.get_device_properties(x.device).multi_processor_count
         _attention_half[(programs,)](*args, FIRST=0, LAST=2, PDL=bool(pdl), **consts,
