@@ -22,11 +22,12 @@
 #   cute-a      [.cute2a]       the first half of CuTe's libraries, kept in /tmp
 #   cute-b      [.cute2b]       the second half; CuTe DSL importable from here on (sitecustomize)
 #   tests       []              python -m pytest -m gpu (every GPU test; CuTe's too once installed)
-#   halves      [.whl if cold]  the one-launch decoder-layer halves (examples/kernels/*_half, issue 22): their GPU
-#               tests (hoid propose on each example kernel, the halves in a CUDA graph with PDL), then one layer
-#               optimized with the library first and the folder's kernels after (dir_kernels_h200.py --with-library,
-#               $MINUTES, default 4), to $OUT/dir_kernels; ~6 min estimated, unmeasured. Then decode hoid-compile
-#               (the folder is among its agents) says what they do in the whole step
+#   halves      []              the one-launch decoder-layer halves (examples/kernels/*_half, issue 22): their GPU
+#               tests (hoid propose on each example kernel at Qwen3-1.7B's layer and the halves at the three other
+#               models', the halves in a CUDA graph with PDL; 13 tests, each a check and a sweep: ~5 min estimated)
+#   halves-layer [.whl if cold] one layer optimized with the library first and the folder's kernels after
+#               (dir_kernels_h200.py --with-library, $MINUTES, default 4) to $OUT/dir_kernels. Then decode
+#               hoid-compile (the folder is among its agents) says what the halves do in the whole step
 #   prices      []              benchmarks/decode_prices.py (after a kernel edit that changes what it builds: the
 #               shipped prices; ONLY=a,b measures only those kernels, the ones tests/search/awaiting.py names; an
 #               edit that builds the same PTX needs no run: benchmarks/price_carryover.py, here)
@@ -179,9 +180,10 @@ case ${1:-} in
     timeout "${2:-540}" python3 -m pytest -m gpu -q -p no:cacheprovider --durations=15 -rs 2>&1 | tee "$out/gpu_pytest.txt" \
       | grep -v '^DEBUG' | tail -40 ;;
   halves)
-    timeout 200 python3 -m pytest -m gpu -q -p no:cacheprovider -rs tests/agent/test_dir_kernels_gpu.py 2>&1 \
-      | tee "$out/dir_kernels_gpu_pytest.txt" | tail -15
-    timeout -k 20 "${LIMIT:-360}" python3 benchmarks/dir_kernels_h200.py --with-library --minutes "${MINUTES:-4}" \
+    timeout "${LIMIT:-540}" python3 -m pytest -m gpu -q -p no:cacheprovider -rs --durations=15 \
+      tests/agent/test_dir_kernels_gpu.py 2>&1 | tee "$out/dir_kernels_gpu_pytest.txt" | tail -30 ;;
+  halves-layer)
+    timeout -k 20 "${LIMIT:-540}" python3 benchmarks/dir_kernels_h200.py --with-library --minutes "${MINUTES:-4}" \
       --out "$out/dir_kernels" 2>&1 | tail -25 ;;
   prices|prices-prefill|prices-awaiting)  # each merges its rows into the committed file, copied to $OUT: commit it
     # a second prices run in the same call merges into the first's copy, not over it
