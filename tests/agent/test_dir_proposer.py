@@ -158,11 +158,7 @@ def test_the_layer_halves_are_found_and_pass_in_an_imported_decode_step(model, h
     from hoid.models.configs import build_model
     from hoid.models.llm import decode_step_graph
 
-    lm = build_model(model)
-    c = lm.config
-    sizes = dict(hidden=c.hidden_size, heads=c.num_attention_heads, kv_heads=c.num_key_value_heads,
-                 head_dim=getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads,
-                 intermediate=c.intermediate_size, eps=c.rms_norm_eps, qk_norm=c.model_type.startswith("qwen3"))
+    lm, sizes = build_model(model), MAKE["model_sizes"](model)
     layer = decode_layer(**sizes, cache_len=32, dtype="f32")
     for name, body in MAKE["regions"](layer, halves).items():  # as make_regions.py writes regions/MODEL.*
         (tmp_path / "halves" / name / "regions").mkdir(parents=True)
