@@ -3,9 +3,10 @@
     n = rmsnorm(x);  q, k, v = n @ W_q^T, n @ W_k^T, n @ W_v^T;  q, k = rope(rmsnorm(q)), rope(rmsnorm(k))
     k_cache[pos], v_cache[pos] = k, v;  a = sdpa(q, k_cache, v_cache, mask);  h = x + a @ W_o^T
 
-Four launches in the library's best plan (norm + QKV GEMV, q/k norm + RoPE + cache append, split-K decode
-attention, o projection + residual), measured in context on the H200 at 6.9 + 0.9 + 4.2 + 4.0 us for 24.6 MB
-of weights and 1.5 MB of cache (6.1 us at the copy bandwidth): each launch pays its own start and tail.
+Four kernels in the library's best plan (norm + QKV GEMV, q/k norm + RoPE + cache append, split decode
+attention (two launches), o projection + residual), timed node by node in the H200's 12-04 decode profile
+at 6.9 + 0.9 + 4.2 + 4.0 us for 24.6 MB of weights and 1.5 MB of cache (6.1 us at the copy bandwidth):
+each launch pays its own start and tail.
 
 One persistent launch of one program per SM, in three phases separated by grid-wide barriers (each phase
 needs all of the one before: every head's q, k and v before attention; every head's attention before the
