@@ -236,6 +236,9 @@ def _unmatched(kernel: DirKernel, spec: KernelSpec, found: list, graph: Graph) -
         region = found[0]
         why = spec.rejects(list(region.types), region.attrs)
         return f"its region matched at {region.key}, where the kernel does not apply: {why}"
+    if kernel.label is not None:  # one of a folder's regions for other graphs (another model's sizes)
+        return (f"its region {REGIONS_DIR}/{kernel.label}.hoid never matched: it is written for {kernel.label}'s "
+                "graph, at its types and attrs, and this graph has none of it")
     ops, count = sorted({n.op for n in kernel.region.nodes}), len(kernel.region.nodes)
     absent = [op for op in ops if op not in graph.op_counts()]
     why = (f"the graph has no {', '.join(absent)} node" if absent else

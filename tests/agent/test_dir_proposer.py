@@ -160,10 +160,13 @@ def test_the_layer_halves_are_found_and_pass_in_an_imported_decode_step(model, h
 
     lm, sizes = build_model(model), MAKE["model_sizes"](model)
     layer = decode_layer(**sizes, cache_len=32, dtype="f32")
+    other = "llama-3.2-1b" if model.startswith("qwen3") else "qwen3-4b"  # the other family's: another eps
     for name, body in MAKE["regions"](layer, halves).items():  # as make_regions.py writes regions/MODEL.*
         (tmp_path / "halves" / name / "regions").mkdir(parents=True)
         for shipped in ("kernel.py", "region.hoid", "meta.json"):  # its region.hoid: Qwen3-1.7B's, not found
             shutil.copy(EXAMPLES / name / shipped, tmp_path / "halves" / name)
+        for shipped in (EXAMPLES / name / "regions").glob(f"{other}.*"):
+            shutil.copy(shipped, tmp_path / "halves" / name / "regions")
         hoid.save(body, tmp_path / "halves" / name / "regions" / "tiny.hoid")
         if differs := MAKE["overrides"](name, sizes):
             (tmp_path / "halves" / name / "regions" / "tiny.json").write_text(json.dumps(differs))
@@ -172,6 +175,9 @@ def test_the_layer_halves_are_found_and_pass_in_an_imported_decode_step(model, h
                    journal=tmp_path / "journal.sqlite", store=False, rules=True, trials=2)
     rows = [r for r in _rows(tmp_path, opt) if r["verdict"] != "skipped"]
     assert sorted(r["kernel"] for r in rows) == [f"dir.{h}@tiny" for h in halves], opt.report
+    # a region of regions/ for another model's graph is skipped saying so, not with advice to cut it again
+    skipped = {r["region"].split(" for ")[0]: r["why"] for r in _rows(tmp_path, opt) if r["verdict"] == "skipped"}
+    assert all(f"it is written for {other}'s graph" in skipped[f"dir.{h}@{other}"] for h in halves), skipped
     assert all(r["verdict"] == "passed" and r["kernel_evidence"] == "measured" for r in rows), rows
 
 
