@@ -22,12 +22,14 @@
 #   cute-a      [.cute2a]       the first half of CuTe's libraries, kept in /tmp
 #   cute-b      [.cute2b]       the second half; CuTe DSL importable from here on (sitecustomize)
 #   tests       []              python -m pytest -m gpu (every GPU test; CuTe's too once installed)
-#   halves      []              the one-launch decoder-layer halves (examples/kernels/*_half, issue 22): their GPU
+#   halves      []              the one-launch decoder-layer halves (examples/kernels/halves/, issue 22): their GPU
 #               tests (hoid propose on each example kernel at Qwen3-1.7B's layer and the halves at the three other
 #               models', the halves in a CUDA graph with PDL; 13 tests, each a check and a sweep: ~5 min estimated)
 #   halves-layer [.whl if cold] one layer optimized with the library first and the folder's kernels after
-#               (dir_kernels_h200.py --with-library, $MINUTES, default 4) to $OUT/dir_kernels. Then decode
-#               hoid-compile (the folder is among its agents) says what the halves do in the whole step
+#               (dir_kernels_h200.py --with-library --kernels examples/kernels/halves, $MINUTES, default 4) to
+#               $OUT/dir_kernels; in a whole step: AGENT=library,dir:examples/kernels/halves decode hoid-compile.
+#               Measured 12-05: the tests ~50 s each (13, over three calls; 545 s did not hold them); halves-layer
+#               142 s with cute-b at MINUTES=3: both halves discarded (benchmarks/results/dir_kernels/halves/)
 #   prices      []              benchmarks/decode_prices.py (after a kernel edit that changes what it builds: the
 #               shipped prices; ONLY=a,b measures only those kernels, the ones tests/search/awaiting.py names; an
 #               edit that builds the same PTX needs no run: benchmarks/price_carryover.py, here)
@@ -184,7 +186,7 @@ case ${1:-} in
       tests/agent/test_dir_kernels_gpu.py 2>&1 | tee "$out/dir_kernels_gpu_pytest.txt" | tail -30 ;;
   halves-layer)
     timeout -k 20 "${LIMIT:-540}" python3 benchmarks/dir_kernels_h200.py --with-library --minutes "${MINUTES:-4}" \
-      --out "$out/dir_kernels" 2>&1 | tail -25 ;;
+      --kernels examples/kernels/halves --out "$out/dir_kernels" 2>&1 | tail -25 ;;
   prices|prices-prefill|prices-awaiting)  # each merges its rows into the committed file, copied to $OUT: commit it
     # a second prices run in the same call merges into the first's copy, not over it
     [[ -f $out/decode_prices.json ]] || cp benchmarks/results/decode_prices.json "$out/decode_prices.json"

@@ -29,6 +29,14 @@ CUTS = {
     "slow_rmsnorm_gate_up_silu": [f"t{i}" for i in range(27, 34)],
 }
 HALVES = ("attention_half", "mlp_half")  # cut at the residual add, whatever the layer's attention holds
+# the halves lost on the H200 (12-05: 23.7 and 25.1 us alone, the layer 72% slower with either; see
+# benchmarks/results/dir_kernels/halves/): kept apart, in halves/, so that `dir:examples/kernels` (the decode
+# benchmark's agent) does not spend its budget on them; `dir:examples/kernels/halves` proposes them
+
+
+def folder(name: str) -> str:
+    """A kernel's folder under examples/kernels."""
+    return f"halves/{name}" if name in HALVES else name
 SMALL = dict(hidden=64, heads=2, kv_heads=1, head_dim=32, intermediate=128, cache_len=16, dtype="f32")
 # the zoo models whose layer the halves also take (the other kernels are Qwen3-1.7B's alone), at the decode
 # benchmark's cache (decode_layer's default); regions/MODEL.json gives a launch what differs from Qwen3's:
@@ -85,9 +93,9 @@ def write_other_models() -> None:
     for model in OTHER_MODELS:
         sizes = model_sizes(model)
         for name, body in regions(decode_layer(**sizes), HALVES).items():
-            (HERE / name / "regions").mkdir(exist_ok=True)
-            hoid.save(body, HERE / name / "regions" / f"{model}.hoid")
-            sidecar, differs = HERE / name / "regions" / f"{model}.json", overrides(name, sizes)
+            (HERE / folder(name) / "regions").mkdir(exist_ok=True)
+            hoid.save(body, HERE / folder(name) / "regions" / f"{model}.hoid")
+            sidecar, differs = HERE / folder(name) / "regions" / f"{model}.json", overrides(name, sizes)
             if differs:
                 sidecar.write_text(json.dumps(differs) + "\n")
             else:
@@ -98,13 +106,13 @@ def write(out: Path, graph, *, copy_kernels: bool) -> None:
     import hoid
 
     for name, body in regions(graph).items():
-        folder = out / name
-        folder.mkdir(parents=True, exist_ok=True)
+        target = out / folder(name)
+        target.mkdir(parents=True, exist_ok=True)
         if copy_kernels:
-            for f in (HERE / name).iterdir():
+            for f in (HERE / folder(name)).iterdir():
                 if f.name != "region.hoid" and f.is_file():
-                    shutil.copy(f, folder / f.name)
-        hoid.save(body, folder / "region.hoid")
+                    shutil.copy(f, target / f.name)
+        hoid.save(body, target / "region.hoid")
 
 
 def main() -> None:

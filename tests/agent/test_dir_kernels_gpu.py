@@ -16,6 +16,7 @@ from hoid.models.examples import decode_layer
 pytestmark = pytest.mark.gpu
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "kernels"
+FOLDER = {"attention_half": "halves/attention_half", "mlp_half": "halves/mlp_half"}  # make_regions.folder
 CORRECT = ["attention_half", "mlp_half", "oproj_residual_rmsnorm", "qkv_norm_rope_cache", "rmsnorm_gate_up_silu"]
 
 
@@ -28,7 +29,7 @@ def layer(tmp_path_factory) -> Path:
 
 def _propose(layer: Path, name: str, monkeypatch, capsys, region: str = "region.hoid") -> tuple[int, str]:
     monkeypatch.setenv("HOID_CACHE", str(layer.parent / "cache.sqlite"))
-    folder = EXAMPLES / name
+    folder = EXAMPLES / FOLDER.get(name, name)
     code = main(["propose", str(layer), "--region", str(folder / region), "--kernel", str(folder / "kernel.py")])
     return code, capsys.readouterr().out
 
@@ -65,7 +66,7 @@ def test_the_two_halves_make_a_layer_in_a_cuda_graph_with_pdl():
 
     from hoid.kernels.loader import KernelSource, load_entry
 
-    attention, mlp = (load_entry(KernelSource.from_file(EXAMPLES / name / "kernel.py", "launch"))
+    attention, mlp = (load_entry(KernelSource.from_file(EXAMPLES / FOLDER[name] / "kernel.py", "launch"))
                       for name in ("attention_half", "mlp_half"))
     graph = decode_layer()
     w = {name: t.cuda() for name, t in graph.weights.items()}

@@ -108,7 +108,7 @@ def test_every_example_kernel_loads_and_its_region_occurs_in_the_layer(small):
     assert len(kernels) >= 5 and {k.id for k in kernels} >= {"dir.qkv_norm_rope_cache", "dir.oproj_residual_rmsnorm"}
     qkv = next(k for k in kernels if k.id == "dir.qkv_norm_rope_cache").spec()
     assert qkv.aliases == ((1, 8), (2, 10))  # the cache appends are in place, inferred from index_copy
-    shipped = load_kernels(EXAMPLES)  # the shipped ones: bf16, Qwen3-1.7B's shapes
+    shipped = load_kernels(EXAMPLES) + load_kernels(EXAMPLES / "halves")  # the shipped ones: bf16, Qwen3-1.7B's
     assert {str(gi.value.type) for k in shipped for gi in k.region.inputs} >= {"bf16[6144,2048]"}
     # meta.json's "pdl": the halves launch inside the runtime's PDL chain (at each of their regions), the
     # others break it; a region of regions/ is a kernel of its own, labelled
@@ -126,7 +126,7 @@ def test_every_example_kernel_loads_and_its_region_occurs_in_the_layer(small):
 
 
 def test_a_region_params_file_that_is_wrong_or_clashes_is_one_clear_error(tmp_path):
-    shutil.copytree(EXAMPLES / "mlp_half", tmp_path / "k")
+    shutil.copytree(EXAMPLES / "halves" / "mlp_half", tmp_path / "k")
     sidecar = tmp_path / "k" / "regions" / "qwen3-4b.json"
     sidecar.write_text('{"params": {"EPS": [1e-5]}}')
     with pytest.raises(KernelDirError, match="launch keywords of one"):
@@ -137,7 +137,7 @@ def test_a_region_params_file_that_is_wrong_or_clashes_is_one_clear_error(tmp_pa
 
 
 def test_a_meta_pdl_that_is_not_a_bool_is_one_clear_error(tmp_path):
-    shutil.copytree(EXAMPLES / "mlp_half", tmp_path / "k")
+    shutil.copytree(EXAMPLES / "halves" / "mlp_half", tmp_path / "k")
     (tmp_path / "k" / "meta.json").write_text('{"pdl": "yes"}')
     with pytest.raises(KernelDirError, match='"pdl" must be true or false'):
         load_kernels(tmp_path)
@@ -164,8 +164,8 @@ def test_the_layer_halves_are_found_and_pass_in_an_imported_decode_step(model, h
     for name, body in MAKE["regions"](layer, halves).items():  # as make_regions.py writes regions/MODEL.*
         (tmp_path / "halves" / name / "regions").mkdir(parents=True)
         for shipped in ("kernel.py", "region.hoid", "meta.json"):  # its region.hoid: Qwen3-1.7B's, not found
-            shutil.copy(EXAMPLES / name / shipped, tmp_path / "halves" / name)
-        for shipped in (EXAMPLES / name / "regions").glob(f"{other}.*"):
+            shutil.copy(EXAMPLES / MAKE["folder"](name) / shipped, tmp_path / "halves" / name)
+        for shipped in (EXAMPLES / MAKE["folder"](name) / "regions").glob(f"{other}.*"):
             shutil.copy(shipped, tmp_path / "halves" / name / "regions")
         hoid.save(body, tmp_path / "halves" / name / "regions" / "tiny.hoid")
         if differs := MAKE["overrides"](name, sizes):
@@ -202,12 +202,12 @@ def test_every_shipped_region_applies_in_the_decode_benchmarks_step(model, layer
     h200 = get_device("h200")
     space = SearchSpace(step, target=h200.target())
     space.saturate(default_rulesets())
-    proposer = DirectoryProposer(EXAMPLES)
-    specs = {s.pattern.name: s for s in proposer.region_specs()}
+    proposers = [DirectoryProposer(EXAMPLES), DirectoryProposer(EXAMPLES / "halves")]
+    specs = {s.pattern.name: s for p in proposers for s in p.region_specs()}
     applies = {r.pattern: r.matches for r in discover(space, list(specs.values()), h200, measured=False)
                if specs[r.pattern].rejects(list(r.types), r.attrs) is None}
     label = None if model == "qwen3-1.7b" else model
-    expected = {f"region:{k.id}": layers for k in proposer.kernels if k.label == label}
+    expected = {f"region:{k.id}": layers for p in proposers for k in p.kernels if k.label == label}
     assert expected and applies == expected, applies
 
 
@@ -225,7 +225,7 @@ def test_a_half_leaves_its_workspace_zero_for_the_next_launch(name, entry):
 
     layer = decode_layer(**MAKE["SMALL"], qk_norm=entry != "launch_no_qk_norm")
     region = MAKE["regions"](layer, MAKE["HALVES"])[name]
-    source = KernelSource.from_file(EXAMPLES / name / "kernel.py", entry)
+    source = KernelSource.from_file(EXAMPLES / MAKE["folder"](name) / "kernel.py", entry)
     launch = load_entry(source)
     workspaces = sys.modules[f"hoid_kernel_{source.version}"]._WORKSPACE
     gen = torch.Generator().manual_seed(0)
