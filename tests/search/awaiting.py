@@ -9,19 +9,7 @@ The search tests whose outcome depends on such a kernel's price are expected to 
 
 import pytest
 
-AWAITING_PRICES: dict[str, str] = {
-    # the prompts' graphs only (no decode step has 16 rows): `prices-awaiting` measures them with the prefill's.
-    # WGMMAs no longer serialized (a count of K tiles known when built), 128-row tiles in two warpgroups, the
-    # tile rule of half a wave
-    "cute.gemm_linear": "2026-12-04 ablation session: WGMMAs unserialized, 128 x 128 in two warpgroups",
-    "cute.gemm_linear_add": "2026-12-04 ablation session: WGMMAs unserialized, 128 x 128 in two warpgroups",
-    # new: the prompt's attention writing its heads merged (the copy after the plain kernel saved)
-    "triton.prefill_attention_merged": "2026-12-04 ablation session: new",
-    # new: the prompt's projections on tensor cores with split-K and the GEMV's epilogues (gate/up + SiLU too)
-    "triton.gemm_linear": "2026-12-04 session 5: new",
-    "triton.gemm_linear_add": "2026-12-04 session 5: new",
-    "triton.gemm_linear_swiglu_merged": "2026-12-04 session 5: new",
-}
+AWAITING_PRICES: dict[str, str] = {}  # 2026-12-05: the six of the 12-04 sessions priced on the H200
 
 
 def awaiting(kernel_id: str):
