@@ -44,6 +44,8 @@ SMALL = dict(hidden=64, heads=2, kv_heads=1, head_dim=32, intermediate=128, cach
 OTHER_MODELS = ("qwen3-4b", "llama-3.2-1b", "llama-3.1-8b")
 EPS = 1e-6  # the kernels' own eps (Qwen3's)
 NO_QK_NORM_ENTRY = {"attention_half": "launch_no_qk_norm"}
+# rejected on the H200 (12-05): the layer's output 8.9% off at Llama-3.1-8B's sizes, not diagnosed
+NOT_AT = {"attention_half": ("llama-3.1-8b",)}
 
 
 def model_sizes(name: str) -> dict:
@@ -92,7 +94,7 @@ def write_other_models() -> None:
 
     for model in OTHER_MODELS:
         sizes = model_sizes(model)
-        for name, body in regions(decode_layer(**sizes), HALVES).items():
+        for name, body in regions(decode_layer(**sizes), [h for h in HALVES if model not in NOT_AT.get(h, ())]).items():
             (HERE / folder(name) / "regions").mkdir(exist_ok=True)
             hoid.save(body, HERE / folder(name) / "regions" / f"{model}.hoid")
             sidecar, differs = HERE / folder(name) / "regions" / f"{model}.json", overrides(name, sizes)
