@@ -5,6 +5,7 @@ half's grid-wide barriers (on the CPU its phases are three launches), atomics or
 
 from __future__ import annotations
 
+import runpy
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from hoid.models.examples import decode_layer
 pytestmark = pytest.mark.gpu
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "kernels"
-FOLDER = {"attention_half": "halves/attention_half", "mlp_half": "halves/mlp_half"}  # make_regions.folder
+folder = runpy.run_path(str(EXAMPLES / "make_regions.py"))["folder"]  # a kernel's folder there
 CORRECT = ["attention_half", "mlp_half", "oproj_residual_rmsnorm", "qkv_norm_rope_cache", "rmsnorm_gate_up_silu"]
 
 
@@ -29,8 +30,8 @@ def layer(tmp_path_factory) -> Path:
 
 def _propose(layer: Path, name: str, monkeypatch, capsys, region: str = "region.hoid") -> tuple[int, str]:
     monkeypatch.setenv("HOID_CACHE", str(layer.parent / "cache.sqlite"))
-    folder = EXAMPLES / FOLDER.get(name, name)
-    code = main(["propose", str(layer), "--region", str(folder / region), "--kernel", str(folder / "kernel.py")])
+    where = EXAMPLES / folder(name)
+    code = main(["propose", str(layer), "--region", str(where / region), "--kernel", str(where / "kernel.py")])
     return code, capsys.readouterr().out
 
 
@@ -67,7 +68,7 @@ def test_the_two_halves_make_a_layer_in_a_cuda_graph_with_pdl():
 
     from hoid.kernels.loader import KernelSource, load_entry
 
-    attention, mlp = (load_entry(KernelSource.from_file(EXAMPLES / FOLDER[name] / "kernel.py", "launch"))
+    attention, mlp = (load_entry(KernelSource.from_file(EXAMPLES / folder(name) / "kernel.py", "launch"))
                       for name in ("attention_half", "mlp_half"))
     graph = decode_layer()
     w = {name: t.cuda() for name, t in graph.weights.items()}

@@ -6,6 +6,7 @@ runs without Triton's interpreter."""
 
 from __future__ import annotations
 
+import runpy
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from hoid.kernels.library._triton_build import compile_file_for  # noqa: E402
 pytestmark = pytest.mark.slow  # two builds per kernel
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "kernels"
-FOLDER = {"attention_half": "halves/attention_half", "mlp_half": "halves/mlp_half"}  # make_regions.folder
+folder = runpy.run_path(str(EXAMPLES / "make_regions.py"))["folder"]  # a kernel's folder there
 B = "*bf16"
 GATE_UP = ("_norm_gate_up_silu", {"h_ptr": B, "nw_ptr": B, "wg_ptr": B, "wu_ptr": B, "out_ptr": B, "N": "i32",
                                   "K": "i32", "s_g": "i32", "s_u": "i32", "eps": "fp32"},
@@ -53,7 +54,7 @@ def test_every_example_kernel_is_covered():
 def _build(name: str, arch: str):
     fn, signature, constexprs = KERNELS[name]
     ints = [n for n, t in signature.items() if t == "i32"]  # every size and stride at Qwen3-1.7B: 16 | it
-    return compile_file_for(str(EXAMPLES / FOLDER.get(name, name) / "kernel.py"), fn, arch, signature, constexprs,
+    return compile_file_for(str(EXAMPLES / folder(name) / "kernel.py"), fn, arch, signature, constexprs,
                             divisible_by_16=ints)
 
 
@@ -94,7 +95,7 @@ def test_the_halves_build_at_the_other_models_sizes(name, model):
     sizes = OTHER_SIZES[model][name == "mlp_half"]
     ints = [n for n, t in signature.items() if t == "i32"]
     for arch in ("sm_90", "sm_100"):
-        built = compile_file_for(str(EXAMPLES / FOLDER[name] / "kernel.py"), fn, arch, signature,
+        built = compile_file_for(str(EXAMPLES / folder(name) / "kernel.py"), fn, arch, signature,
                                  {**constexprs, **sizes}, divisible_by_16=ints)
         # on the H200 nothing spills; sm_100's build of the attention half spills ~100 bytes at 4 warps
         assert built.wide_loads > 0 and (arch != "sm_90" or built.spilled_bytes == 0), built
