@@ -63,6 +63,9 @@ def test_example_kernel_builds_for_sm90_and_sm100(name):
     for arch, target in (("sm_90", "sm_90a"), ("sm_100", "sm_100a")):
         built = _build(name, arch)
         assert built.ptx_target == target and built.wide_loads > 0, built
+        # a ticket (one thread's release) after other warps' writes needs a barrier first, or the last
+        # program may read a partial another program's lagging warp has not written yet
+        assert built.unsynced_releases == 0, built
 
 
 def test_mlp_half_streams_its_weights_16_bytes_a_thread():
@@ -99,3 +102,4 @@ def test_the_halves_build_at_the_other_models_sizes(name, model):
                                  {**constexprs, **sizes}, divisible_by_16=ints)
         # on the H200 nothing spills; sm_100's build of the attention half spills ~100 bytes at 4 warps
         assert built.wide_loads > 0 and (arch != "sm_90" or built.spilled_bytes == 0), built
+        assert built.unsynced_releases == 0, built

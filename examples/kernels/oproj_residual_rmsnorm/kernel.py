@@ -33,7 +33,8 @@ def _oproj_residual_norm(w_ptr, a_ptr, x_ptr, nw_ptr, h_ptr, n_ptr, ws_ptr, cnt_
     h = (tl.load(x_ptr + rows, mask=rmask, other=0.0).to(tl.float32) + tl.sum(acc, axis=1)).to(dtype)
     tl.store(h_ptr + rows, h, mask=rmask)
     hf = tl.where(rmask, h.to(tl.float32), 0.0)
-    tl.atomic_add(ws_ptr, tl.sum(hf * hf, axis=0))
+    tl.atomic_add(ws_ptr, tl.sum(hf * hf, axis=0), sem="relaxed")  # published by the ticket below
+    tl.debug_barrier()  # every warp's h stores issued before the ticket: one thread takes it for the program
     ticket = tl.atomic_add(cnt_ptr, 1)  # acq_rel: every h store and partial sum before it is visible
     if ticket == tl.num_programs(0) - 1:
         inv = tl.rsqrt(tl.atomic_add(ws_ptr, 0.0) / N + eps)

@@ -43,6 +43,7 @@ def _qkv_prelude(wq_ptr, x_ptr, wk_ptr, wv_ptr, qn_ptr, kn_ptr, cos_ptr, sin_ptr
         w = tl.load(w_ptr + rows[:, None] * K + ks[None, :], mask=kmask[None, :], other=0.0)
         acc += w.to(tl.float32) * x[None, :]
     tl.atomic_add(ws_ptr + head * D + rows, tl.sum(acc, axis=1))
+    tl.debug_barrier()  # every warp's partial sums issued before the ticket: one thread takes it for the program
     ticket = tl.atomic_add(cnt_ptr + head, 1)  # acq_rel: the partial sums above are visible to the last one
     if ticket == SPLIT_K - 1:
         h = tl.arange(0, HALF)

@@ -67,6 +67,7 @@ def attend_and_combine(q_ptr, k_ptr, v_ptr, mask_ptr, out_ptr, part_ptr, lse_ptr
     first = (b * HQ + heads) * n_splits
     live = g < GROUP
     store_split(part_ptr, lse_ptr, first + split, acc, m_i, l_i, d, live, D=D)
+    tl.debug_barrier()  # every warp's partial stored before the ticket (one thread's) announces them all
     arrived = tl.atomic_add(count_ptr + pid, 1, sem="acq_rel", scope="gpu")
     if arrived == n_splits - 1:  # the last split of this KV head: every partial is written
         top = tl.full((BLOCK_G,), -float("inf"), tl.float32)
@@ -85,7 +86,8 @@ def attend_and_combine(q_ptr, k_ptr, v_ptr, mask_ptr, out_ptr, part_ptr, lse_ptr
         out = out / tl.where(total > 0, total, 1.0)[:, None]  # a head with no valid key: zeros, as torch's SDPA
         tl.store(out_ptr + b * s_ob + heads[:, None] * s_oh + d[None, :], out.to(out_ptr.dtype.element_ty),
                  mask=live[:, None])
-        tl.atomic_xchg(count_ptr + pid, 0)  # ready for the next launch (or graph replay)
+        tl.atomic_xchg(count_ptr + pid, 0, sem="relaxed")  # ready for the next launch (or graph replay); it
+        # publishes nothing (the next launch starts after this one ends), so no barrier need precede it
 
 
 def launch(q, k, v, mask, out, *, is_causal=False, scale=None, enable_gqa=False, block_n=64, split_tokens="auto",

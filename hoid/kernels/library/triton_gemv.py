@@ -122,6 +122,7 @@ def gemv_tile(x_ptr, w_ptr, res_ptr, out_ptr, part_ptr, count_ptr, M, K, n_out, 
         tl.store(part_ptr + (2 * pid_k) * plane + part_offs, acc, mask=out_mask)
         if EPILOGUE == 2:
             tl.store(part_ptr + (2 * pid_k + 1) * plane + part_offs, acc_up, mask=out_mask)
+        tl.debug_barrier()  # every warp's partial stored before the ticket (one thread's) announces them all
         arrived = tl.atomic_add(count_ptr + tile, 1, sem="acq_rel", scope="gpu")
         if arrived == SPLIT_K - 1:
             acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)

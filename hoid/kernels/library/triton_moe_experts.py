@@ -114,6 +114,7 @@ def moe_down(act_ptr, ids_ptr, routing_ptr, w_ptr, part_ptr, count_ptr, out_ptr,
             y = acc * weight[:, None]
             tl.store(part_ptr + pair[:, None] * n_out + n[None, :], y, mask=valid[:, None] & (n[None, :] < n_out))
     # Every program of the tile arrives (those with nothing to run too); the last sums each token's k rows.
+    tl.debug_barrier()  # every warp's partials stored before the ticket (one thread's) announces them all
     arrived = tl.atomic_add(count_ptr + pid_n, 1, sem="acq_rel", scope="gpu")
     if arrived == S - 1:
         token = tl.arange(0, BLOCK_T)

@@ -88,6 +88,7 @@ def _qkv_phase(x_ptr, nw_ptr, wq_ptr, wk_ptr, wv_ptr, qn_ptr, kn_ptr, cos_ptr, s
             w = tl.load(w_ptr + rows[:, None] * K + ks[None, :], mask=kmask[None, :], other=0.0)
             acc += tl.sum(w.to(tl.float32) * n[None, :], axis=1)
         tl.atomic_add(qkv_ptr + head * D + rows, acc, sem="relaxed")
+        tl.debug_barrier()  # every warp's sums issued before the ticket: one thread takes it for the program
         ticket = tl.atomic_add(tick_ptr + head, 1)  # acq_rel: this slice's sums are in before its ticket
         if ticket == SPLIT_K - 1:  # the head's last slice: norm, RoPE, store
             h = tl.arange(0, HALF)
@@ -149,6 +150,7 @@ def _attention_phase(q_ptr, kc_ptr, vc_ptr, mask_ptr, part_ptr, attn_ptr, tick_p
         tl.store(base[:, None] + ds[None, :], tl.sum(p[:, :, None] * v[None, :, :], axis=1))
         tl.store(base + D, m)
         tl.store(base + D + 1, tl.sum(p, axis=1))
+        tl.debug_barrier()  # every warp's partials stored before the ticket: one thread takes it for the program
         ticket = tl.atomic_add(tick_ptr + g, 1)  # acq_rel: this chunk's partials are in before its ticket
         if ticket == chunks - 1:  # the group's last chunk: merge every chunk's partial softmax,
             tl.store(tick_ptr + g, 0)  # MERGE chunks a step (one step at a cache of 384: a chain of dependent
@@ -216,7 +218,7 @@ def _attention_half(x_ptr, nw_ptr, wq_ptr, wk_ptr, wv_ptr, qn_ptr, kn_ptr, cos_p
     if LAST >= 2:
         _oproj_phase(attn_ptr, wo_ptr, x_ptr, h_ptr, err_ptr, N, HQ * D, BLOCK_N, BLOCK_KO)
     if FIRST <= 0 and LAST >= 2:  # the last program out resets the barriers: every program has passed both
-        if tl.atomic_add(sync_ptr + 2, 1) == tl.num_programs(0) - 1:
+        if tl.atomic_add(sync_ptr + 2, 1, sem="relaxed") == tl.num_programs(0) - 1:  # publishes nothing
             tl.store(sync_ptr + tl.arange(0, 4), 0, mask=tl.arange(0, 4) < 3)
 
 

@@ -69,12 +69,13 @@ def _mlp_half(h_ptr, nw_ptr, wg_ptr, wu_ptr, wd_ptr, out_ptr, acc_ptr, cnt_ptr, 
         w = tl.load(wd_ptr + outs[:, None].to(tl.int64) * s_d + rows[None, :],
                     mask=omask[:, None] & rmask[None, :], other=0.0)
         tl.atomic_add(acc_ptr + outs, tl.sum(w.to(tl.float32) * act[None, :], axis=1), mask=omask, sem="relaxed")
+    tl.debug_barrier()  # every warp's sums issued before the ticket: one thread takes it for the program
     ticket = tl.atomic_add(cnt_ptr, 1)  # acq_rel: this program's sums are in before its ticket is
     if ticket == tl.num_programs(0) - 1:  # the last program: every contribution is in (read at once: this
         total = tl.load(acc_ptr + hs, mask=hs < K, other=0.0, volatile=True)  # is the kernel's serial tail)
         tl.store(acc_ptr + hs, tl.zeros([BLOCK_H], tl.float32), mask=hs < K)  # zero for the next launch
         tl.store(out_ptr + hs, (x + total).to(out_ptr.dtype.element_ty), mask=hs < K)
-        tl.atomic_xchg(cnt_ptr, 0)
+        tl.atomic_xchg(cnt_ptr, 0, sem="relaxed")  # publishes nothing: the next launch comes after this one
 
 
 def workspace(device, K):
