@@ -74,8 +74,10 @@ def decide_together(run, proposer: str, proposals: list[Proposal], context: Cont
             said = f"kept, decided together with the {len(passed)} of {proposer}'s that passed: {why}" + (
                 "" if measured else " (modelled: provisional, not stored)")
         elif (timed_with := _fastest_using(run.finalists_timed, proposal.kernel.id, region)) is not None:
-            said = (f"decided together, measured: the best graph without it ran {best_e.seconds * 1e3:.4g} ms, "
-                    f"the best with it {timed_with * 1e3:.4g} ms (of the {len(passed)} of {proposer}'s that passed)")
+            ran = "ran" if best_e.evidence == "measured" else "costs"  # a modelled plan's graphs are priced
+            said = (f"decided together, {best_e.evidence}: the best graph without it {ran} {best_e.seconds * 1e3:.4g} "
+                    f"ms, the best with it {timed_with * 1e3:.4g} ms (of the {len(passed)} of {proposer}'s that "
+                    f"passed)")
         else:  # the batch's optimum is feasible with this one and the kept alone: it could only tie
             said = f"decided together: the extraction over all {len(passed)} of {proposer}'s that passed chose others"
         said += retried_note(result)
