@@ -18,7 +18,6 @@ AWAITING_PRICES: dict[str, str] = {
     "triton.gemm_linear": _TICKET,
     "triton.gemm_linear_add": _TICKET,
     "triton.gemm_linear_swiglu_merged": _TICKET,
-    "triton.moe_experts": _TICKET,
     "triton.decode_attention_onelaunch": "a CTA barrier before its ticket, and its counter's reset relaxed "
                                          "(12-05): no barrier preceded the ticket in any of its builds",
 }
