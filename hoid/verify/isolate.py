@@ -32,6 +32,7 @@ import torch
 
 from ..ir import TensorType
 from ..kernels.loader import KernelSource, load_entry
+from .races import unsynced_tickets
 from .runners import invoke
 from .verdict import Failure, VerifyError
 
@@ -60,6 +61,7 @@ def _child_loop(conn: Connection) -> None:
         return
     conn.send(None)
     mapped: dict = {}  # key -> (shared tensors, their device copies, how many are inputs, kwargs)
+    read: set[int] = set()  # the candidate's compiled Triton kernels already read for races
     memories: list[SharedMemory] = []  # alive as long as the tensors viewing them: closing one unmaps it
     while True:
         message, key, payload = conn.recv()
@@ -93,6 +95,8 @@ def _child_loop(conn: Connection) -> None:
                 except Exception as exc:  # a CUDA error outlives the call that caused it: say what it was
                     failure = failure or Failure("raised", f"the device failed after the candidate ran: "
                                                  f"{type(exc).__name__}: {exc}")
+                if failure is None and device.type == "cuda":  # what it built there (a CPU interprets)
+                    failure = unsynced_tickets(fn, read)
                 if failure is not None:
                     break
             conn.send(failure)

@@ -29,6 +29,7 @@ KINDS = {
     "nondeterministic": "two runs on the same inputs disagree",
     "cached": "the output did not follow new input values written into the same buffers",
     "stateful": "the candidate was right for its first calls, then wrong",
+    "race": "a kernel it built on the GPU announces writes before they are made (a ticket with no barrier)",
 }
 
 

@@ -24,6 +24,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ...ir import TensorType
+from ..ptx import unsynced_releases
 from ._ptxas import ptxas_report
 from ._triton_compile import TritonKernel, interpreting, require_triton, triton
 
@@ -54,7 +55,7 @@ class BuiltKernel:
     global loads that follow its first global store: the compiler cannot tell most addresses apart, so
     none of them is issued before that store is (nor before what the store waits on).
     `unsynced_releases`: the release atomics (`atom`/`red` with `.release` or `.acq_rel`) that follow a
-    global write with no `bar.sync` between: see `unsynced_releases`."""
+    global write with no `bar.sync` between: see `hoid.kernels.ptx.unsynced_releases`."""
 
     kernel: str
     arch: str
@@ -71,34 +72,6 @@ class BuiltKernel:
     ptxas_warnings: tuple[str, ...] = ()  # what ptxas warned of (C7514: WGMMAs serialized, and the like)
     tensor_core_mmas: int = 0  # the PTX's tensor-core MMAs: wgmma (sm_90), tcgen05 (sm_100) or mma.sync ones
     unsynced_releases: int = 0
-
-
-_WRITE = re.compile(r"^(?:@!?%p\d+\s+)?(?:(?:st|red|atom)\.global\b|cp\.async\.bulk\S*\.global\.shared)")
-_RELEASE = re.compile(r"^(?:@!?%p\d+\s+)?(?:red|atom)\.global\S*\.(?:release|acq_rel)\b")
-_CTA_BARRIER = re.compile(r"^(?:@!?%p\d+\s+)?(?:bar|barrier)\.sync\b")
-
-
-def unsynced_releases(ptx: str) -> int:
-    """The release atomics of `ptx` that a global write precedes with no CTA barrier between them.
-
-    A Triton atomic on a scalar (a split-K ticket: "my partials are in, am I the last?") is one thread's
-    instruction; its release orders that thread's own earlier writes, not the other warps' (the PTX memory
-    model: release is cumulative over what the releasing thread has observed, and a warp that has not reached
-    its stores yet has shown it nothing). So the last program to arrive could read a partial another warp of an
-    earlier program had not written: stale values from the previous launch, the more likely the longer that
-    warp lags. A `bar.sync` (`tl.debug_barrier()`) before the ticket makes every thread's writes precede it, as
-    CUTLASS's semaphores do (`__syncthreads()`, then thread 0's `red.release.gpu`). Read in program text
-    order, which is how Triton lays out such a ticket after its stores; 0 for a correct kernel."""
-    count, wrote = 0, False
-    for line in ptx.splitlines():
-        line = line.strip()
-        if _CTA_BARRIER.match(line):
-            wrote = False
-        elif _RELEASE.match(line):  # (its own write is the releasing thread's: no later release needs it synced)
-            count += wrote
-        elif _WRITE.match(line):
-            wrote = True
-    return count
 
 
 def compile_for(kernel: TritonKernel, arch: str, signature: dict[str, str], constexprs: dict[str, Any],

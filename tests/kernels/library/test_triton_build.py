@@ -63,7 +63,7 @@ def test_no_load_waits_behind_a_store_unless_it_reads_what_was_stored(kernel_id)
 @pytest.mark.parametrize("kernel_id", TRITON_IDS)
 def test_no_ticket_announces_other_warps_writes_before_they_are_made(kernel_id, arch):
     """A split-K ticket is one thread's release: a CTA barrier must make every warp's partials precede it
-    (`_triton_build.unsynced_releases`). Triton places one there by itself only where shared memory
+    (`hoid.kernels.ptx.unsynced_releases`). Triton places one there by itself only where shared memory
     happens to be reused; the library's kernels place their own."""
     built = all_kernels()[kernel_id].compile(arch)
     builds = built if isinstance(built, list) else [built]
@@ -115,43 +115,3 @@ def test_declaring_a_pointer_divisible_is_refused_by_name():
     consts = {"HAS_RESIDUAL": False, "BLOCK_M": 1, "BLOCK_N": 64, "PDL": False}
     with pytest.raises((RuntimeError, ValueError), match="non-integer argument.*eps"):
         compile_for(triton_rmsnorm.rmsnorm_rows, "sm_90", sig, consts, divisible_by_16=("n_cols", "eps"))
-
-
-TICKET = '''
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def ticket(part_ptr, count_ptr, out_ptr, SYNC: tl.constexpr):
-    offs = tl.arange(0, 512)  # 4 warps' partials
-    tl.store(part_ptr + tl.program_id(0) * 512 + offs, offs.to(tl.float32))
-    if SYNC:
-        tl.debug_barrier()
-    if tl.atomic_add(count_ptr, 1, sem="acq_rel", scope="gpu") == tl.num_programs(0) - 1:
-        tl.store(out_ptr + offs, tl.load(part_ptr + offs, cache_modifier=".cg"))
-'''
-
-
-@pytest.mark.parametrize("sync", [False, True])
-def test_a_ticket_after_other_warps_stores_is_found_unless_a_barrier_precedes_it(tmp_path, sync):
-    from hoid.kernels.library._triton_build import compile_file_for
-
-    path = tmp_path / "ticket.py"
-    path.write_text(TICKET)
-    built = compile_file_for(str(path), "ticket", "sm_90", {"part_ptr": "*fp32", "count_ptr": "*i32",
-                                                            "out_ptr": "*fp32"}, {"SYNC": sync})
-    assert built.unsynced_releases == (0 if sync else 1), built
-
-
-def test_the_release_reader_follows_barriers_and_writes_in_program_order():
-    from hoid.kernels.library._triton_build import unsynced_releases
-
-    store, ticket, bar = "@%p2 st.global.b32 [ %rd1 + 0 ], { %r1 };", \
-        "@%p1 atom.global.gpu.acq_rel.add.u32 %r5, [ %rd3 + 0 ], %r6;", "bar.sync \t0;"
-    relaxed = "@%p1 atom.global.gpu.relaxed.add.f32 %r7, [ %rd4 + 0 ], %r8;"
-    assert unsynced_releases("\n".join([store, ticket])) == 1
-    assert unsynced_releases("\n".join([store, bar, ticket])) == 0
-    assert unsynced_releases("\n".join([relaxed, ticket])) == 1  # relaxed atomics are writes to publish too
-    assert unsynced_releases("\n".join([ticket, bar, store])) == 0  # a write after the ticket is not its concern
-    assert unsynced_releases("\n".join([store, bar, ticket, ticket])) == 0  # the ticket's own write: one thread's
