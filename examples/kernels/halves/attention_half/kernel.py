@@ -40,6 +40,11 @@ import triton
 import triton.language as tl
 
 PARAMS = {"SPLIT_K": (4, 8, 2), "BLOCK_K": (128, 64, 256), "CHUNK": (32, 16, 64), "num_warps": (4, 8)}
+# meta.json's sweep, after the H200's 12-05 run (23.7 us at the defaults; the search's sweep changes one param
+# at a time, so it never tried 256-wide K steps on 8 warps together): with one program per SM each step of a
+# phase waits one memory latency for its tile, so the bytes a step moves set the rate (32 KB at the defaults:
+# QKV's 128 KB a program took four round trips). 64 KB steps on 8 warps build without spills; 512-wide ones
+# spill on 8 and 16 warps (sm_90, 12-05), so the sweep stops at 256.
 EPS = 1e-6  # the region's rmsnorm eps (input norm and q/k norms: Qwen3's); regions/MODEL.json may fix another
 CPU_PROGRAMS = 5  # under the interpreter any count is right; five leaves remainders in every phase
 _WORKSPACE = {}  # (device, heads, D, kv heads) -> the QKV sums and the counters, zero between launches

@@ -27,7 +27,12 @@ import torch
 import triton
 import triton.language as tl
 
-PARAMS = {"BLOCK_I": (32, 16, 64), "BLOCK_K": (256, 128, 512), "num_warps": (4, 8)}
+PARAMS = {"BLOCK_I": (32, 16, 64, 8), "BLOCK_K": (256, 128, 512, 1024), "num_warps": (4, 8)}
+# meta.json's sweep, after the H200's 12-05 run (25.1 us at the defaults, 3.0 TB/s): 6144 / 32 = 192 programs
+# for 132 SMs put two programs' bytes on 60 of them and one on the rest, and the slowest SM sets the time
+# (~72% of the bandwidth if each SM moves its bytes at one rate). Narrower row blocks make more, smaller
+# programs (384 at 16 rows, 768 at 8: the imbalance shrinks to a third, an eighth of a program), each step
+# kept at 32 KB of gate/up (BLOCK_I x BLOCK_K x 2 matrices x 2 bytes); every set builds without spills (sm_90).
 EPS = 1e-6  # the region's rmsnorm eps (Qwen3's); a region of regions/ may fix another (regions/LABEL.json)
 TILE = 16384  # elements of W_down a program loads per step of its output sweep (BLOCK_OUT x BLOCK_I): 32 KB,
 # the bytes a step that waits one memory latency must move for ~1.5 programs an SM to keep up (no spill at
