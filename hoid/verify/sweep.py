@@ -31,7 +31,7 @@ DEFAULT_TRIALS = 20
 TIMING_RUNS = 30
 RECHECKS = 3
 # Failures a new trial cannot reproduce without a new process.
-_NOT_SHRUNK = ("crashed", "timeout")
+_NOT_SHRUNK = ("crashed", "timeout", "race")  # a race is read from the build: smaller inputs say nothing more
 
 
 def run_check(trial_runner: TrialRunner, *, trials: int, seed: int, timing_runs: int = TIMING_RUNS,
