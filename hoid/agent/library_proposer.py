@@ -16,6 +16,22 @@ def _builds_for(spec, arch: str) -> bool:
     return spec.backend == "torch" or arch == "cpu" or arch in spec.archs
 
 
+def _why_triton_cannot_run() -> str | None:
+    """None on a CUDA GPU, or on the CPU where this process imported Triton under its interpreter; else why
+    not. Triton fixes the mode at its first import, so a script that imported it before `hoid.optimize` could
+    set TRITON_INTERPRET=1 (torch.compile does) cannot run Triton kernels on the CPU at all."""
+    import torch
+
+    from ..kernels.library._triton_compile import HAVE_TRITON, interpreting
+
+    if not HAVE_TRITON:
+        return "Triton is not installed (pip install triton)"
+    if torch.cuda.is_available() or interpreting():
+        return None
+    return ("no CUDA GPU, and this process imported Triton without its CPU interpreter (set TRITON_INTERPRET=1 "
+            "before anything imports triton)")
+
+
 def _cute_runs_here() -> bool:
     import torch
 
@@ -49,6 +65,10 @@ class LibraryProposer:
                 if spec.backend == "cute" and not _cute_runs_here():  # a check needs a run: skip, say why
                     context.skip(self.name, f"{spec.id} for {region.key}", "a CuTe DSL kernel cannot be checked "
                                  "here: it runs on a CUDA GPU with CuTe DSL installed (pip install 'hoid[cute]')")
+                    continue
+                if spec.backend == "triton" and (why := _why_triton_cannot_run()) is not None:
+                    context.skip(self.name, f"{spec.id} for {region.key}", f"a Triton kernel cannot be checked "
+                                 f"here: {why}")
                     continue
                 sweep = self._sweep(spec, region.types, region.attrs, target)
                 yield Proposal(region.key, spec, sweep, note=f"library kernel {spec.id} for {region.pattern}")

@@ -136,6 +136,37 @@ def test_the_library_proposer_skips_cute_kernels_it_cannot_check_here_and_says_w
     assert any(what.startswith("cute.linear") and "CUDA GPU" in why for what, why in skipped)
 
 
+def test_the_library_proposer_skips_triton_kernels_where_triton_runs_neither_compiled_nor_interpreted(monkeypatch):
+    """A script that imported Triton before hoid could turn its interpreter on (torch.compile does) cannot run
+    Triton kernels on a CPU: each was "rejected" for raising TritonDeviceError, as if it were wrong. Now
+    skipped, saying why; under the interpreter (this suite's) they are proposed."""
+    import torch
+
+    from hoid.agent import library_proposer
+    from hoid.agent.proposer import Context, RegionInfo
+    from hoid.ir import TensorType
+    from hoid.kernels.library import _triton_compile
+    from hoid.measure.devices import H200
+
+    if torch.cuda.is_available():
+        pytest.skip("this checks the CPU path")
+    x, w = TensorType((4, 64), "f32"), TensorType((128, 64), "f32")
+    region = RegionInfo(key="r", pattern="linear", types=(x, w), attrs={}, body=None, seconds=1e-6, share=1.0,
+                        evidence="modelled")
+
+    def proposed():
+        skipped = []
+        context = Context(None, [region], H200, None, [], None, lambda p, what, why: skipped.append((what, why)))
+        return [p.kernel.id for p in library_proposer.LibraryProposer().propose(context)], skipped
+
+    ids, skipped = proposed()
+    assert "triton.linear" in ids and not any(what.startswith("triton.") for what, _ in skipped)
+    monkeypatch.setattr(_triton_compile, "interpreting", lambda: False)
+    ids, skipped = proposed()
+    assert not any(i.startswith("triton.") for i in ids)
+    assert any(what.startswith("triton.linear") and "TRITON_INTERPRET=1" in why for what, why in skipped)
+
+
 def test_on_the_target_a_kernels_plain_side_is_timed_too_so_its_choice_is_priced_from_both(tmp_path):
     from hoid.measure.cache import MeasureCache
     from hoid.measure.local import local_device
