@@ -79,7 +79,7 @@ def test_the_halves_wait_for_their_predecessor_before_any_load(name):
     """Built for PDL (meta.json says so), a half waits (griddepcontrol.wait) before its first load and lets
     its successor launch: both instructions in, no global load ahead of the wait."""
     built = _build(name, "sm_90")
-    assert built.griddep == 2 and built.loads_before_wait == 0, built
+    assert built.griddep == 2 and built.loads_before_wait == 0 and built.writes_before_wait == 0, built
 
 
 # each other model's regions/MODEL.hoid, as its launch builds them: Qwen3-4B four q heads to a KV head and

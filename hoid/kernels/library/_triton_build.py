@@ -54,6 +54,8 @@ class BuiltKernel:
     early weight tile; 0 for a PDL kernel that touches no memory before its wait). `loads_after_store`: the
     global loads that follow its first global store: the compiler cannot tell most addresses apart, so
     none of them is issued before that store is (nor before what the store waits on).
+    `writes_before_wait`: the global stores and atomics ahead of that wait (0 for every PDL build: the previous
+    kernel may still read what such a write would overwrite, the buffers the runtime plans reused by liveness).
     `unsynced_releases`: the release atomics (`atom`/`red` with `.release` or `.acq_rel`) that follow a
     global write with no `bar.sync` between: see `hoid.kernels.ptx.unsynced_releases`."""
 
@@ -72,6 +74,7 @@ class BuiltKernel:
     ptxas_warnings: tuple[str, ...] = ()  # what ptxas warned of (C7514: WGMMAs serialized, and the like)
     tensor_core_mmas: int = 0  # the PTX's tensor-core MMAs: wgmma (sm_90), tcgen05 (sm_100) or mma.sync ones
     unsynced_releases: int = 0
+    writes_before_wait: int = 0
 
 
 def compile_for(kernel: TritonKernel, arch: str, signature: dict[str, str], constexprs: dict[str, Any],
@@ -141,7 +144,8 @@ def _build(kernel: TritonKernel, arch, signature, constexprs, num_warps, num_sta
     return BuiltKernel(kernel.name, arch, target, built.metadata.shared, built.metadata.num_warps, async_loads,
                        wide, len(loads) - wide, griddep, len(re.findall(r"\bld\.global", ahead)),
                        len(re.findall(r"\bld\.global", behind)), report.spilled_bytes, report.warnings, mmas,
-                       unsynced_releases(built.asm["ptx"]))
+                       unsynced_releases(built.asm["ptx"]),
+                       len(re.findall(r"\b(?:st|red|atom)\.global", ahead)))
 
 
 class _CompileServer:

@@ -29,6 +29,8 @@ def test_builds_for_arch(kernel_id, arch):
     assert {b.griddep for b in builds} == ({0, 2} if spec.pdl else {0}), f"{kernel_id}: {builds}"
     if not spec.pdl_early:  # its PDL builds wait before touching memory: the last kernel may still write it
         assert all(b.loads_before_wait == 0 for b in builds if b.griddep), f"{kernel_id}: {builds}"
+    # and none writes before its wait, early weight loads or not: the last kernel may still read what it holds
+    assert all(b.writes_before_wait == 0 for b in builds if b.griddep), f"{kernel_id}: {builds}"
 
 
 # The kernels that load after a store by design, each with why. Elsewhere a load after a store waits for it
@@ -115,3 +117,29 @@ def test_declaring_a_pointer_divisible_is_refused_by_name():
     consts = {"HAS_RESIDUAL": False, "BLOCK_M": 1, "BLOCK_N": 64, "PDL": False}
     with pytest.raises((RuntimeError, ValueError), match="non-integer argument.*eps"):
         compile_for(triton_rmsnorm.rmsnorm_rows, "sm_90", sig, consts, divisible_by_16=("n_cols", "eps"))
+
+
+EARLY_STORE = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def early_store(x_ptr, out_ptr, STORE_FIRST: tl.constexpr):
+    offs = tl.arange(0, 128)
+    if STORE_FIRST:
+        tl.store(out_ptr + offs, tl.zeros([128], tl.float32))
+    tl.extra.cuda.gdc_wait()
+    tl.extra.cuda.gdc_launch_dependents()
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs))
+'''
+
+
+@pytest.mark.parametrize("store_first", [False, True])
+def test_a_write_ahead_of_the_grid_dependency_wait_is_counted(tmp_path, store_first):
+    from hoid.kernels.library._triton_build import compile_file_for
+
+    (path := tmp_path / "early_store.py").write_text(EARLY_STORE)
+    built = compile_file_for(str(path), "early_store", "sm_90", {"x_ptr": "*fp32", "out_ptr": "*fp32"},
+                             {"STORE_FIRST": store_first})
+    assert built.griddep == 2 and built.writes_before_wait == int(store_first), built
