@@ -25,11 +25,11 @@ def _why_triton_cannot_run() -> str | None:
     from ..kernels.library._triton_compile import HAVE_TRITON, interpreting
 
     if not HAVE_TRITON:
-        return "Triton is not installed (pip install triton)"
+        return "a Triton kernel cannot be checked here: Triton is not installed (pip install triton)"
     if torch.cuda.is_available() or interpreting():
         return None
-    return ("no CUDA GPU, and this process imported Triton without its CPU interpreter (set TRITON_INTERPRET=1 "
-            "before anything imports triton)")
+    return ("a Triton kernel cannot be checked here: no CUDA GPU, and this process imported Triton without its CPU "
+            "interpreter (set TRITON_INTERPRET=1 before anything imports triton)")
 
 
 def _cute_runs_here() -> bool:
@@ -56,19 +56,18 @@ class LibraryProposer:
         specs = list(library_kernels().values())
         arch = getattr(context.device, "arch", "sm_90")
         target = context.device.target()  # what "auto" params resolve for (the sweep's neighbours)
+        # where this process can run each backend: asked once, not per region and kernel
+        why_not = {"triton": _why_triton_cannot_run(),
+                   "cute": None if _cute_runs_here() else "a CuTe DSL kernel cannot be checked here: it runs on a "
+                   "CUDA GPU with CuTe DSL installed (pip install 'hoid[cute]')"}
         for region in context.regions:
             for spec in specs:
                 if spec.pattern.name != region.pattern or not _builds_for(spec, arch):
                     continue
                 if spec.rejects(list(region.types), region.attrs) is not None:
                     continue
-                if spec.backend == "cute" and not _cute_runs_here():  # a check needs a run: skip, say why
-                    context.skip(self.name, f"{spec.id} for {region.key}", "a CuTe DSL kernel cannot be checked "
-                                 "here: it runs on a CUDA GPU with CuTe DSL installed (pip install 'hoid[cute]')")
-                    continue
-                if spec.backend == "triton" and (why := _why_triton_cannot_run()) is not None:
-                    context.skip(self.name, f"{spec.id} for {region.key}", f"a Triton kernel cannot be checked "
-                                 f"here: {why}")
+                if (why := why_not.get(spec.backend)) is not None:  # a check needs a run: skip, say why
+                    context.skip(self.name, f"{spec.id} for {region.key}", why)
                     continue
                 sweep = self._sweep(spec, region.types, region.attrs, target)
                 yield Proposal(region.key, spec, sweep, note=f"library kernel {spec.id} for {region.pattern}")

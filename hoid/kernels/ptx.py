@@ -36,3 +36,8 @@ def unsynced_releases(ptx: str) -> int:
         elif _WRITE.match(line) and not _POLL.match(line):
             wrote = True
     return count
+
+
+def global_writes(ptx: str) -> int:
+    """The global stores and atomics in `ptx` (a PDL build's text ahead of its wait must have none)."""
+    return sum(1 for line in ptx.splitlines() if _WRITE.match(line.strip()))

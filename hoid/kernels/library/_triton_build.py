@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ...ir import TensorType
-from ..ptx import unsynced_releases
+from ..ptx import global_writes, unsynced_releases
 from ._ptxas import ptxas_report
 from ._triton_compile import TritonKernel, interpreting, require_triton, triton
 
@@ -145,7 +145,7 @@ def _build(kernel: TritonKernel, arch, signature, constexprs, num_warps, num_sta
                        wide, len(loads) - wide, griddep, len(re.findall(r"\bld\.global", ahead)),
                        len(re.findall(r"\bld\.global", behind)), report.spilled_bytes, report.warnings, mmas,
                        unsynced_releases(built.asm["ptx"]),
-                       len(re.findall(r"\b(?:st|red|atom)\.global", ahead)))
+                       global_writes(ahead))
 
 
 class _CompileServer:
