@@ -64,7 +64,7 @@ PARAMS = (
 def gemv_tile(x_ptr, w_ptr, res_ptr, out_ptr, part_ptr, count_ptr, M, K, n_out, k_tiles,
               EPILOGUE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
               SPLIT_K: tl.constexpr, PRECISION: tl.constexpr, STAGES: tl.constexpr, PDL: tl.constexpr,
-              EARLY: tl.constexpr, GRID_M: tl.constexpr = False):
+              EARLY: tl.constexpr, GRID_M: tl.constexpr):
     pid_n, pid_k = tl.program_id(0), tl.program_id(1)
     n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     if GRID_M:  # a prompt's rows, BLOCK_M at a time (`triton_gemm`); a GEMV's rows all fit one tile
@@ -240,7 +240,8 @@ def _launch(x, w, residual, out, epilogue: str, *, block_n="auto", block_k="auto
     gemv_tile[(tiles, split)](x, w, res, out, partials, counters, m, k, n_out, k_tiles,
                               EPILOGUE=EPILOGUES[epilogue], BLOCK_M=1 if m == 1 else 16, BLOCK_N=cfg["block_n"],
                               BLOCK_K=cfg["block_k"], SPLIT_K=split, PRECISION=precision,
-                              STAGES=cfg["num_stages"], EARLY=bool(pdl_early), num_warps=cfg["num_warps"],
+                              STAGES=cfg["num_stages"], EARLY=bool(pdl_early), GRID_M=False,
+                              num_warps=cfg["num_warps"],
                               num_stages=cfg["num_stages"], **pdl_launch(pdl))
 
 

@@ -44,3 +44,22 @@ def test_every_jit_function_of_the_library_is_named_as_it_is_called():
             if isinstance(fn, triton.runtime.JITFunction) and fn.__name__ != name:
                 aliased.append(f"{module_name}.{name} is {fn.__name__}")
     assert not aliased, aliased
+
+
+
+def test_no_kernel_of_the_library_has_an_argument_with_a_default():
+    # torch.compile's tracing of a user Triton launch (an exported package under it) matches the launch's
+    # arguments to the signature and does not fill in defaults: the GEMV's `GRID_M=False` default failed
+    # there on the H200 (12-05: "Incorrect number of arguments passed to kernel"), though Triton ran it
+    import inspect
+
+    from hoid.kernels.library._triton_compile import TritonKernel
+
+    from .modules import library_modules
+
+    defaulted = [f"{module_name}.{name}({p.name}=...)" for module_name, module in library_modules()
+                 for name, value in vars(module).items() if isinstance(value, TritonKernel)
+                 for p in inspect.signature(value.fn).parameters.values() if p.default is not p.empty]
+    kernels = [v for _, m in library_modules() for v in vars(m).values() if isinstance(v, TritonKernel)]
+    assert len(kernels) >= 14, "the library's Triton kernels were not found"
+    assert not defaulted, f"drop the defaults and pass every argument at each launch: {defaulted}"
