@@ -24,7 +24,9 @@
 #   tests       []              python -m pytest -m gpu (every GPU test; CuTe's too once installed)
 #   halves      []              the one-launch decoder-layer halves (examples/kernels/halves/, issue 22): their GPU
 #               tests (hoid propose on each example kernel at Qwen3-1.7B's layer and the halves at the three other
-#               models', the halves in a CUDA graph with PDL; 13 tests, each a check and a sweep: ~5 min estimated)
+#               models', the halves in a CUDA graph with PDL; 13 tests, each a check and one timing at the
+#               defaults (`hoid propose --no-sweep`: with their sweeps they took ~50 s each, and `tests` over
+#               them ran past one call, 12-05); the sweeps are halves-layer's)
 #   halves-layer [.whl if cold] one layer optimized with the library first and the folder's kernels after
 #               (dir_kernels_h200.py --with-library --kernels examples/kernels/halves, $MINUTES, default 4) to
 #               $OUT/dir_kernels; in a whole step: AGENT=library,dir:examples/kernels/halves decode hoid-compile.

@@ -46,6 +46,8 @@ def add_commands(sub, common) -> None:
                                                  "--region names, else launch)")
     pr.add_argument("--device", default=None, help="h200, b200 or cpu (default: this GPU, else an H200 plan)")
     pr.add_argument("--trials", type=int, default=None, help="numerical-check trials (default: hoid.verify's)")
+    pr.add_argument("--no-sweep", action="store_true", help="measure the kernel's default params only, not the "
+                    "sweep (meta.json's, else the defaults' neighbours): a check, and one build to time")
     pr.set_defaults(func=propose)
     rp = sub.add_parser("report", parents=[common], help="a journal's run as markdown and a PNG plot")
     rp.add_argument("journal")
@@ -202,7 +204,9 @@ def propose(args: argparse.Namespace) -> int:
     print(f"passed: {kernel_id} for {region.key}\n{verdict.reason}")
     from .agent.dir_proposer import DirKernel
 
-    sweep = DirKernel(kernel_id, source, body, {}).sweep(spec)
+    # each param set of a sweep is a build of its own: a one-launch half's sweep took most of the ~50 s a
+    # propose of it took on the H200 (12-05), and the GPU tests check the kernel, not its tuning
+    sweep = (params,) if args.no_sweep else DirKernel(kernel_id, source, body, {}).sweep(spec)
     with _status(f"measuring {kernel_id} over {len(sweep)} param sets ..."):
         chosen, kernel = executor.measure_kernel(spec, region, sweep)
     mode = "measured" if executor.on_device else "analytic"

@@ -294,6 +294,28 @@ def test_cli_propose_correct_and_wrong(small, capsys, monkeypatch):
     assert main(args + [str(other), "--kernel", str(wrong / "kernel.py")]) == 3
 
 
+def test_cli_propose_without_the_sweep_measures_the_defaults_alone(small, capsys, monkeypatch):
+    from hoid.agent.executor import LocalExecutor
+
+    root, _ = small
+    monkeypatch.setenv("HOID_CACHE", str(root / "cache.sqlite"))
+    swept = []
+    measure = LocalExecutor.measure_kernel
+
+    def counting(self, spec, region, sweep):
+        swept.append(list(sweep))
+        return measure(self, spec, region, sweep)
+
+    monkeypatch.setattr(LocalExecutor, "measure_kernel", counting)
+    fused = root / "all" / "rmsnorm_gate_up_silu"  # PARAMS of several values: a sweep of the defaults' neighbours
+    args = ["propose", str(root / "layer.hoid"), "--device", "cpu", "--trials", "4", "--region",
+            str(fused / "region.hoid"), "--kernel", str(fused / "kernel.py")]
+    assert main(args) == 0 and main(args + ["--no-sweep"]) == 0
+    full, alone = swept
+    assert len(full) > 1 and alone == full[:1], swept  # the sweep starts at the defaults
+    assert "passed: dir.rmsnorm_gate_up_silu" in capsys.readouterr().out
+
+
 def test_cli_report_writes_markdown_and_png(small, capsys):
     root, opt = small
     md = root / "report.md"
