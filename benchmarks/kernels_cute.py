@@ -67,8 +67,10 @@ TUNE_GRID = [dict(rows=r, unroll=u, warps=w) for r, u, w in itertools.product((1
 # the split GEMV (cute_gemv_split) where its long-row constraint holds: one row a warp (rows > 1 lost at long K)
 SPLIT_GRID = [dict(rows=1, split=sp, unroll=u, warps=w)
               for sp, u, w in itertools.product((2, 4), (2, 4, 8, 16), (4, 8))]
-# the GEMM's tiles, each with as many stages as fit and with 3: what its `choose` is set from
+# the GEMM's tiles, each with as many stages as fit and with 3: what its `choose` is set from; and each in a
+# cluster of two M tiles sharing the weight tile (cute_gemm's `cluster_m`, unmeasured when added, 12-05)
 GEMM_GRID = [dict(tile_m=tm, tile_n=tn, stages=st) for (tm, tn), st in itertools.product(TILES, ("auto", 3))]
+GEMM_GRID += [dict(tile_m=tm, tile_n=tn, cluster_m=2) for tm, tn in TILES]
 
 
 def _swiglu(y):
@@ -207,8 +209,12 @@ def run_prefill(only: str, tune: bool = False, rows=None, save=None) -> list[dic
             if tune:  # every tile's time kept (rows "tried")
                 row["tried"] = [{"params": params, "seconds": cute_s}]
                 for cand in GEMM_GRID:
-                    s, p, e = hoid_seconds(kernel, inputs, cand)
-                    row["tried"].append({"params": p, "seconds": s})
+                    try:
+                        s, p, e = hoid_seconds(kernel, inputs, cand)
+                    except ValueError as refused:  # a cluster over an odd count of M tiles: `choose` says so
+                        row["tried"].append({"params": cand, "refused": str(refused)[:200]})
+                        continue
+                    row["tried"].append({"params": p, "seconds": s, "rel_error": e})
                     if s < cute_s:
                         cute_s, params, err = s, p, e
             cublas_s = eager_seconds(pattern, inputs)

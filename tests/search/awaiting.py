@@ -20,6 +20,9 @@ AWAITING_PRICES: dict[str, str] = {
     "triton.gemm_linear_swiglu_merged": _TICKET,
     "triton.decode_attention_onelaunch": "a CTA barrier before its ticket, and its counter's reset relaxed "
                                          "(12-05): no barrier preceded the ticket in any of its builds",
+    "cute.gemm_linear": "clusters of two M tiles (cluster_m, 12-05): the plain builds' PTX is the same, but the "
+                        "carry-over fingerprints every build spec.compile makes, one clustered among them",
+    "cute.gemm_linear_add": "the same (cluster_m, 12-05)",
 }
 
 

@@ -18,6 +18,14 @@ for the o and down projections) gives each of a tile's splits a run of the K til
 float32 partial to a workspace, and the last split of a tile to arrive (an arrival counter per tile, as
 `triton_gemv`'s) adds the partials in split order, a fixed order whoever arrives last (bitwise deterministic),
 runs the epilogue and resets the counter for the next launch.
+
+Clusters (`cluster_m` = 2): two CTAs of neighbouring M tiles and the same N tile share the weight tile. Each
+loads half of it and TMA multicasts that half into both CTAs' shared memory, so the weight crosses from L2 to
+the multiprocessors once per pair instead of once per CTA: CUTLASS's Hopper GEMMs run in such clusters, and
+a 128 x 256 tile over K tiles of 64 asks ~11 TB/s of L2 at the tensor cores' rate, more than L2 gives. A
+stage's slot is free again only once the consumers of both CTAs have released it (each warp arrives at both
+CTAs' empty barriers), and a CTA leaves only after its peer is past its main loop (a cluster barrier), since
+the peer's arrivals land in this CTA's barriers.
 """
 
 import functools
@@ -38,6 +46,7 @@ PARAMS = (
     Param("tile_n", ("auto", 64, 128, 256), "auto"),
     Param("stages", ("auto", 2, 3, 4, 5, 6), "auto"),
     Param("split_k", ("auto", 1, 2, 4), "auto"),
+    Param("cluster_m", ("auto", 1, 2), "auto"),
 )
 TILE_K = 64  # K of 64 bf16 is one 128-byte swizzle row
 MIN_ROWS = 16  # see _constraints
@@ -48,7 +57,8 @@ EPILOGUE_CHUNK = 16  # outputs whose loads go out together before their stores (
 TILES = ((128, 256), (128, 128), (64, 128), (64, 64))
 
 
-def choose(m: int, n: int, k: int, tile_m="auto", tile_n="auto", stages="auto", split_k="auto") -> dict:
+def choose(m: int, n: int, k: int, tile_m="auto", tile_n="auto", stages="auto", split_k="auto",
+           cluster_m="auto") -> dict:
     """The largest tile of `TILES` of which there are at least half a wave (`SMS` / 2), else the smallest (the
     most tiles); as many stages as shared memory holds, at most 6. Measured on the H200 (kernels_cute, 12-04):
     128 x 128 tiles left most of the GPU idle at a prompt of 128 tokens (Qwen3-1.7B's o projection: 16 of them,
@@ -59,7 +69,9 @@ def choose(m: int, n: int, k: int, tile_m="auto", tile_n="auto", stages="auto", 
     one warpgroup, whose WGMMAs cover them once. Where `tile_m` or `tile_n` is given, the rule picks among the
     tiles that have it; where both are, they stand (128 x 64 too). Split-K where the tiles fill at most half
     the multiprocessors: doubled while the splits still fit one wave, divide the K tiles evenly and keep 4 or
-    more each (at most 4 splits)."""
+    more each (at most 4 splits). Clusters of two M tiles (`cluster_m` = 2) only where given, and only over an
+    even count of M tiles: unmeasured on the H200 yet (kernels_cute.py's tuning grid has them), so "auto"
+    keeps the plain launch."""
     if tile_m == "auto" or tile_n == "auto":  # every tile_m and tile_n of PARAMS is in some tile of TILES
         fits = [t for t in TILES if tile_m in ("auto", t[0]) and tile_n in ("auto", t[1])]
         tile_m, tile_n = next((t for t in fits if -(-m // t[0]) * -(-n // t[1]) * 2 >= SMS), fits[-1])
@@ -80,7 +92,14 @@ def choose(m: int, n: int, k: int, tile_m="auto", tile_n="auto", stages="auto", 
         even = [s for s in (1, 2, 4) if k_tiles % s == 0]
         raise ValueError(f"cute GEMM: split_k={split_k} does not divide the {k_tiles} K tiles of {TILE_K} evenly (the "
                          f"kernel's count of K tiles per split is fixed when it is built): {even} do here")
-    return {"tile_m": tile_m, "tile_n": tile_n, "stages": stages, "split_k": split_k}
+    if cluster_m == "auto":
+        cluster_m = 1
+    tiles_m = -(-m // tile_m)
+    if cluster_m > 1 and tiles_m % cluster_m:
+        raise ValueError(f"cute GEMM: cluster_m={cluster_m} pairs the CTAs of neighbouring M tiles, and {m} rows "
+                         f"make {tiles_m} tiles of {tile_m}, an odd count: cluster_m=1 here, or a tile_m that "
+                         f"makes an even count")
+    return {"tile_m": tile_m, "tile_n": tile_n, "stages": stages, "split_k": split_k, "cluster_m": cluster_m}
 
 
 def _kernels(cutlass, cute, driver):
@@ -91,8 +110,8 @@ def _kernels(cutlass, cute, driver):
     from cutlass.tensor_utils import LayoutEnum
 
     class Gemm:
-        def __init__(self, epilogue: str, tile_m: int, tile_n: int, stages: int, split: int):
-            self.epilogue, self.stages, self.split = epilogue, stages, split
+        def __init__(self, epilogue: str, tile_m: int, tile_n: int, stages: int, split: int, cluster_m: int):
+            self.epilogue, self.stages, self.split, self.cluster_m = epilogue, stages, split, cluster_m
             self.tile = (tile_m, tile_n, TILE_K)
             # Two warpgroups split a 128-row tile, 64 rows each: one would hold 256 floats a thread at 128 x 256
             # and spill, and at 128 x 128 its 128 floats with the residual epilogue took ptxas's 255 registers
@@ -114,8 +133,11 @@ def _kernels(cutlass, cute, driver):
             load = cute.nvgpu.cpasync.CopyBulkTensorTileG2SOp()
             tma_a, ta = cute.nvgpu.cpasync.make_tiled_tma_atom(
                 load, a, cute.slice_(sa_layout, (None, None, 0)), (self.tile[0], self.tile[2]))
+            # the weight tile: in a cluster, each CTA loads its part and multicasts it to the cluster
+            load_b = cute.nvgpu.cpasync.CopyBulkTensorTileG2SMulticastOp() if self.cluster_m > 1 else load
             tma_b, tb = cute.nvgpu.cpasync.make_tiled_tma_atom(
-                load, b, cute.slice_(sb_layout, (None, None, 0)), (self.tile[1], self.tile[2]))
+                load_b, b, cute.slice_(sb_layout, (None, None, 0)), (self.tile[1], self.tile[2]),
+                num_multicast=self.cluster_m)
 
             @cute.struct
             class Shared:
@@ -130,7 +152,7 @@ def _kernels(cutlass, cute, driver):
             m, n = cute.size(c, mode=[0]), cute.size(c, mode=[1])
             grid = ((m + self.tile[0] - 1) // self.tile[0], (n + self.tile[1] - 1) // self.tile[1], self.split)
             self.kernel(tma_a, ta, tma_b, tb, res, c, part, counters, mma, sa_layout, sb_layout).launch(
-                grid=grid, block=(self.threads, 1, 1), cluster=(1, 1, 1), stream=stream)
+                grid=grid, block=(self.threads, 1, 1), cluster=(self.cluster_m, 1, 1), stream=stream)
 
         @cute.kernel
         def kernel(self, tma_a: cute.CopyAtom, ta: cute.Tensor, tma_b: cute.CopyAtom, tb: cute.Tensor,
@@ -143,12 +165,17 @@ def _kernels(cutlass, cute, driver):
                 cute.nvgpu.cpasync.prefetch_descriptor(tma_a)
                 cute.nvgpu.cpasync.prefetch_descriptor(tma_b)
             storage = SmemAllocator().allocate(self.shared)
+            cluster = cute.make_layout((self.cluster_m, 1, 1))  # (m, n, k): CTAs of neighbouring M tiles
+            # Each consumer warp's release arrives once at every CTA whose loads fill this CTA's slots (its own;
+            # in a cluster, the peer's too, which multicasts its part of the weight tile here): with the
+            # multicast signalling, the empty barriers count warps x cluster CTAs.
             ring = pipeline.PipelineTmaAsync.create(
                 barrier_storage=storage.barriers.data_ptr(), num_stages=self.stages,
                 producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-                consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.threads // 32),
-                tx_count=self.stage_bytes, cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)), defer_sync=True)
-            pipeline.pipeline_init_arrive(cluster_shape_mn=(1, 1), is_relaxed=True)
+                consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.threads),
+                tx_count=self.stage_bytes, cta_layout_vmnk=cute.make_layout((1, self.cluster_m, 1, 1)),
+                enable_multicast_signaling=True, defer_sync=True)
+            pipeline.pipeline_init_arrive(cluster_shape_mn=(self.cluster_m, 1), is_relaxed=True)
             sa = storage.sa.get_tensor(sa_layout.outer, swizzle=sa_layout.inner)
             sb = storage.sb.get_tensor(sb_layout.outer, swizzle=sb_layout.inner)
 
@@ -158,14 +185,17 @@ def _kernels(cutlass, cute, driver):
             gc = cute.local_tile(c, self.tile, coord, proj=(1, 1, None))   # (bM, bN)
             ta_s, ta_g = cute.nvgpu.cpasync.tma_partition(tma_a, 0, cute.make_layout(1), cute.group_modes(sa, 0, 2),
                                                           cute.group_modes(ga, 0, 2))
-            tb_s, tb_g = cute.nvgpu.cpasync.tma_partition(tma_b, 0, cute.make_layout(1), cute.group_modes(sb, 0, 2),
-                                                          cute.group_modes(gb, 0, 2))
+            rank = cluster.get_flat_coord(cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster()))
+            tb_s, tb_g = cute.nvgpu.cpasync.tma_partition(tma_b, rank[0], cute.make_layout(self.cluster_m),
+                                                          cute.group_modes(sb, 0, 2), cute.group_modes(gb, 0, 2))
+            # the CTAs of this one's cluster that its part of the weight tile goes to: all of them (mode 0, M)
+            b_peers = cute.make_layout_image_mask(cluster, rank, mode=0) if self.cluster_m > 1 else None
             group = cute.arch.make_warp_uniform(tidx // 128)
             thr = mma.get_slice(cute.make_layout(self.atoms[0], stride=128)(group))
             fa = mma.make_fragment_A(thr.partition_A(sa))
             fb = mma.make_fragment_B(thr.partition_B(sb))
             acc = cute.make_rmem_tensor(thr.partition_C(gc).shape, cutlass.Float32)
-            pipeline.pipeline_init_wait(cluster_shape_mn=(1, 1))
+            pipeline.pipeline_init_wait(cluster_shape_mn=(self.cluster_m, 1))
 
             # this split's run of the K tiles (all of them with one split): as many in each split (`choose`
             # splits only what divides evenly), a count known when compiled. Counted at run time (a shorter
@@ -181,7 +211,7 @@ def _kernels(cutlass, cute, driver):
                     cute.copy(tma_a, ta_g[(None, k_first + put.count)], ta_s[(None, put.index)],
                               tma_bar_ptr=ring.producer_get_barrier(put))
                     cute.copy(tma_b, tb_g[(None, k_first + put.count)], tb_s[(None, put.index)],
-                              tma_bar_ptr=ring.producer_get_barrier(put))
+                              tma_bar_ptr=ring.producer_get_barrier(put), mcast_mask=b_peers)
                     ring.producer_commit(put)
                     put.advance()
 
@@ -207,10 +237,14 @@ def _kernels(cutlass, cute, driver):
                         cute.copy(tma_a, ta_g[(None, k_first + put.count)], ta_s[(None, put.index)],
                                   tma_bar_ptr=ring.producer_get_barrier(put))
                         cute.copy(tma_b, tb_g[(None, k_first + put.count)], tb_s[(None, put.index)],
-                                  tma_bar_ptr=ring.producer_get_barrier(put))
+                                  tma_bar_ptr=ring.producer_get_barrier(put), mcast_mask=b_peers)
                         ring.producer_commit(put)
                         put.advance()
             cute.nvgpu.warpgroup.wait_group(0)
+            if cutlass.const_expr(self.cluster_m > 1):
+                # this CTA's last arrivals at the peer's barriers are out; it leaves (the wait, at the end) only
+                # once the peer's are in too: the epilogue between the two overlaps the peer's last k tiles
+                cute.arch.cluster_arrive()
 
             # Epilogue from registers: each thread's accumulator values at their (row, col) of the tile.
             # The accumulator is per thread: its coordinates come from this thread's slice of the MMA (the
@@ -243,6 +277,8 @@ def _kernels(cutlass, cute, driver):
                     if tidx == 0:  # zero again for the next launch (or a CUDA graph's next replay)
                         cute.arch.atomic_exch((counters.iterator + tile).llvm_ptr, cutlass.Int32(0),
                                               sem="relaxed", scope="gpu")
+            if cutlass.const_expr(self.cluster_m > 1):
+                cute.arch.cluster_wait()
 
         @cute.jit
         def epilogue_out(self, acc: cute.Tensor, part: cute.Tensor, res: cute.Tensor, out: cute.Tensor,
@@ -278,8 +314,8 @@ def _kernels(cutlass, cute, driver):
 
 
 @functools.cache
-def _jit(epilogue: str, tile_m: int, tile_n: int, stages: int, split: int = 1):
-    return cute_module(_kernels, "the CuTe Hopper GEMM")(epilogue, tile_m, tile_n, stages, split)
+def _jit(epilogue: str, tile_m: int, tile_n: int, stages: int, split: int = 1, cluster_m: int = 1):
+    return cute_module(_kernels, "the CuTe Hopper GEMM")(epilogue, tile_m, tile_n, stages, split, cluster_m)
 
 
 def _partials_shape(split: int, m: int, n: int) -> tuple[int, int, int]:
@@ -287,12 +323,12 @@ def _partials_shape(split: int, m: int, n: int) -> tuple[int, int, int]:
 
 
 def prepare(x, w, residual, out, epilogue: str, *, tile_m="auto", tile_n="auto", stages="auto", split_k="auto",
-            workspace=None) -> tuple:
+            cluster_m="auto", workspace=None) -> tuple:
     """What a launch needs: (build name, cache key, jit factory, the tensors as the kernel takes them)."""
     k = x.shape[-1]
     m = x.numel() // max(k, 1)
     n = out.shape[-1]
-    cfg = choose(m, n, k, tile_m, tile_n, stages, split_k)
+    cfg = choose(m, n, k, tile_m, tile_n, stages, split_k, cluster_m)
     split = cfg["split_k"]
     x2, out2 = x.reshape(m, k), out.view(m, n)
     res2 = residual.reshape(m, n) if residual is not None else out2
@@ -304,8 +340,8 @@ def prepare(x, w, residual, out, epilogue: str, *, tile_m="auto", tile_n="auto",
         if tuple(part.shape) != shape:
             raise ValueError(f"cute GEMM: split-K workspace {tuple(part.shape)} given, these params need {shape}")
         counters = _counters(x.device, 1024)  # K is split only where the tiles fill at most half a wave
-    key = (epilogue, str(x.dtype), m, k, n, cfg["tile_m"], cfg["tile_n"], cfg["stages"], split)
-    make = functools.partial(_jit, epilogue, cfg["tile_m"], cfg["tile_n"], cfg["stages"], split)
+    key = (epilogue, str(x.dtype), m, k, n, cfg["tile_m"], cfg["tile_n"], cfg["stages"], split, cfg["cluster_m"])
+    make = functools.partial(_jit, epilogue, cfg["tile_m"], cfg["tile_n"], cfg["stages"], split, cfg["cluster_m"])
     return f"cute.gemm.{epilogue}", key, make, [x2, w, res2, out2, part, counters]
 
 
@@ -327,9 +363,11 @@ def launch_linear_add(x, w, residual, out, **params) -> None:
 
 # One build per tile "auto" picks (m, k, n): 128 x 256 (4096^3; Qwen3-1.7B's QKV at a prompt of 1024), 64 x 128
 # (its QKV at a prompt of 256), 64 x 64 (its QKV at a prompt of 128), 128 x 128 with the residual (its o
-# projection at a prompt of 1024) and 64 x 64 with the residual in two splits of K (the same at 128).
-BUILD_SHAPES = {"none": ((4096, 4096, 4096), (256, 2048, 4096), (128, 2048, 4096)),
-                "add": ((1024, 2048, 2048), (128, 2048, 2048))}
+# projection at a prompt of 1024) and 64 x 64 with the residual in two splits of K (the same at 128); and
+# clusters of two M tiles (`cluster_m`, given): 128 x 256 at 4096^3, 64 x 64 split in two with the residual.
+BUILD_SHAPES = {"none": ((4096, 4096, 4096, {}), (256, 2048, 4096, {}), (128, 2048, 4096, {}),
+                         (4096, 4096, 4096, {"cluster_m": 2})),
+                "add": ((1024, 2048, 2048, {}), (128, 2048, 2048, {}), (128, 2048, 2048, {"cluster_m": 2}))}
 
 
 def _fake_counters():
@@ -341,12 +379,12 @@ def _fake_counters():
 def _all_builds(epilogue: str):
     def build(arch: str):
         out = []
-        for m, k, n in BUILD_SHAPES[epilogue]:
-            cfg = choose(m, n, k)
+        for m, k, n, given in BUILD_SHAPES[epilogue]:
+            cfg = choose(m, n, k, **given)
             split = cfg["split_k"]
             args = [fake_tensor("bf16", s) for s in ((m, k), (n, k), (m, n), (m, n))]
             args += [fake_tensor("f32", _partials_shape(split, m, n)), _fake_counters()] if split > 1 else args[3:] * 2
-            jit = _jit(epilogue, cfg["tile_m"], cfg["tile_n"], cfg["stages"], split)
+            jit = _jit(epilogue, cfg["tile_m"], cfg["tile_n"], cfg["stages"], split, cfg["cluster_m"])
             out.append(compile_for(f"cute.gemm.{epilogue}", jit, [*args, null_stream()], arch))
         return out
     return build

@@ -151,7 +151,16 @@ def test_the_hopper_gemm_builds_with_wgmma_and_tma(kernel_id):
         assert report.spilled_bytes == 0, (b.kernel, report.text)
     # split-K (the o projection at a prompt of 128, with its residual): the tile's arrival counter, acquire-release
     splits = [b for b in builds if b.count("atom.global.acq_rel.add")]
-    assert len(splits) == (1 if kernel_id == "cute.gemm_linear_add" else 0), builds
+    assert len(splits) == (2 if kernel_id == "cute.gemm_linear_add" else 0), builds  # one of them in a cluster
+    # clusters of two M tiles (cute_gemm.BUILD_SHAPES gives one build each): the weight tile multicast to both
+    # CTAs, each consumer warp releasing a slot at both (a remote arrive), and a CTA leaving only after a
+    # cluster barrier (its peer's arrivals land in its barriers); the plain builds have none of it
+    clustered = [b for b in builds if b.count("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier"
+                                               "::complete_tx::bytes.multicast::cluster")]
+    assert len(clustered) == 1, [b.count("barrier.cluster.wait") for b in builds]
+    for b in builds:
+        remote = b.count("mbarrier.arrive.shared::cluster") + b.count("barrier.cluster.wait")
+        assert (remote >= 2) == (b in clustered), (b.kernel, remote)
 
 
 @needs_cute

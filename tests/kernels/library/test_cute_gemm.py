@@ -31,13 +31,15 @@ def test_the_tiles_the_h200_measured_faster():
     assert tiles(choose(128, 2048, 2048), 128, 2048) == 64
     for m, n, k in ((128, 12288, 2048), (1024, 2048, 2048), (1024, 2048, 6144)):
         assert (choose(m, n, k)["tile_m"], choose(m, n, k)["tile_n"]) == (128, 128), (m, n, k)
-    assert choose(4096, 4096, 4096) == {"tile_m": 128, "tile_n": 256, "stages": 4, "split_k": 1}  # as it was
+    assert choose(4096, 4096, 4096) == {"tile_m": 128, "tile_n": 256, "stages": 4, "split_k": 1,
+                                        "cluster_m": 1}  # as it was
 
 
 def test_a_given_tile_side_is_kept_and_the_other_chosen_with_it():
     assert choose(128, 2048, 2048, tile_m=128)["tile_m"] == 128
     assert choose(128, 2048, 2048, tile_m=128)["tile_n"] == 128  # the smallest 128-row tile of TILES
-    assert choose(4096, 4096, 4096, tile_n=64) == {"tile_m": 64, "tile_n": 64, "stages": 6, "split_k": 1}
+    assert choose(4096, 4096, 4096, tile_n=64) == {"tile_m": 64, "tile_n": 64, "stages": 6, "split_k": 1,
+                                                   "cluster_m": 1}
     assert choose(128, 2048, 2048, tile_m=128, tile_n=64)["tile_n"] == 64  # a pair TILES lacks, as given
     assert choose(128, 2048, 2048, stages=3)["stages"] == 3
 
@@ -62,3 +64,12 @@ def test_the_gemm_splits_k_where_its_tiles_leave_the_multiprocessors_idle():
     types = [TensorType((128, 2048), "bf16"), TensorType((2048, 2048), "bf16"), TensorType((128, 2048), "bf16")]
     assert LINEAR_ADD_SPEC.workspace_types(types, {}, choose(128, 2048, 2048)) == (TensorType((2, 128, 2048), "f32"),)
     assert LINEAR_ADD_SPEC.workspace_types(types, {}, choose(128, 2048, 2048, split_k=1)) == ()
+
+
+def test_clusters_of_two_m_tiles_only_where_given_and_over_an_even_count_of_them():
+    # unmeasured on the H200: "auto" keeps the plain launch until kernels_cute.py's grid has timed them
+    assert all(choose(m, n, k)["cluster_m"] == 1 for m, n, k in ((4096, 4096, 4096), (128, 2048, 2048)))
+    assert choose(4096, 4096, 4096, cluster_m=2)["cluster_m"] == 2  # 32 M tiles of 128
+    assert choose(128, 2048, 2048, cluster_m=2) == {**choose(128, 2048, 2048), "cluster_m": 2}  # 2 tiles of 64
+    with pytest.raises(ValueError, match="3 tiles of 64, an odd count: cluster_m=1 here"):
+        choose(150, 2048, 2048, tile_m=64, cluster_m=2)

@@ -117,6 +117,18 @@ def test_every_tile_of_the_gemm_matches_float64_with_its_residual(tile):
     assert_matches(all_kernels()["cute.gemm_linear_add"], inputs, {}, {**params, "split_k": 2})
 
 
+@pytest.mark.skipif(torch.cuda.is_available() and not _is_hopper(), reason="WGMMA: sm_90 only")
+@pytest.mark.parametrize("tile", [(128, 256), (64, 64)], ids=lambda t: f"{t[0]}x{t[1]}")
+def test_the_gemm_in_clusters_of_two_m_tiles_matches_float64(tile):
+    # the weight tile multicast to the pair (not yet run on a GPU when written, 12-05): 200 rows make 2 or 4 M
+    # tiles, the last pair's second CTA holding M's tail (its rows past M zero-filled, its part of the weight
+    # tile still loaded for both); K in two splits too
+    params = {"tile_m": tile[0], "tile_n": tile[1], "cluster_m": 2}
+    inputs = _inputs(200, 384, 1024, True, seed=6)
+    assert_matches(all_kernels()["cute.gemm_linear_add"], inputs, {}, params)
+    assert_matches(all_kernels()["cute.gemm_linear_add"], inputs, {}, {**params, "split_k": 2})
+
+
 _SIXTEEN_ROWS = """
 import torch
 from hoid.kernels import all_kernels
