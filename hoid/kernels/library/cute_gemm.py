@@ -22,7 +22,8 @@ runs the epilogue and resets the counter for the next launch.
 Clusters (`cluster_m` = 2): two CTAs of neighbouring M tiles and the same N tile share the weight tile. Each
 loads half of it and TMA multicasts that half into both CTAs' shared memory, so the weight crosses from L2 to
 the multiprocessors once per pair instead of once per CTA: CUTLASS's Hopper GEMMs run in such clusters, and
-a 128 x 256 tile over K tiles of 64 asks ~11 TB/s of L2 at the tensor cores' rate, more than L2 gives. A
+132 CTAs of 128 x 256 tiles over K tiles of 64 (48 KB a stage) ask ~9 TB/s of L2 at 800 TFLOP/s (the
+hypothesis for 4096^3 at 0.78x cuBLAS, 12-04: the L2's bandwidth, unmeasured here). A
 stage's slot is free again only once the consumers of both CTAs have released it (each warp arrives at both
 CTAs' empty barriers), and a CTA leaves only after its peer is past its main loop (a cluster barrier), since
 the peer's arrivals land in this CTA's barriers.
