@@ -43,6 +43,7 @@ TRITON_SPECS = (
     triton_embedding.SPEC,
     triton_gemv.LINEAR_SPEC,
     triton_gemv.LINEAR_ADD_SPEC,
+    triton_gemv.LINEAR_BIAS_SPEC,
     triton_gemv.LINEAR_SWIGLU_SPEC,
     triton_gemm.LINEAR_SPEC,
     triton_gemm.LINEAR_ADD_SPEC,

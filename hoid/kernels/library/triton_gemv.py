@@ -1,6 +1,7 @@
 """Small-M matmul against a linear layer's weight (GEMV at M = 1, up to M = 16), in Triton, with fused
-epilogues: `triton.linear`, `triton.linear_add` (+ residual) and `triton.linear_swiglu` (SiLU gating
-of a merged gate/up projection).
+epilogues: `triton.linear`, `triton.linear_add` (+ residual), `triton.linear_bias` (+ a bias [N]: the
+projections of Whisper's decoder at decode, which only `torch.linear_bias` took) and
+`triton.linear_swiglu` (SiLU gating of a merged gate/up projection).
 
 At decode, M is 1 to 16 and the weight [N, K] is read once: the time is the weight's bytes over the
 bandwidth, and what loses bandwidth is too little in flight (cuBLAS reaches 50% on 6144 -> 2048 at
@@ -48,9 +49,10 @@ from ._triton_compile import (
     triton_kernel,
 )
 from .patterns import SWIGLU_MERGED
+from .torch_linear_bias import LINEAR_BIAS
 
 MAX_M = 16
-EPILOGUES = {"none": 0, "add": 1, "swiglu": 2}
+EPILOGUES = {"none": 0, "add": 1, "swiglu": 2, "bias": 3}
 PARAMS = (
     Param("block_n", ("auto", 4, 8, 16, 32, 64), "auto"),
     Param("block_k", ("auto", 128, 256, 512, 1024), "auto"),
@@ -90,6 +92,8 @@ def gemv_tile(x_ptr, w_ptr, res_ptr, out_ptr, part_ptr, count_ptr, M, K, n_out, 
         # A GEMM's tile would hold it in registers through the whole K loop: it reads it last (`_residual`)
         res = tl.load(res_ptr + m[:, None] * n_out + n[None, :], mask=(m[:, None] < M) & (n[None, :] < n_out),
                       other=0.0)
+    elif EPILOGUE == 3:  # the bias [N]: one row of values, held through the loop by any tile
+        res = tl.load(res_ptr + n[None, :], mask=n[None, :] < n_out, other=0.0)
     else:
         res = res_ptr  # no residual yet: read by `_residual` (a GEMM's add), or never
     acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
@@ -162,10 +166,12 @@ def _product(x, w, BLOCK_M: tl.constexpr, PRECISION: tl.constexpr):
 @device_function
 def _epilogue(acc, acc_up, res, out_ptr, offs, mask, EPILOGUE: tl.constexpr):
     """Rounds as the unfused ops would: the matmul's result to the dtype, then each op's result (`res`: the
-    residual's values, read by the caller, for the add; unused by the others)."""
+    residual's values, read by the caller, for the add, or the bias's row; unused by the others). The bias too
+    is added to the rounded product, as the pattern's matmul + add do (addmm, `torch.linear_bias`, adds it
+    before its one rounding: the two differ by an ulp of the product where the bias cancels it)."""
     dtype = out_ptr.dtype.element_ty
     y = acc.to(dtype).to(tl.float32)
-    if EPILOGUE == 1:
+    if EPILOGUE == 1 or EPILOGUE == 3:
         y = y + res.to(tl.float32)
     if EPILOGUE == 2:
         silu = (y / (1.0 + tl.exp(-y))).to(dtype).to(tl.float32)
@@ -255,6 +261,11 @@ def launch_linear_add(x, w, residual, out, **params) -> None:
     _launch(x, w, residual, out, "add", **params)
 
 
+def launch_linear_bias(x, w, bias, out, **params) -> None:
+    """out <- x @ w.T + bias, bias [N] (destination-passing)."""
+    _launch(x, w, bias, out, "bias", **params)
+
+
 def launch_linear_swiglu(x, w, out, **params) -> None:
     """out <- silu(g) * u where [g | u] = x @ w.T, w the merged [gate; up] weight (destination-passing)."""
     _launch(x, w, None, out, "swiglu", **params)
@@ -321,13 +332,15 @@ def _all_builds(epilogue: str):
                             for m, tile, st, s in with_pdl for early in (False, True)])
 
 
-def _examples(rows_per_out: int, with_residual: bool, rows=(1, 1, 2, 5, 16), cols=(8, 48, 100)):
+def _examples(rows_per_out: int, with_residual: bool, rows=(1, 1, 2, 5, 16), cols=(8, 48, 100),
+              with_bias: bool = False):
     def draw(rng: random.Random):
         # Small: the interpreter's cost grows with the programs launched; GPU checks use real shapes.
         m, k, n = rng.choice(rows), rng.choice((64, 200, 520)), rng.choice(cols)
         dtype = rng.choice(example_floats())
         types = [TensorType((m, k), dtype), TensorType((rows_per_out * n, k), dtype)]
-        return types + ([TensorType((m, n), dtype)] if with_residual else []), {}
+        extra = [TensorType((m, n), dtype)] if with_residual else [TensorType((n,), dtype)] if with_bias else []
+        return types + extra, {}
     return draw
 
 
@@ -357,7 +370,7 @@ def _spec(kernel_id: str, pattern: Pattern, launch, epilogue: str, doc: str, ext
     rows_per_out = 2 if epilogue == "swiglu" else 1
     return KernelSpec(id=kernel_id, pattern=pattern, backend="triton", launch=launch,
                       constraints=_constraints(pattern, extra), params=PARAMS, deterministic=True,
-                      examples=_examples(rows_per_out, epilogue == "add"),
+                      examples=_examples(rows_per_out, epilogue == "add", with_bias=epilogue == "bias"),
                       compile=_all_builds(epilogue), resolve=_resolver(rows_per_out),
                       workspace=_workspace(rows_per_out), pdl=True, pdl_early=(1,), doc=doc)
 
@@ -368,6 +381,10 @@ LINEAR_ADD_SPEC = _spec(
     "triton.linear_add", LINEAR_ADD, launch_linear_add, "add", "small-M x @ w.T + residual in one launch",
     extra=(C.shape_holds("residual: the output's shape",
                          lambda t: t[2].shape == t[0].shape[:-1] + t[1].shape[:1]),))
+LINEAR_BIAS_SPEC = _spec(
+    "triton.linear_bias", LINEAR_BIAS, launch_linear_bias, "bias",
+    "small-M x @ w.T + bias [N] in one launch (decode's projections with a bias: Whisper's decoder)",
+    extra=(C.shape_holds("bias: [N], the weight's rows", lambda t: t[2].shape == t[1].shape[:1]),))
 LINEAR_SWIGLU_SPEC = _spec(
     "triton.linear_swiglu_merged", LINEAR_SWIGLU, launch_linear_swiglu, "swiglu",
     "small-M merged gate/up projection with SiLU gating in the epilogue",

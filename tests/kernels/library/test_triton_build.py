@@ -40,6 +40,7 @@ def test_builds_for_arch(kernel_id, arch):
 LOADS_AFTER_STORES = {
     "triton.linear": "split-K: the last program to arrive sums the partials the others stored",
     "triton.linear_add": "split-K: the last program to arrive sums the partials the others stored",
+    "triton.linear_bias": "split-K: the last program to arrive sums the partials the others stored",
     "triton.linear_swiglu_merged": "split-K: the last program to arrive sums the partials the others stored",
     "triton.gemm_linear": "split-K (48 rows): as triton.linear",
     "triton.gemm_linear_add": "split-K (a prompt of 128): as triton.linear",
