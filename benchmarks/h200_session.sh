@@ -129,6 +129,10 @@
 #               regions 70 s); cute-b && tests (173 passed, 359 s) && codegen.py --parts regions,forms bge-m3
 #               (85 s) 477 s; the next call (codegen.py --parts whole) never answered: the machine was given
 #               back and loans paused for the session.
+#     Measured 2026-12-05 (noon): prep && cute-a 4 s; cute-b && tests cut at 505 s after the halves' first 10
+#               tests (their sweeps, ~50 s each: `--no-sweep` since); the rest of `pytest -m gpu` 224 s (183
+#               passed, 1 failed: the GEMV's defaulted GRID_M under torch.compile, fixed since); Qwen3-1.7B
+#               hoid-compile 383 s (821 tok/s). The next call found too little device time left to start.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD:/tmp/site
 out=${OUT:-/tmp/out}
