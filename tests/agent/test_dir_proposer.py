@@ -295,6 +295,8 @@ def test_cli_propose_correct_and_wrong(small, capsys, monkeypatch):
 
 
 def test_cli_propose_without_the_sweep_measures_the_defaults_alone(small, capsys, monkeypatch):
+    import runpy
+
     from hoid.agent.executor import LocalExecutor
 
     root, _ = small
@@ -307,14 +309,14 @@ def test_cli_propose_without_the_sweep_measures_the_defaults_alone(small, capsys
         return measure(self, spec, region, sweep)
 
     monkeypatch.setattr(LocalExecutor, "measure_kernel", counting)
-    fused = root / "all" / "rmsnorm_gate_up_silu"  # PARAMS of several values: a sweep of the defaults' neighbours
+    fused = root / "all" / "rmsnorm_gate_up_silu"  # PARAMS of several values: its sweep would be several sets
     args = ["propose", str(root / "layer.hoid"), "--device", "cpu", "--trials", "4", "--region",
-            str(fused / "region.hoid"), "--kernel", str(fused / "kernel.py")]
-    assert main(args) == 0 and main(args + ["--no-sweep"]) == 0
-    full, alone = swept
-    assert len(full) > 1 and alone == full[:1], swept  # the sweep starts at the defaults
+            str(fused / "region.hoid"), "--kernel", str(fused / "kernel.py"), "--no-sweep"]
+    assert main(args) == 0
+    declared = runpy.run_path(str(fused / "kernel.py"))["PARAMS"]
+    assert max(len(v) for v in declared.values()) > 1
+    assert swept == [[{name: values[0] for name, values in declared.items()}]], swept  # the defaults alone
     assert "passed: dir.rmsnorm_gate_up_silu" in capsys.readouterr().out
-
 
 def test_cli_report_writes_markdown_and_png(small, capsys):
     root, opt = small
