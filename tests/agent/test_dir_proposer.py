@@ -318,6 +318,7 @@ def test_cli_propose_without_the_sweep_measures_the_defaults_alone(small, capsys
     assert swept == [[{name: values[0] for name, values in declared.items()}]], swept  # the defaults alone
     assert "passed: dir.rmsnorm_gate_up_silu" in capsys.readouterr().out
 
+
 def test_cli_report_writes_markdown_and_png(small, capsys):
     root, opt = small
     md = root / "report.md"

@@ -46,7 +46,6 @@ def test_every_jit_function_of_the_library_is_named_as_it_is_called():
     assert not aliased, aliased
 
 
-
 def test_no_kernel_of_the_library_has_an_argument_with_a_default():
     # torch.compile's tracing of a user Triton launch (an exported package under it) matches the launch's
     # arguments to the signature and does not fill in defaults: the GEMV's `GRID_M=False` default failed
@@ -57,9 +56,9 @@ def test_no_kernel_of_the_library_has_an_argument_with_a_default():
 
     from .modules import library_modules
 
-    defaulted = [f"{module_name}.{name}({p.name}=...)" for module_name, module in library_modules()
-                 for name, value in vars(module).items() if isinstance(value, TritonKernel)
-                 for p in inspect.signature(value.fn).parameters.values() if p.default is not p.empty]
-    kernels = [v for _, m in library_modules() for v in vars(m).values() if isinstance(v, TritonKernel)]
+    kernels = {f"{module_name}.{name}": value for module_name, module in library_modules()
+               for name, value in vars(module).items() if isinstance(value, TritonKernel)}
     assert len(kernels) >= 14, "the library's Triton kernels were not found"
+    defaulted = [f"{where}({p.name}=...)" for where, kernel in kernels.items()
+                 for p in inspect.signature(kernel.fn).parameters.values() if p.default is not p.empty]
     assert not defaulted, f"drop the defaults and pass every argument at each launch: {defaulted}"
