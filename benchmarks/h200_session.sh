@@ -211,7 +211,7 @@ case ${1:-} in
       2>&1 | tail -5 ;;
   run)
     shift
-    log="$out/run-$(basename "${1:-python}" .py)-$(date +%H%M%S).log"
+    log="$out/run-$(basename -- "${1:-python}" .py)-$(date +%H%M%S).log"
     echo "run: $* (limit ${LIMIT:-560} s), log $log"
     timeout -k 20 "${LIMIT:-560}" python3 "$@" 2>&1 | tee "$log"
     exit "${PIPESTATUS[0]}" ;;

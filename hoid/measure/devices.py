@@ -1,8 +1,9 @@
 """The one device table: bandwidth, peak flops per dtype, launch cost, L2.
 
 Every figure says where it comes from. H200 entries are measured on the H200 we are lent
-(`benchmarks/measure_calibration.py` re-measures them); B200 entries are datasheet figures until someone
-measures one; the CPU entry is a rough default that `calibrate_cpu()` replaces with a short measurement.
+(`benchmarks/measure_calibration.py` re-measures them); the H100's on the H100 it lends in the H200's place
+(one run); B200 entries are datasheet figures until someone measures one; the CPU entry is a rough
+default that `calibrate_cpu()` replaces with a short measurement.
 """
 
 from __future__ import annotations
@@ -62,6 +63,24 @@ H200 = Device(
              "l2_bytes": "torch properties"},
 )
 
+# The H100 SXM (80 GB HBM3) the device tool lends when no H200 comes (its GPU tests need a row here).
+# Measured on one 2026-12-05 (benchmarks/results/h100/measure_calibration.json, one run); f32/f64 datasheet.
+H100 = Device(
+    name="NVIDIA H100 80GB HBM3",
+    arch="sm_90",
+    copy_bandwidth=3.03e12,
+    read_bandwidth=3.11e12,
+    peak_flops={"bf16": 803e12, "f16": 803e12, "f32": 67e12, "f64": 34e12},
+    launch_overhead=12.1e-6,
+    graph_launch_overhead=0.99e-6,
+    l2_bytes=50 * 2**20,
+    multiprocessors=132,
+    sources={"copy_bandwidth": "measured 2026-12-05", "read_bandwidth": "measured 2026-12-05",
+             "peak_flops.bf16": "measured 2026-12-05", "peak_flops.f32": "datasheet",
+             "launch_overhead": "measured 2026-12-05", "graph_launch_overhead": "measured 2026-12-05",
+             "l2_bytes": "torch properties"},
+)
+
 B200 = Device(
     name="NVIDIA B200",
     arch="sm_100",
@@ -88,12 +107,16 @@ CPU = Device(
     sources={"*": "default; calibrate_cpu() measures this machine"},
 )
 
-DEVICES: dict[str, Device] = {"h200": H200, "b200": B200, "cpu": CPU}
+DEVICES: dict[str, Device] = {"h200": H200, "h100": H100, "b200": B200, "cpu": CPU}
 
 
 def get_device(name: str) -> Device:
-    """The device table's row for `name` ("h200", "NVIDIA H200", "b200", "cpu"); `KeyError` lists the known."""
+    """The device table's row for `name`: a key ("h200", "h100", "b200", "cpu") or a row's full name, as torch
+    names the GPU ("NVIDIA H200", "NVIDIA H100 80GB HBM3"); `KeyError` lists the known."""
     key = name.lower().replace("nvidia ", "").strip()
+    by_name = {d.name.lower().replace("nvidia ", ""): d for d in DEVICES.values()}
+    if key in by_name:
+        return by_name[key]
     if key not in DEVICES:
         raise KeyError(f"no device {name!r} in the table; known: {', '.join(DEVICES)}")
     return DEVICES[key]

@@ -4,7 +4,11 @@ Each step is one line: a torch op through its registry reference (`op_<name>`, t
 implementation), a kernel through its launcher (`k_<value>.launch((inputs), (outputs)[, (workspace)])`,
 planned buffers `b_<value>` as destinations, planned scratch `ws_<value>`), the in-place reference where
 a state is updated in place, and the copies the plan could not avoid, written out so a reader sees them.
-Weights and bind-time values are globals named `w_<value>`. The source is what runs: it is compiled with
+Weights and bind-time values are globals named `w_<value>`. A torch op's output is a local, deleted (`del`)
+after the last step that reads it: Python frees a function's locals only at its return, so without the
+`del` every intermediate of the call stayed allocated until its end (BGE-M3 at 32 x 512 tokens held 44.8 GB
+on the H100, 12-05, where eager torch peaks at 1.5 GB), and under CUDA-graph capture the graph's private
+pool kept them all. The source is what runs: it is compiled with
 `compile()` and executed in a namespace holding exactly the names it uses.
 """
 
@@ -76,12 +80,22 @@ def generate(lowered: Lowered, plan: Plan, *, sample=None) -> Program:
         prog.tensors[ident[name]] = ("buffer", name)
 
     lines = [f"def {FUNCTION}({', '.join(params)}):"]
-    for node in plan.steps:
+    # what the return and the state copies read (an output that updates a state returns the state's buffer)
+    outlive = {v.name for v in graph.outputs if not _state_of(graph, v.name)} | {u for _, u in plan.stores}
+    last = _last_reads(plan.steps)
+    dead_after: dict[int, list[str]] = {}
+    for i, node in enumerate(plan.steps):
         lines.append(f"    # {_describe(node)}")
+        bound = set(ident)
         if node.op == "kernel":
             lines += _kernel_lines(node, lowered, plan, ident, names, prog)
         else:
             lines += _op_lines(node, plan, ident, names, prog)
+        for v in node.outputs:  # the locals this step made: dead after their last reader (or at once)
+            if v.name not in bound and v.name in ident and v.name not in outlive:
+                dead_after.setdefault(max(last.get(v.name, i), i), []).append(ident[v.name])
+        if dead_after.get(i):
+            lines.append(f"    del {', '.join(dead_after.pop(i))}")
     for state, update in plan.stores:
         lines.append(f"    {ident[state]}.copy_({ident[update]})  # state copy (see CompiledGraph.copies)")
     outs = [ident[state_of] if (state_of := _state_of(graph, v.name)) else ident[v.name] for v in graph.outputs]
@@ -93,6 +107,11 @@ def generate(lowered: Lowered, plan: Plan, *, sample=None) -> Program:
     lines.append(f"    return ({', '.join(outs)},)")
     prog.source = "\n".join(lines) + "\n"
     return prog
+
+
+def _last_reads(steps) -> dict[str, int]:
+    """Value name -> the index of the last step that reads it."""
+    return {v.name: i for i, node in enumerate(steps) for v in node.inputs}
 
 
 def _state_of(graph: Graph, value: str) -> str | None:

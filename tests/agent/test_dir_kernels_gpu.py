@@ -35,7 +35,10 @@ def _propose(layer: Path, name: str, monkeypatch, capsys, region: str = "region.
     # H200 (12-05), and `pytest -m gpu` no longer fit one device call; the sweeps are benchmarks/dir_kernels_h200.py's
     sweep = ["--no-sweep"] if name.endswith("_half") else []
     code = main(["propose", str(layer), "--region", str(where / region), "--kernel", str(where / "kernel.py"), *sweep])
-    return code, capsys.readouterr().out
+    captured = capsys.readouterr()
+    # stderr after the verdict: where the command fails before one (a GPU missing from the device table, 12-05 on
+    # an H100), the assertion's message shows why, not an empty stdout
+    return code, captured.out + (f"\n[stderr]\n{captured.err}" if captured.err else "")
 
 
 @pytest.mark.parametrize("name", CORRECT)
