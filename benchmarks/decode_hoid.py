@@ -34,7 +34,7 @@ from pathlib import Path
 
 import torch
 from decode_fast import FastModel
-from decode_loop import Decoder, Shape, greedy, last_logits, logits_and_token, paired, phase, progress
+from decode_loop import Decoder, OptimizeLog, Shape, greedy, last_logits, logits_and_token, paired, phase, progress
 
 
 @dataclass
@@ -127,34 +127,18 @@ def _optimize(graph, device, folder: Path, name: str, cache, budget, agent=None)
     from hoid.kernels import AcceptedStore
 
     begin = time.perf_counter()
-    skipped: dict[str, int] = {}
-
-    def report(event: dict) -> None:
-        # codegen refuses hundreds of fusions on a full model (221 on Qwen3-1.7B's step), each journaled with
-        # why: the log counts them per proposer, and the run archive's journal holds each
-        if event.get("kind") == "region skipped":
-            skipped[event.get("proposer", "?")] = skipped.get(event.get("proposer", "?"), 0) + 1
-            return
-        progress(f"optimize {name}: {_event(event)}")
-
+    log = OptimizeLog(name)
     with phase(f"optimize {name} (budget: {budget or 'none'})"), \
             AcceptedStore(folder / f"{name}_kernels.sqlite") as store:
         opt = hoid.optimize(graph, agent=agent or DEFAULT_AGENTS, device=device, cache=cache, store=store,
-                            journal=folder / f"{name}_journal.sqlite", budget=budget, progress=report)
-    for proposer, count in sorted(skipped.items()):
-        progress(f"optimize {name}: {count} regions skipped by {proposer} (each with why in the run's journal)")
+                            journal=folder / f"{name}_journal.sqlite", budget=budget, progress=log)
+    log.summary()
     seconds = time.perf_counter() - begin
     report = opt.report
     return opt, {"seconds": seconds, "stop_reason": str(report.stop_reason), "measured": report.measured,
                  "speedup": opt.speedup, "modelled_gain": opt.modelled_gain, "baseline_s": opt.baseline_s,
                  "best_s": opt.best_s, "attempts": len(report.attempts),
                  "kept": sum(1 for a in report.attempts if a.get("kept"))}
-
-
-def _event(event: dict) -> str:
-    """One of hoid.optimize's progress events in a line: its kind, then its fields but the long ones."""
-    fields = ", ".join(f"{k}={v}" for k, v in event.items() if k != "kind" and len(str(v)) < 160)
-    return f"{event.get('kind')}: {fields}"
 
 
 def prepare(lm, shape: Shape, ctx: Context) -> Plan:

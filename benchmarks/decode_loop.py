@@ -54,6 +54,30 @@ def phase(what: str):
         progress(f"{what}: {time.perf_counter() - begin:.1f} s" + ("" if ok else " (raised)"))
 
 
+class OptimizeLog:
+    """`hoid.optimize`'s `progress` callable for a benchmark's log: each event one stamped line (`progress`),
+    except the regions a proposer skips (codegen refuses hundreds of fusions on a full model, 221 on
+    Qwen3-1.7B's step, each journaled with why): those are counted per proposer and `summary()` prints the
+    counts. A GPU call cut off mid-optimize still shows in its log what the budget went to."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.skipped: dict[str, int] = {}
+
+    def __call__(self, event: dict) -> None:
+        if event.get("kind") == "region skipped":
+            proposer = event.get("proposer", "?")
+            self.skipped[proposer] = self.skipped.get(proposer, 0) + 1
+            return
+        fields = ", ".join(f"{k}={v}" for k, v in event.items() if k != "kind" and len(str(v)) < 160)
+        progress(f"optimize {self.name}: {event.get('kind')}: {fields}")
+
+    def summary(self) -> None:
+        for proposer, count in sorted(self.skipped.items()):
+            progress(f"optimize {self.name}: {count} regions skipped by {proposer} (each with why in the run's "
+                     "journal)")
+
+
 def result_name(*parts: str, suffix: str = ".json") -> str:
     """A results file name: `parts` joined by '-', in the characters a GPU call brings back ([A-Za-z0-9._-]:
     the device refused a '+'), anything else made '_'."""

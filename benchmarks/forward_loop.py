@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 
 import torch
-from decode_loop import peak_bytes, phase, record_row, sync
+from decode_loop import OptimizeLog, peak_bytes, phase, record_row, sync
 
 from hoid.testing.gate import StepErrors, judge
 
@@ -37,17 +37,24 @@ def time_call(fn: Callable, inputs, device: torch.device, repeat: int) -> dict:
 
 
 def hoid_plan(graph, device: torch.device, budget: str | None, *, target: str | None = None,
-              search_seconds: float | None = None) -> tuple:
+              search_seconds: float | None = None, journal=None) -> tuple:
     """(graph, info): the plan a workload's hoid rows run. With `budget` ("2m", "90s": `hoid.Budget.parse`),
     `hoid.optimize` with the offline proposers (the library's kernels, then codegen's generated ones for the
     regions no library kernel covers), each candidate checked and, on a GPU, measured: issue 25's hoid row.
     Without one, `hoid.search` alone for `target` (default: the H200 on a GPU, else this CPU): the rule sets
-    and the library priced, nothing proposed or measured. `info` says which, its time and the kernels it runs."""
+    and the library priced, nothing proposed or measured. `info` says which, its time and the kernels it runs.
+    journal: the optimize run's journal file (put it under the results folder: a GPU call brings it back, and
+    a run cut off by the call's limit resumes from it); its progress goes to the log line by line (BGE-M3's
+    optimize under a budget of 2 minutes was cut at 5 with nothing in the log to say where, H100 12-05)."""
     import hoid
 
     begin = time.perf_counter()
     if budget:
-        opt = hoid.optimize(graph, device=None if device.type == "cuda" else "cpu", budget=hoid.Budget.parse(budget))
+        log = OptimizeLog(graph.name)
+        with phase(f"optimize (budget {budget})"):
+            opt = hoid.optimize(graph, device=None if device.type == "cuda" else "cpu",
+                                budget=hoid.Budget.parse(budget), journal=journal, progress=log)
+        log.summary()
         planned, info = opt.graph, {"plan": f"hoid.optimize ({opt.report.stop_reason})", "search": str(opt.report),
                                     "optimize_speedup": opt.speedup, "kept": opt.report.kept}
     else:

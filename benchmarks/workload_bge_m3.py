@@ -92,7 +92,7 @@ def hoid_row(encoder, args, device: torch.device, inputs):
     begin = time.perf_counter()
     graph = embedding_graph(encoder, args.batch, args.tokens)
     imported = time.perf_counter()
-    planned, info = hoid_plan(graph, device, args.optimize_budget)
+    planned, info = hoid_plan(graph, device, args.optimize_budget, journal=args.out / f"journal-{args.model}.sqlite")
     rewritten = time.perf_counter()
     compiled = hoid.compile(planned, device=device)
     compiled(*inputs)  # the first call binds and, on a GPU, captures: part of the build, as for torch.compile

@@ -128,7 +128,8 @@ def optimized(part: Part, args, device: torch.device):
         begin = time.perf_counter()
         graph = part.make_graph()
         imported = time.perf_counter()
-        result_graph, info = hoid_plan(graph, device, args.optimize_budget, search_seconds=args.search_seconds)
+        result_graph, info = hoid_plan(graph, device, args.optimize_budget, search_seconds=args.search_seconds,
+                                       journal=args.out / f"journal-sdxl-{part.part}.sqlite")
         info.update(import_s=imported - begin, ops=graph.op_counts())
         part.optimized = (result_graph, info)
     return part.optimized

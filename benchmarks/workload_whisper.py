@@ -85,12 +85,12 @@ def stock_fn(fn, key: str, device: torch.device):
     return compiled, close
 
 
-def hoid_compiled(graph, device: torch.device, budget: str | None):
+def hoid_compiled(graph, device: torch.device, budget: str | None, journal=None):
     """(compiled callable, info): the graph planned (`forward_loop.hoid_plan`: `hoid.optimize` with `budget`,
     else `hoid.search` for the H200) and compiled for `device`."""
     import hoid
 
-    planned, info = hoid_plan(graph, device, budget, target="h200")
+    planned, info = hoid_plan(graph, device, budget, target="h200", journal=journal)
     begin = time.perf_counter()
     compiled = hoid.compile(planned, device=device)
     info["compile_s"] = time.perf_counter() - begin
@@ -121,7 +121,8 @@ def encoder_part(model, args, device) -> list[dict]:
                 fn, close = stock_fn(module, key, device)
                 closers.extend([close] if close else [])
             else:
-                compiled, info = hoid_compiled(whisper.encoder_graph(model), device, args.optimize_budget)
+                compiled, info = hoid_compiled(whisper.encoder_graph(model), device, args.optimize_budget,
+                                               journal=args.out / "journal-whisper-encoder.sqlite")
                 row.update(info)
                 fn = lambda x, c=compiled: c(x)[0]  # noqa: E731
             row["build_s"] = time.perf_counter() - begin
@@ -172,7 +173,8 @@ def decode_part(model, args, device) -> list[dict]:
         return Decoder(prefill=fn, step=fn, close=close, **gated)
 
     def ours():
-        compiled, info = hoid_compiled(whisper.decode_step_graph(model, cache_len), device, args.optimize_budget)
+        compiled, info = hoid_compiled(whisper.decode_step_graph(model, cache_len), device, args.optimize_budget,
+                                       journal=args.out / "journal-whisper-decode.sqlite")
         inputs = {"cross": cross}
 
         def logits(ids, pos):

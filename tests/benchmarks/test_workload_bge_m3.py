@@ -68,3 +68,6 @@ def test_with_a_budget_hoids_plan_is_hoid_optimizes(tmp_path):
     ours = {r["key"]: r for r in result["rows"]}["hoid"]
     assert ours["plan"].startswith("hoid.optimize (") and "# hoid optimize" in ours["search"]
     assert ours["plan_s"] > 0 and ours["gate"]["passed"] and not ours["failed"]
+    # the optimize's journal comes back with the results, and its progress is in the log as it happens
+    assert (tmp_path / "out" / "journal-bge-m3-tiny.sqlite").stat().st_size > 0
+    assert "optimize embedding: baseline: seconds=" in stdout and "optimize (budget 10s): " in stdout
