@@ -40,12 +40,21 @@ class Allowed:
         return self.inner(call)
 
 
-def measure_finalists(executor, graphs) -> list[Evidence]:
-    """The finalists' whole-graph times (`graphs`: (graph, modelled cost) pairs): together where the
-    executor can (a pool), else one by one."""
+def measure_finalists(executor, graphs, stop=None) -> list[Evidence]:
+    """The finalists' whole-graph times (`graphs`: (graph, modelled cost) pairs, cheapest first): together
+    where the executor can (a pool), else one by one, and then, with `stop` (a callable: why no more may be
+    timed, else None), the first always and the others only while `stop()` says nothing: the times of a
+    prefix of `graphs`. A model-sized graph costs seconds to compile and time, and a batch's finalists
+    (k per extraction, one extraction more for each kernel left out) are many: BGE-M3's optimize at a
+    2-minute budget ran past 5 on the H100 (12-05)."""
     if hasattr(executor, "measure_graphs"):
         return executor.measure_graphs(graphs)
-    return [executor.measure_graph(g, modelled=modelled) for g, modelled in graphs]
+    timed = []
+    for g, modelled in graphs:
+        if timed and stop is not None and stop() is not None:
+            break
+        timed.append(executor.measure_graph(g, modelled=modelled))
+    return timed
 
 
 def uses(graph: Graph, kernel_id: str, region) -> bool:

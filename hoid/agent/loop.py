@@ -398,16 +398,17 @@ class Runner:
         ablate = ids if len(ids) > 1 else ()
         finalists = self.space.extract(Allowed(self.cost, self.allowed | on_trial), k=self.k,
                                        without_kernels=ablate).finalists
-        finalists = [f for f in {graph_hash(f.graph): f for f in finalists}.values()
-                     if any(uses(f.graph, a.spec.id, a) for a in trial.accepted)]
+        finalists = sorted((f for f in {graph_hash(f.graph): f for f in finalists}.values()
+                            if any(uses(f.graph, a.spec.id, a) for a in trial.accepted)), key=lambda f: f.cost)
         self.finalist_timing = {"extract_s": time.perf_counter() - start, "finalists": len(finalists)}
         self.finalists_timed = []
         if not finalists:
             return None
         start = time.perf_counter()
-        timed = measure_finalists(self.executor, [(f.graph, f.cost) for f in finalists])
-        self.finalist_timing["measure_s"] = time.perf_counter() - start
-        self.finalists_timed = list(zip(finalists, timed, strict=True))
+        # cheapest first, and once the budget's minutes are spent no more than the cheapest: the rest untimed
+        timed = measure_finalists(self.executor, [(f.graph, f.cost) for f in finalists], stop=self.out_of_time)
+        self.finalist_timing.update(measure_s=time.perf_counter() - start, untimed=len(finalists) - len(timed))
+        self.finalists_timed = list(zip(finalists, timed))
         return min(self.finalists_timed, key=lambda pair: pair[1].seconds)
 
     def beats_best(self, candidate: Evidence, graph: Graph) -> tuple[bool, str, Evidence]:

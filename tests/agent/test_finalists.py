@@ -164,3 +164,27 @@ def test_a_close_call_whose_worker_is_lost_stays_refused_and_says_why():
 
     kept, why, evidence = faster_in_turn(Lost(), CANDIDATE, measured(1e-3 / 1.006), BEST, measured(1e-3))
     assert not kept and "a close call, not timed again: gpu0: died" in why and evidence.seconds == 1e-3 / 1.006
+
+
+def test_once_the_budget_is_spent_only_the_cheapest_finalist_is_timed():
+    """A model's finalists cost seconds each to compile and time: after the budget's minutes, the cheapest
+    (first) is still timed, so the batch is decided, and the rest are not (BGE-M3 ran 2.5x its budget)."""
+    from hoid.agent.finalists import measure_finalists
+
+    class Counting:
+        def __init__(self):
+            self.timed = []
+
+        def measure_graph(self, graph, *, modelled):
+            self.timed.append(graph)
+            return Evidence(modelled, "measured", "test")
+
+    graphs = [("a", 1.0), ("b", 2.0), ("c", 3.0)]
+    for stop, expected in [(None, ["a", "b", "c"]), (lambda: None, ["a", "b", "c"]),
+                           (lambda: "budget spent", ["a"])]:
+        executor = Counting()
+        times = measure_finalists(executor, graphs, stop=stop)
+        assert executor.timed == expected and [t.seconds for t in times] == [1.0, 2.0, 3.0][:len(expected)]
+    # a stop that fires after the second timing: a prefix of two
+    executor, calls = Counting(), iter([None, "spent"])
+    assert len(measure_finalists(executor, graphs, stop=lambda: next(calls))) == 2
