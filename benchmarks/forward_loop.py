@@ -41,7 +41,7 @@ def hoid_plan(graph, device: torch.device, budget: str | None, *, target: str | 
     """(graph, info): the plan a workload's hoid rows run. With `budget` ("2m", "90s": `hoid.Budget.parse`),
     `hoid.optimize` with the offline proposers (the library's kernels, then codegen's generated ones for the
     regions no library kernel covers), each candidate checked and, on a GPU, measured: issue 25's hoid row.
-    Without one, `hoid.search` alone for `target` (default: the H200 on a GPU, else this CPU): the rule sets
+    Without one, `hoid.search` alone, for the GPU at hand (else `target`, default this CPU): the rule sets
     and the library priced, nothing proposed or measured. `info` says which, its time and the kernels it runs.
     journal: the optimize run's journal file (put it under the results folder: a GPU call brings it back, and
     a run cut off by the call's limit resumes from it); its progress goes to the log line by line (BGE-M3's
@@ -60,7 +60,11 @@ def hoid_plan(graph, device: torch.device, budget: str | None, *, target: str | 
     else:
         from hoid.search import Limits
 
-        target = target or ("h200" if device.type == "cuda" else "cpu")
+        if device.type == "cuda":  # the GPU at hand: an H100 lent in the H200's place plans with its own row
+            from hoid.measure.local import local_device
+
+            target = local_device().name
+        target = target or "cpu"
         limits = Limits(seconds=search_seconds) if search_seconds else None
         result = hoid.search.search(graph, device=target, limits=limits)
         planned, info = result.graph, {"plan": f"hoid.search ({target})", "search": str(result.report)}

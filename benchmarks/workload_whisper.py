@@ -47,7 +47,8 @@ STOCK = {  # key -> (name, torch.compile mode or None for eager, coordinate-desc
     "eager": ("eager PyTorch", None, False),
     **{k: COMPILE_ROWS[k] for k in ("compile-reduce-overhead", "compile-max-autotune", "compile-max-autotune-cd")},
 }
-HOID = {"hoid": "hoid.search (h200), or hoid.optimize with --optimize-budget (its plan) + hoid.compile"}
+HOID = {"hoid": "hoid.search (the GPU at hand; on a CPU the H200), or hoid.optimize with --optimize-budget "
+                "(its plan) + hoid.compile"}
 
 
 def parse(argv=None) -> argparse.Namespace:
@@ -87,7 +88,7 @@ def stock_fn(fn, key: str, device: torch.device):
 
 def hoid_compiled(graph, device: torch.device, budget: str | None, journal=None):
     """(compiled callable, info): the graph planned (`forward_loop.hoid_plan`: `hoid.optimize` with `budget`,
-    else `hoid.search` for the H200) and compiled for `device`."""
+    else `hoid.search` for the GPU at hand, on a CPU for the H200) and compiled for `device`."""
     import hoid
 
     planned, info = hoid_plan(graph, device, budget, target="h200", journal=journal)
