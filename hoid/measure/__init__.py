@@ -13,7 +13,7 @@ Must not import egglog, openai or CuTe DSL; torch.cuda is touched only when a GP
 from .cache import MeasureCache, MeasureKey, default_cache_path
 from .cpu import calibrate_cpu, time_cpu
 from .cuda import time_cuda
-from .devices import B200, CPU, DEVICES, H100, H200, Device, get_device
+from .devices import B200, CPU, DEVICES, H100, H200, Device, get_device, register_device
 from .kernel_bench import KernelMeasurement, measure_kernel
 from .local import local_device, time_on
 from .noise import Comparison, compare, compare_rounds, is_faster
@@ -27,4 +27,4 @@ __all__ = ["B200", "CPU", "DEVICES", "H100", "H200", "Comparison", "Device", "Ke
            "MeasureKey", "Profile", "ProfileRow", "SanityVerdict", "Timing", "TuneResult", "calibrate_cpu",
            "check_time", "compare", "compare_rounds", "default_cache_path", "get_device", "graph_time", "is_faster",
            "kernel_time", "local_device", "measure_kernel", "memory_floor", "node_time", "op_time", "profile_graph",
-           "region_floor", "time_cpu", "time_cuda", "time_on", "tune"]
+           "region_floor", "register_device", "time_cpu", "time_cuda", "time_on", "tune"]

@@ -110,6 +110,14 @@ CPU = Device(
 DEVICES: dict[str, Device] = {"h200": H200, "h100": H100, "b200": B200, "cpu": CPU}
 
 
+def register_device(device: Device, key: str | None = None) -> Device:
+    """Add `device` to the table (or replace the row of its key): a GPU hoid has no row for, with the figures
+    `benchmarks/measure_calibration.py` measures on it, e.g. `register_device(Device(name="NVIDIA A100-SXM4-80GB",
+    arch="sm_80", copy_bandwidth=..., ...))`; `key` defaults to its name without "NVIDIA ", lowercased."""
+    DEVICES[key or device.name.lower().replace("nvidia ", "").strip()] = device
+    return device
+
+
 def get_device(name: str) -> Device:
     """The device table's row for `name`: a key ("h200", "h100", "b200", "cpu") or a row's full name, as torch
     names the GPU ("NVIDIA H200", "NVIDIA H100 80GB HBM3"); `KeyError` lists the known."""

@@ -28,9 +28,9 @@ def local_device() -> Device:
     try:
         return get_device(name)
     except KeyError:
-        raise KeyError(f"GPU {name!r} is not in the device table (hoid.measure.devices): add an entry "
-                       "with its bandwidth, flops and L2 (benchmarks/measure_calibration.py measures them)"
-                       ) from None
+        raise KeyError(f"GPU {name!r} is not in the device table (hoid.measure.devices): register a row with "
+                       "its bandwidth, flops and L2 (hoid.measure.register_device; benchmarks/measure_calibration.py"
+                       " measures them)") from None
 
 
 def tensor_device(device: Device) -> str:
