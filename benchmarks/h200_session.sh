@@ -133,6 +133,12 @@
 #               tests (their sweeps, ~50 s each: `--no-sweep` since); the rest of `pytest -m gpu` 224 s (183
 #               passed, 1 failed: the GEMV's defaulted GRID_M under torch.compile, fixed since); Qwen3-1.7B
 #               hoid-compile 383 s (821 tok/s). The next call found too little device time left to start.
+#     Measured 2026-12-05 (afternoon, on an H100: three H200 starts failed, ~270 s of the budget): prep &&
+#               cute-a 4-7 s; cute-b && tests 380 s (`pytest -m gpu` 361 s: 186 passed, 14 failed on the H100's
+#               missing device row, added since); measure_calibration.py 7 s; workloads.py bge-m3, every row,
+#               280 s (max-autotune's autotuning 122 s); bge-m3 --rows eager,compile-reduce-overhead,hoid
+#               --optimize-budget 2m cut at 370 s inside the optimize (its finalists' timing unbounded, fixed
+#               since; the optimize's progress is now in the log and its journal in $OUT).
 set -uo pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD:/tmp/site
 out=${OUT:-/tmp/out}
