@@ -3,7 +3,16 @@
 Importing hoid must not import egglog, openai or CuTe DSL: they load lazily where used.
 """
 
-from .errors import ExportError, GraphError, HoidError, InputError, NotAGraphError, ParseError, UnsupportedOpError
+from .errors import (
+    ExportError,
+    GraphError,
+    HoidError,
+    InputError,
+    NotAGraphError,
+    ParseError,
+    UnknownDeviceError,
+    UnsupportedOpError,
+)
 from .ir import Graph, GraphBuilder, Node, TensorType, Value, register_op, run
 from .ir.from_torch import from_torch
 from .ir.text import dumps, loads
@@ -11,7 +20,8 @@ from .ir.text import dumps, loads
 __version__ = "0.1.0"
 
 __all__ = ["ExportError", "Graph", "GraphBuilder", "GraphError", "HoidError", "InputError", "Node",
-           "NotAGraphError", "ParseError", "TensorType", "UnsupportedOpError", "Value", "register_op", "run"]
+           "NotAGraphError", "ParseError", "TensorType", "UnknownDeviceError", "UnsupportedOpError", "Value",
+           "register_op", "run"]
 __all__ += ["dumps", "load", "loads", "save"]  # the .hoid document (hoid/ir/text.py, hoid/ir/io.py)
 __all__ += ["from_torch"]  # import a PyTorch module (hoid/ir/from_torch/)
 

@@ -37,3 +37,10 @@ class NotAGraphError(HoidError, TypeError):
 
 class InputError(HoidError, TypeError):
     """Tensors given to a graph do not match its declared inputs."""
+
+
+class UnknownDeviceError(HoidError, KeyError):
+    """A device the device table has no row for (`hoid.measure.devices`); names the known ones and how to add one."""
+
+    def __str__(self) -> str:  # KeyError's own quotes the message
+        return str(self.args[0]) if self.args else ""

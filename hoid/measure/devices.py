@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from ..errors import UnknownDeviceError
+
 
 @dataclass(frozen=True)
 class Device:
@@ -120,11 +122,13 @@ def register_device(device: Device, key: str | None = None) -> Device:
 
 def get_device(name: str) -> Device:
     """The device table's row for `name`: a key ("h200", "h100", "b200", "cpu") or a row's full name, as torch
-    names the GPU ("NVIDIA H200", "NVIDIA H100 80GB HBM3"); `KeyError` lists the known."""
+    names the GPU ("NVIDIA H200", "NVIDIA H100 80GB HBM3"); `UnknownDeviceError` (a `KeyError`) lists the
+    known."""
     key = name.lower().replace("nvidia ", "").strip()
     by_name = {d.name.lower().replace("nvidia ", ""): d for d in DEVICES.values()}
     if key in by_name:
         return by_name[key]
     if key not in DEVICES:
-        raise KeyError(f"no device {name!r} in the table; known: {', '.join(DEVICES)}")
+        raise UnknownDeviceError(f"no device {name!r} in the table; known: {', '.join(DEVICES)} "
+                                 "(hoid.measure.register_device adds one)")
     return DEVICES[key]

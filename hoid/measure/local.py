@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from ..errors import UnknownDeviceError
 from .cpu import calibrate_cpu, time_cpu
 from .cuda import time_cuda
 from .devices import Device, get_device
@@ -27,10 +28,10 @@ def local_device() -> Device:
     name = torch.cuda.get_device_name(torch.cuda.current_device())
     try:
         return get_device(name)
-    except KeyError:
-        raise KeyError(f"GPU {name!r} is not in the device table (hoid.measure.devices): register a row with "
-                       "its bandwidth, flops and L2 (hoid.measure.register_device; benchmarks/measure_calibration.py"
-                       " measures them)") from None
+    except UnknownDeviceError:
+        raise UnknownDeviceError(f"GPU {name!r} is not in the device table (hoid.measure.devices): register a "
+                                 "row with its bandwidth, flops and L2 (hoid.measure.register_device; "
+                                 "benchmarks/measure_calibration.py measures them)") from None
 
 
 def tensor_device(device: Device) -> str:
