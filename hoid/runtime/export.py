@@ -39,7 +39,7 @@ import torch
 from ..errors import ExportError
 from ..ir import Graph, expect_graph
 from ..ir.registry import get_op
-from .codegen import _Names
+from .codegen import _Names, deaths
 from .compiled import _bind_values
 from .export_ops import kernel_op, literal, op_function, traced_function
 from .export_source import SourceSet
@@ -185,6 +185,7 @@ def _model(lowered, runtime, frozen_names, namespace) -> str:
     for v in flat.outputs:
         last[v.name] = len(runtime)
     states = {v.name for v in flat.inputs_of_kind("state")}
+    dead = deaths(runtime, {v.name for v in flat.outputs})  # run as plain PyTorch, forward frees as it goes
     body = []
     for k, node in enumerate(runtime):
         outs = ", ".join(f"%{v.name}: {v.type}" for v in node.outputs)
@@ -201,6 +202,7 @@ def _model(lowered, runtime, frozen_names, namespace) -> str:
                 for v in node.outputs:
                     if v.type.strides is None:
                         body.append(f"        {ident[v.name]} = {ident[v.name]}.contiguous()")
+            body += _del_lines([ident[name] for name in dead.get(k, ())])
             continue
         aliases = lowered.kernels[node.outputs[0].name].aliases
         for i in aliases.values():
@@ -218,12 +220,18 @@ def _model(lowered, runtime, frozen_names, namespace) -> str:
             body.append(f"        {call}")
         for o, i in aliases.items():
             body.append(f"        {ident[node.outputs[o].name]} = {args[i]}  # written in place by the kernel")
+        copies = [a for i, a in enumerate(args) if a != ident.get(node.inputs[i].name)]  # its output holds it
+        body += _del_lines(copies + [ident[name] for name in dead.get(k, ())])
     outs = [ident[v.name] for v in flat.outputs]
     body.append(f"        return ({', '.join(outs)},)")
     from . import export_template
 
     return export_template.MODEL.format(count=len(frozen_names), names=literal(tuple(frozen_names)),
                                         params=", ".join(["self", *params]), body="\n".join(body))
+
+
+def _del_lines(locals_: list[str]) -> list[str]:
+    return [f"        del {', '.join(locals_)}"] if locals_ else []
 
 
 def _digest(graph: Graph) -> str:

@@ -13,6 +13,7 @@ from hoid.verify.compare import compare_output
 from hoid.verify.tolerance import tolerance_for
 
 from .conftest import CACHE
+from .frees import assert_frees_as_it_goes
 
 
 def _inputs(graph, position=5, seed=0):
@@ -169,34 +170,8 @@ def test_source_is_readable_python_that_names_every_node(tiny_step):
 
 @pytest.mark.parametrize("which", ["tiny_step", "tiny_rewritten"])
 def test_every_intermediate_is_deleted_after_its_last_reader(which, request):
-    """Python frees a function's locals at its return: each local the step makes is returned, or deleted
-    once the last line that reads it has run (else every intermediate stays allocated until the end,
-    and a CUDA graph's pool holds them all: 44.8 GB for BGE-M3 at 32 x 512 tokens, 12-05)."""
-    import ast
-
     compiled = compile(request.getfixturevalue(which), device="cpu")
-    body = ast.parse(compiled.source).body[0].body
-    returned = {n.id for n in ast.walk(body[-1]) if isinstance(n, ast.Name)}
-    made, last_read, deleted = {}, {}, {}  # name -> source line
-    for stmt in body:
-        for n in ast.walk(stmt):
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
-                made.setdefault(n.id, stmt.lineno)
-            elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
-                last_read[n.id] = stmt.lineno
-            elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Del):
-                deleted[n.id] = stmt.lineno
-    assert len(made) > 10 and deleted
-    lines = compiled.source.splitlines()
-    for name, at in made.items():
-        if name in returned:
-            assert name not in deleted, name
-            continue
-        assert name in deleted, f"{name} is never deleted"
-        read = max(at, last_read.get(name, at))
-        assert deleted[name] > read, f"{name} deleted before its last reader"
-        # at once: in the step of its last reader, before the next step's comment line
-        assert not any(line.startswith("    # %") for line in lines[read:deleted[name] - 1]), name
+    assert_frees_as_it_goes(compiled.source, "step")
 
 
 def test_wrong_inputs_are_refused_with_names(tiny_step):

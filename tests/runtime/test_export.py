@@ -18,6 +18,8 @@ from hoid.models import NAMES
 from hoid.verify.compare import compare_output
 from hoid.verify.tolerance import tolerance_for
 
+from .frees import assert_frees_as_it_goes
+
 WORKER = Path(__file__).with_name("export_worker.py")
 TINY = [n for n in NAMES if n.endswith("-tiny")]
 
@@ -66,6 +68,7 @@ def test_exported_packages_match_the_compiled_graphs_without_hoid(tmp_path):
             package = hoid.export(graph, tmp_path / ("pkg_" + re.sub(r"\W", "_", name)))
             compiled = hoid.compile(graph, device="cpu")
         source = (package / "model.py").read_text() + (package / "ops.py").read_text()
+        assert_frees_as_it_goes((package / "model.py").read_text(), "forward")
         assert "hoid" not in source.replace("hoid.export", "").replace(json.loads(
             (package / "meta.json").read_text())["namespace"], ""), name
         inputs = _inputs(graph)
