@@ -83,16 +83,14 @@ def generate(lowered: Lowered, plan: Plan, *, sample=None) -> Program:
     # what the return and the state copies read (an output that updates a state returns the state's buffer)
     outlive = {v.name for v in graph.outputs if not _state_of(graph, v.name)} | {u for _, u in plan.stores}
     dead = deaths(plan.steps, outlive)
-    made: set[str] = set()  # the values held in locals (a planned buffer is a global, never deleted)
     for i, node in enumerate(plan.steps):
         lines.append(f"    # {_describe(node)}")
-        bound = set(ident)
         if node.op == "kernel":
             lines += _kernel_lines(node, lowered, plan, ident, names, prog)
         else:
             lines += _op_lines(node, plan, ident, names, prog)
-        made |= {v.name for v in node.outputs if v.name not in bound and v.name in ident}
-        if gone := [ident[name] for name in dead.get(i, ()) if name in made]:
+        # every value a step makes is a local but a planned buffer's (a global, never deleted)
+        if gone := [ident[name] for name in dead.get(i, ()) if name not in plan.buffers]:
             lines.append(f"    del {', '.join(gone)}")
     for state, update in plan.stores:
         lines.append(f"    {ident[state]}.copy_({ident[update]})  # state copy (see CompiledGraph.copies)")
@@ -111,13 +109,18 @@ def deaths(steps, outlive: set[str]) -> dict[int, list[str]]:
     """Step index -> the values made by the steps that are dead after it (its last reader; a value nothing
     reads dies after the step that makes it), but those in `outlive` (returned, or copied at the end). The
     generated code `del`s their locals there: Python frees a function's locals only at its return."""
-    last = {v.name: i for i, node in enumerate(steps) for v in node.inputs}
+    last = last_reads(steps)
     dead: dict[int, list[str]] = {}
     for i, node in enumerate(steps):
         for v in node.outputs:
             if v.name not in outlive:
                 dead.setdefault(max(last.get(v.name, i), i), []).append(v.name)
     return dead
+
+
+def last_reads(steps) -> dict[str, int]:
+    """Value name -> the index of the last step that reads it."""
+    return {v.name: i for i, node in enumerate(steps) for v in node.inputs}
 
 
 def _state_of(graph: Graph, value: str) -> str | None:

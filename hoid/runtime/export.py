@@ -39,7 +39,7 @@ import torch
 from ..errors import ExportError
 from ..ir import Graph, expect_graph
 from ..ir.registry import get_op
-from .codegen import _Names, deaths
+from .codegen import _Names, deaths, last_reads
 from .compiled import _bind_values
 from .export_ops import kernel_op, literal, op_function, traced_function
 from .export_source import SourceSet
@@ -178,10 +178,7 @@ def _model(lowered, runtime, frozen_names, namespace) -> str:
         params.append(ident[v.name])
     for i, n in enumerate(frozen_names):
         ident[n] = f"self.t{i}"
-    last = {}
-    for k, node in enumerate(runtime):
-        for v in node.inputs:
-            last[v.name] = k
+    last = last_reads(runtime)
     for v in flat.outputs:
         last[v.name] = len(runtime)
     states = {v.name for v in flat.inputs_of_kind("state")}
@@ -205,12 +202,14 @@ def _model(lowered, runtime, frozen_names, namespace) -> str:
             body += _del_lines([ident[name] for name in dead.get(k, ())])
             continue
         aliases = lowered.kernels[node.outputs[0].name].aliases
+        copies = []  # deleted after the call: the output written into each holds it
         for i in aliases.values():
             v = node.inputs[i]
             if v.name not in states or last.get(v.name, -1) > k:  # the old value is still read: write a copy
                 copy = names.new(v.name + "_copy")
                 body.append(f"        {copy} = {args[i]}.clone()  # written in place; the old value is read later")
                 args[i] = copy
+                copies.append(copy)
         call = f"torch.ops.{namespace}.k{k}({', '.join(args)})"
         returned = [v for o, v in enumerate(node.outputs) if o not in aliases]
         if returned:
@@ -220,7 +219,6 @@ def _model(lowered, runtime, frozen_names, namespace) -> str:
             body.append(f"        {call}")
         for o, i in aliases.items():
             body.append(f"        {ident[node.outputs[o].name]} = {args[i]}  # written in place by the kernel")
-        copies = [a for i, a in enumerate(args) if a != ident.get(node.inputs[i].name)]  # its output holds it
         body += _del_lines(copies + [ident[name] for name in dead.get(k, ())])
     outs = [ident[v.name] for v in flat.outputs]
     body.append(f"        return ({', '.join(outs)},)")
