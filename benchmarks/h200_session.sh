@@ -191,8 +191,12 @@ case ${1:-} in
       && python3 -c "import cutlass; print('cute-b: CuTe DSL', cutlass.__version__)" ;;
   tests)
     [[ -f /tmp/site/sitecustomize.py ]] && export HOID_REQUIRE_CUTE=1
-    timeout "${2:-540}" python3 -m pytest -m gpu -q -p no:cacheprovider --durations=15 -rs 2>&1 | tee "$out/gpu_pytest.txt" \
-      | grep -v '^DEBUG' | tail -40 ;;
+    # SIGINT at the limit: pytest still prints its summary and durations; -v names each test in the log, so a
+    # call cut off says which test it was in. Further arguments go to pytest (e.g. --ignore=FILE: the halves'
+    # 13 tests take ~50 s each, more than the rest of the suite; `halves` runs them in a call of their own)
+    limit=${2:-540}; shift $(( $# > 1 ? 2 : 1 ))
+    timeout -s INT -k 30 "$limit" python3 -m pytest -m gpu -v -p no:cacheprovider --durations=25 -rs "$@" 2>&1 \
+      | tee "$out/gpu_pytest.txt" | grep -v '^DEBUG' | grep -v ' PASSED' | tail -60 ;;
   halves)
     timeout "${LIMIT:-540}" python3 -m pytest -m gpu -q -p no:cacheprovider -rs --durations=15 \
       tests/agent/test_dir_kernels_gpu.py 2>&1 | tee "$out/dir_kernels_gpu_pytest.txt" | tail -30 ;;

@@ -46,7 +46,13 @@ def decide_together(run, proposer: str, proposals: list[Proposal], context: Cont
              "measure_kernels_s": round(sum(e.measure_s or 0.0 for *_, e in evaluated), 2)}
     rejected = _record_rejections(run, proposer, evaluated)  # no measurement decides these: said now, not lost
     if len(passed) < 2:
-        return rejected
+        # nothing to decide together; said all the same, so that the log shows where the turn's time went
+        # (BGE-M3 on the CPU, 12-05: codegen's turn checked two kernels in 116 s in the interpreter, the budget
+        # ended, and neither the log nor the journal said a word of it)
+        run.emit(kind="together", proposer=proposer, passed=len(passed), used=0, kept=False,
+                 why="fewer than two passed: each is decided alone", **spent)
+        return rejected | _record_unreached(run, proposer, passed, "nothing beside it passed to decide it with, and "
+                                                           "no time was left to measure it alone")
     trial = KernelSet.empty()
     for proposal, _, region, result in passed:
         trial = trial.accept(proposal.kernel, region.types, region.attrs, result.params,
@@ -59,13 +65,14 @@ def decide_together(run, proposer: str, proposals: list[Proposal], context: Cont
     if best is None:
         run.emit(kind="together", proposer=proposer, passed=len(passed), used=0, kept=False,
                  why="no finalist uses any of them", **spent)
-        return rejected | _record_unreached(run, proposer, passed, "no finalist used any of them")
+        return rejected | _record_unreached(run, proposer, passed, "which gained nothing: no finalist used any of them")
     best_f, best_e = best
     gain, why, best_e = run.beats_best(best_e, best_f.graph)
     used = {key for proposal, key, region, _ in passed if uses(best_f.graph, proposal.kernel.id, region)}
     run.emit(kind="together", proposer=proposer, passed=len(passed), used=len(used), kept=gain, why=why, **spent)
     if not gain or not used:
-        return rejected | _record_unreached(run, proposer, passed, why if not gain else "no finalist used any of them")
+        return rejected | _record_unreached(run, proposer, passed, "which gained nothing: " + (
+            why if not gain else "no finalist used any of them"))
     attempt = None
     for proposal, key, region, result in passed:
         kernel, keep = result.kernel, key in used
@@ -113,8 +120,8 @@ def _record_unreached(run, proposer: str, passed: list[tuple], why: str) -> set[
     for proposal, key, region, result in passed:
         attempt = run.begin_attempt(proposer, proposal, region)
         run.evaluations.drop(key)
-        said = (f"passed; not decided alone, the budget ended after its batch of {len(passed)}, which "
-                f"gained nothing: {why}") + retried_note(result)
+        said = f"passed; not decided alone, the budget ended after its batch of {len(passed)}: {why}"
+        said += retried_note(result)
         run.finish_attempt(attempt, proposer, region, proposal.kernel, "passed", False, said, _passed_fields(result),
                            kind=getattr(result.verdict, "kind", None))
         keys.add(key)

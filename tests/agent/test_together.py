@@ -83,7 +83,8 @@ def test_a_batch_that_gains_nothing_is_decided_one_by_one(tmp_path):
 def test_a_batch_stops_at_the_attempts_budget_and_the_rest_is_left(tmp_path):
     opt, attempts, events = _run(tmp_path, "budget", Batch("p", FAST_RMSNORM, SLOW_RMSNORM),
                                     {FAST_RMSNORM.id: 1e-8, SLOW_RMSNORM.id: 1e-3}, budget=hoid.Budget(attempts=1))
-    assert events == []  # one evaluated within the budget: no batch of two to decide
+    [event] = events  # one evaluated within the budget: no batch of two to decide, and the event says so
+    assert event["evaluated"] == 1 and event["passed"] == 1 and event["not_reached"] == 1 and not event["kept"]
     assert list(attempts) == [FAST_RMSNORM.id] and attempts[FAST_RMSNORM.id]["kept"]
     assert opt.report.stop_reason == "budget spent: 1 attempts"
 
@@ -137,6 +138,33 @@ def test_a_batch_that_gains_nothing_as_the_budget_ends_is_journaled_with_its_out
     for attempt in attempts.values():
         assert attempt["verdict"] == "passed" and not attempt["kept"] and "gained nothing" in attempt["why"]
         assert attempt["kernel_s"] is not None  # its measurement, which the batch made, kept with it
+    assert opt.report.stop_reason == "budget spent: 10 minutes"
+
+
+def test_a_batch_whose_minutes_end_with_one_passed_says_so_and_journals_it(tmp_path, monkeypatch):
+    """BGE-M3 on the CPU (12-05): codegen's batch checked two kernels in the interpreter, the budget ended
+    before a batch of two, and neither the log nor the journal said a word of the turn."""
+    from hoid.agent.budget import Spend
+
+    skew = {"minutes": 0.0}
+    minutes = Spend.minutes.fget
+    monkeypatch.setattr(Spend, "minutes", property(lambda self: minutes(self) + skew["minutes"]))
+
+    class SlowCheck(Priced):  # the first check takes the budget's minutes
+        def check(self, spec, region, params):
+            skew["minutes"] = 60.0
+            return super().check(spec, region, params)
+
+    events = []
+    opt = hoid.optimize(norm_graph(), agent=[Batch("p", FAST_RMSNORM, SLOW_RMSNORM)], device="h200",
+                        journal=tmp_path / "j.sqlite", store=False, trials=4,
+                        executor=SlowCheck({FAST_RMSNORM.id: 1.0, SLOW_RMSNORM.id: 2.0}), progress=events.append,
+                        budget=hoid.Budget(minutes=10))
+    [event] = [e for e in events if e["kind"] == "together"]
+    assert event["passed"] == 1 and event["not_reached"] == 1 and "fewer than two" in event["why"]
+    [attempt] = opt.report.attempts
+    assert attempt["kernel"] == FAST_RMSNORM.id and attempt["verdict"] == "passed" and not attempt["kept"]
+    assert attempt["kernel_s"] is not None
     assert opt.report.stop_reason == "budget spent: 10 minutes"
 
 
