@@ -4,6 +4,10 @@
 transposed tied embedding). They are the same on every call, so the runtime computes them once when
 weights are bound, and the search prices them at zero. The search applies the same rule to e-classes
 (`hoid.search.cost.weight_only_classes`) through `folds`, so the two can never disagree.
+
+`last_reads` and `deaths`: when each value of a run of nodes is last read, and so can be freed. The
+interpreter, the compiled step's generated code and the exported package's forward free by them: a model's
+intermediates held to the end took 45-54 GB of a 1.5 GB BGE-M3 batch on an H100 (12-05).
 """
 
 from __future__ import annotations
@@ -29,3 +33,20 @@ def weight_only_values(graph: Graph) -> set[str]:
         if folds(v.name in done for v in node.inputs):
             done.update(v.name for v in node.outputs)
     return done
+
+
+def last_reads(nodes) -> dict[str, int]:
+    """Value name -> the index of the last node of `nodes` that reads it."""
+    return {v.name: i for i, node in enumerate(nodes) for v in node.inputs}
+
+
+def deaths(nodes, outlive: set[str]) -> dict[int, list[str]]:
+    """Node index -> the values made by `nodes` that are dead after it (its last reader; a value nothing
+    reads dies after the node that makes it), but those in `outlive` (returned, or copied at the end)."""
+    last = last_reads(nodes)
+    dead: dict[int, list[str]] = {}
+    for i, node in enumerate(nodes):
+        for v in node.outputs:
+            if v.name not in outlive:
+                dead.setdefault(max(last.get(v.name, i), i), []).append(v.name)
+    return dead

@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..ir import Graph
+from ..ir.analysis import deaths
 from ..ir.registry import get_op
 from .lower import Lowered
 from .memory import Plan
@@ -82,7 +83,7 @@ def generate(lowered: Lowered, plan: Plan, *, sample=None) -> Program:
     lines = [f"def {FUNCTION}({', '.join(params)}):"]
     # what the return and the state copies read (an output that updates a state returns the state's buffer)
     outlive = {v.name for v in graph.outputs if not _state_of(graph, v.name)} | {u for _, u in plan.stores}
-    dead = deaths(plan.steps, outlive)
+    dead = deaths(plan.steps, outlive)  # `del`ed there: Python frees a function's locals only at its return
     for i, node in enumerate(plan.steps):
         lines.append(f"    # {_describe(node)}")
         if node.op == "kernel":
@@ -103,24 +104,6 @@ def generate(lowered: Lowered, plan: Plan, *, sample=None) -> Program:
     lines.append(f"    return ({', '.join(outs)},)")
     prog.source = "\n".join(lines) + "\n"
     return prog
-
-
-def deaths(steps, outlive: set[str]) -> dict[int, list[str]]:
-    """Step index -> the values made by the steps that are dead after it (its last reader; a value nothing
-    reads dies after the step that makes it), but those in `outlive` (returned, or copied at the end). The
-    generated code `del`s their locals there: Python frees a function's locals only at its return."""
-    last = last_reads(steps)
-    dead: dict[int, list[str]] = {}
-    for i, node in enumerate(steps):
-        for v in node.outputs:
-            if v.name not in outlive:
-                dead.setdefault(max(last.get(v.name, i), i), []).append(v.name)
-    return dead
-
-
-def last_reads(steps) -> dict[str, int]:
-    """Value name -> the index of the last step that reads it."""
-    return {v.name: i for i, node in enumerate(steps) for v in node.inputs}
 
 
 def _state_of(graph: Graph, value: str) -> str | None:

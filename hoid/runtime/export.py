@@ -38,8 +38,9 @@ import torch
 
 from ..errors import ExportError
 from ..ir import Graph, expect_graph
+from ..ir.analysis import deaths, last_reads
 from ..ir.registry import get_op
-from .codegen import _Names, deaths, last_reads
+from .codegen import _Names
 from .compiled import _bind_values
 from .export_ops import kernel_op, literal, op_function, traced_function
 from .export_source import SourceSet

@@ -84,3 +84,29 @@ def test_on_node_sees_what_later_nodes_read():
     out = hoid.run(g, torch.randn(4, 3), on_node=lambda node, outs: seen.update({node.outputs[0].name: outs[0]}))
     assert seen[g.outputs[0].name] is out[0]
     assert all(v.is_contiguous() or g.values()[k].type.strides is not None for k, v in seen.items())
+
+
+def test_each_value_is_freed_after_its_last_reader():
+    """A model's intermediates held until the run's end took 50 GB of an H100 for a 3 GB BGE-M3 batch (12-05):
+    when a node runs, every value whose last reader ran before it is gone (CPython frees it at once)."""
+    import weakref
+
+    b = hoid.GraphBuilder("chain")
+    x = b.input("x", (64, 64), "f32")
+    h = x
+    for _ in range(6):
+        h = b.exp(b.mul(h, 0.5))
+    g = b.build(h)
+    made: dict[str, weakref.ref] = {}
+    alive_at: dict[str, set[str]] = {}
+
+    def watch(node, outs):
+        alive_at[node.outputs[0].name] = {name for name, ref in made.items() if ref() is not None}
+        made.update((v.name, weakref.ref(t)) for v, t in zip(node.outputs, outs, strict=True))
+
+    (out,) = hoid.run(g, torch.randn(64, 64), on_node=watch)
+    reads = {v.name: i for i, n in enumerate(g.nodes) for v in n.inputs}
+    for i, node in enumerate(g.nodes):
+        # alive as this node runs: only what it or a later node reads (its own inputs, made just before)
+        assert alive_at[node.outputs[0].name] <= {name for name, last in reads.items() if last >= i}
+    assert len(alive_at[g.nodes[-1].outputs[0].name]) == 1  # the last node's input alone
