@@ -185,7 +185,7 @@ class TrialRunner:
             failure = self.runner.call(key) or self._mutation(inputs, values)
             if failure is not None:
                 return Outcome(failure, key, values)
-            runs.append([out.detach().cpu().clone() for out in outputs])
+            runs.append([out.detach().clone() for out in outputs])  # compared on the check's device
         tols = self.tolerances(key)
         failure = compare_runs(runs[0], runs[1], tols, bitwise=self.plan.deterministic)
         if failure is not None:
