@@ -21,7 +21,11 @@
 #               bash benchmarks/h200_session.sh run benchmarks/workloads.py sdxl-unet --rows eager,hoid --out $OUT
 #   cute-a      [.cute2a]       the first half of CuTe's libraries, kept in /tmp
 #   cute-b      [.cute2b]       the second half; CuTe DSL importable from here on (sitecustomize)
-#   tests       []              python -m pytest -m gpu (every GPU test; CuTe's too once installed)
+#   tests [LIMIT [ARGS]]  []    python -m pytest -m gpu (every GPU test; CuTe's too once installed), ARGS to
+#               pytest. Measured 12-05 evening on an H100: `tests 320 --ignore=tests/agent/test_dir_kernels_gpu.py
+#               -n 4` 188 passed in 124 s; serially, on the H200 the same day, 540 s reached only 65 (the halves'
+#               file comes early and its tests take ~50 s each): run that file apart (`halves`, or `tests 500
+#               tests/agent/test_dir_kernels_gpu.py -n 4`: beside four others each took 115-160 s)
 #   halves      []              the one-launch decoder-layer halves (examples/kernels/halves/, issue 22): their GPU
 #               tests (hoid propose on each example kernel at Qwen3-1.7B's layer and the halves at the three other
 #               models', the halves in a CUDA graph with PDL; 13 tests, each a check and one timing at the
