@@ -20,6 +20,8 @@ from decode_loop import OptimizeLog, peak_bytes, phase, record_row, sync
 
 from hoid.testing.gate import StepErrors, judge
 
+NO_BASELINE = "no eager bf16 baseline"
+
 
 def time_call(fn: Callable, inputs, device: torch.device, repeat: int) -> dict:
     """Median, min and p90 seconds of `fn(*inputs)` after warm-up (compiles, captures). The GPU timer runs
@@ -126,10 +128,20 @@ def judge_row(row: dict, stats, baseline) -> None:
     if stats is None:
         return
     if baseline is None:
-        row["gate"], row["failed"] = {"passed": False, "error": "no eager bf16 baseline"}, True
+        row["gate"], row["failed"] = {"passed": False, "error": NO_BASELINE}, True
         return
     verdict = judge(stats, baseline, top1_slack=1.0)
     row["gate"], row["failed"] = verdict.to_json(), not verdict.passed
+
+
+def gate_word(row: dict) -> str:
+    """The gate's verdict as a row's line says it: ok, FAILED, or not judged (no eager row ran beside it: the
+    row is recorded as failed, never as passing, but a hoid-only run did not fail its gate)."""
+    if "gate" not in row:
+        return ""
+    if row["gate"].get("error") == NO_BASELINE:
+        return "  gate not judged (no eager row beside it)"
+    return "  gate FAILED" if row.get("failed") else "  gate ok"
 
 
 def add_row(result: dict, row: dict, stats, baseline):

@@ -42,7 +42,7 @@ sys.path.insert(1, str(HERE.parent))
 from decode import versions  # noqa: E402
 from decode_loop import release, result_name, save_json, sync  # noqa: E402
 from decode_stock import COMPILE_ROWS, compile_stock  # noqa: E402
-from forward_loop import add_row, forward_row, hoid_plan, profile_of, summarize  # noqa: E402
+from forward_loop import add_row, forward_row, gate_word, hoid_plan, profile_of, summarize  # noqa: E402
 
 ROWS = ("eager", *COMPILE_ROWS, "hoid")
 STOCK = ROWS[:-1]
@@ -108,7 +108,7 @@ def _line(row: dict, best: float | None) -> str:
     if row.get("status") != "ok":
         return f"  {row['key']:<26} {row['status']}: {row.get('reason')}"
     speed = f"  {best / row['latency_s']:5.2f}x best stock" if best else ""
-    gate = "" if "gate" not in row else ("  gate FAILED" if row["failed"] else "  gate ok")
+    gate = gate_word(row)
     peak = f"  peak {row['peak_bytes'] / 2**30:6.2f} GiB" if row.get("peak_bytes") else ""
     return (f"  {row['key']:<26} {row['latency_s'] * 1e3:9.3f} ms  {row['tokens_per_s']:11.0f} tok/s  "
             f"err {row['errors']['median']:.2e}/{row['errors']['p99']:.2e}{peak}{speed}{gate}")

@@ -44,7 +44,7 @@ from decode import versions  # noqa: E402
 from decode_hoid import _import_package  # noqa: E402
 from decode_loop import open_device, release, result_name, save_json, sync  # noqa: E402
 from decode_stock import COMPILE_ROWS, compile_stock  # noqa: E402
-from forward_loop import add_row, forward_row, hoid_plan, profile_of, summarize  # noqa: E402
+from forward_loop import add_row, forward_row, gate_word, hoid_plan, profile_of, summarize  # noqa: E402
 
 HOID = {"hoid": "hoid.search, or hoid.optimize with --optimize-budget (its plan) + hoid.compile",
         "hoid-export": "hoid.export package as plain PyTorch"}
@@ -176,7 +176,7 @@ def _line(row: dict) -> str:
     if row.get("status") != "ok":
         return f"  {row['key']:<26} {row['status']}: {row.get('reason')}"
     speed = f"  {row['speedup_vs_best_stock']:5.2f}x best stock" if "speedup_vs_best_stock" in row else ""
-    gate = "" if "gate" not in row else ("  gate FAILED" if row["failed"] else "  gate ok")
+    gate = gate_word(row)
     peak = f"  peak {row['peak_bytes'] / 2**30:6.2f} GiB" if row.get("peak_bytes") else ""
     err = row.get("errors", {})
     return (f"  {row['key']:<26} {row['latency_s'] * 1e3:10.3f} ms  err {err.get('median', 0):.2e}/"

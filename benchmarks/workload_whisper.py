@@ -39,7 +39,7 @@ sys.path.insert(1, str(HERE.parent))
 from decode_gate import Gate  # noqa: E402
 from decode_loop import Decoder, greedy, last_logits, peak_bytes, record_row, release, result_name, run_row, save_json  # noqa: E402,E501
 from decode_stock import COMPILE_ROWS, compile_stock  # noqa: E402
-from forward_loop import hoid_plan, time_call  # noqa: E402
+from forward_loop import NO_BASELINE, gate_word, hoid_plan, time_call  # noqa: E402
 
 from hoid.testing.gate import ERROR_FACTOR  # noqa: E402
 
@@ -135,7 +135,8 @@ def encoder_part(model, args, device) -> list[dict]:
             eager = held["eager"]
             bound = None if eager is None else ERROR_FACTOR * eager
             row["gate"] = {"relative_l2": error, "eager_relative_l2": eager, "bound": bound,
-                           "passed": bound is not None and error <= bound}
+                           "passed": bound is not None and error <= bound} | (
+                               {"error": NO_BASELINE} if bound is None and key != "eager" else {})
             row["failed"] = not row["gate"]["passed"]
 
         row = record_row(key, name, "stock" if key in STOCK else "hoid", device, work)
@@ -250,7 +251,7 @@ def summary(rows: list[dict]) -> dict:
 def _line(row: dict, metric: str) -> str:
     if row.get("status") != "ok":
         return f"  {row['key']:<26} {row['status']}: {row.get('reason')}"
-    gate = "" if "gate" not in row else ("  gate FAILED" if row.get("failed") else "  gate ok")
+    gate = gate_word(row)
     peak = row.get("peak_bytes")
     mem = f"  peak {peak / 2**30:6.2f} GiB" if peak else ""
     return f"  {row['key']:<26} {row[metric] * 1e3:10.3f} ms{mem}{gate}"

@@ -71,3 +71,16 @@ def test_with_a_budget_hoids_plan_is_hoid_optimizes(tmp_path):
     # the optimize's journal comes back with the results, and its progress is in the log as it happens
     assert (tmp_path / "out" / "journal-bge-m3-tiny.sqlite").stat().st_size > 0
     assert "optimize embedding: baseline: seconds=" in stdout and "optimize (budget 10s): " in stdout
+
+
+def test_a_row_with_no_eager_row_beside_it_is_recorded_failed_and_said_not_judged():
+    """A hoid-only run (the H100's of 12-05) printed "gate FAILED" for a row no gate had judged."""
+    import forward_loop
+
+    row = {"key": "hoid"}
+    forward_loop.judge_row(row, stats=object(), baseline=None)
+    assert row["failed"] and not row["gate"]["passed"]  # never recorded as passing
+    assert forward_loop.gate_word(row) == "  gate not judged (no eager row beside it)"
+    assert forward_loop.gate_word({"gate": {"passed": True}, "failed": False}) == "  gate ok"
+    assert forward_loop.gate_word({"gate": {"passed": False}, "failed": True}) == "  gate FAILED"
+    assert forward_loop.gate_word({}) == ""
