@@ -9,7 +9,8 @@ relative-L2 bounds. Every failure says which output, how many elements, the figu
 
 The comparison runs where the reference ran (the check's device): in float64 on the CPU, an output of 16.7M
 elements (BGE-M3's [32, 512, 1024] projection) took 2.9 s a trial on 2 cores, and a check of one library
-kernel at that shape 33 s of a 1-minute `hoid.optimize` on an H100 (12-05); on the GPU it is milliseconds.
+kernel at that shape 33 s of a 1-minute `hoid.optimize` on an H100 (12-05); on the GPU it is a few passes over
+the output at the GPU's bandwidth (not yet timed there).
 """
 
 from __future__ import annotations
