@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import re
 import statistics
 import time
@@ -26,6 +27,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
+
+if not torch.cuda.is_available():
+    # every benchmark's CPU smoke run plans for the H200 where asked (Triton kernels in the plan), and runs them
+    # under Triton's interpreter: it must be chosen before triton is first imported (a plain
+    # `workload_whisper.py --tiny --device cpu` raised TritonDeviceError in its decode row, 12-05)
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 _BEGAN = time.perf_counter()
 
