@@ -161,6 +161,8 @@ class Runner:
         self.stale: dict[str, str] = {}
         self._turn_ends: float | None = None  # monotonic clock: the end of this proposer's share of the minutes
         self._turned: set[str] = set()  # proposal keys that had their turn (or were decided together) in this run
+        self._offered: dict[str, list[str] | None] = {}  # proposer -> its proposals' keys (None: not listed ahead)
+        self._unfinished: set[str] = set()  # proposers whose turn began and has not run through their proposals
 
     # --- the run ----------------------------------------------------------------------------------
     def run(self) -> Optimized:
@@ -245,9 +247,12 @@ class Runner:
     def _turn(self, proposer, context: Context) -> bool:
         """`proposer`'s proposals, each decided (a batch together where the proposer asks); True when its share
         of the minutes ended the turn before they were all decided."""
+        self._unfinished.add(proposer.name)
+        self._offered.setdefault(proposer.name, None)
         proposals = read_ahead(self, proposer, context)
         if getattr(proposer, "together", False):
             proposals = list(proposals)
+            self._offered[proposer.name] = [p.key(proposer.name) for p in proposals]
             self._turned |= decide_together(self, proposer.name, proposals, context)
         for proposal in proposals:
             key = proposal.key(proposer.name)
@@ -262,6 +267,7 @@ class Runner:
             self._turned.add(key)
             self._take_turn(proposer.name, proposal, context)
             context.accepted = self.accepted
+        self._unfinished.discard(proposer.name)
         return False
 
     def _share_spent(self) -> str | None:
@@ -464,6 +470,23 @@ class Runner:
         self.emit(kind="attempt", proposer=proposer, kernel=what, region="-", verdict=verdict, kept=False, why=why,
                   best=self.best.seconds, evidence=self.best.evidence)
 
+    def _unreached(self, stop: str) -> list[str]:
+        """What the run's end left untried, by proposer: a short budget on a large graph otherwise reads as
+        "nothing gained" (BGE-M3's 1-minute run on an H100, 12-05, reached 1 of the library's 24 proposals and
+        codegen's turn never came, and its report listed the one)."""
+        left = []
+        for proposer in self.proposers:
+            name = proposer.name
+            if name not in self._offered:
+                left.append(f"{name}: no turn ({stop})")
+            elif (keys := self._offered[name]) is not None:
+                undecided = [k for k in keys if k not in self._turned]
+                if undecided:
+                    left.append(f"{name}: {len(undecided)} of its {len(keys)} proposals not decided ({stop})")
+            elif name in self._unfinished:
+                left.append(f"{name}: its turn ended with proposals left ({stop})")
+        return left
+
     def _spend_llm(self, tokens: int, turns: int) -> None:
         self.spend.tokens += tokens
         self.spend.turns += turns
@@ -474,7 +497,7 @@ class Runner:
         report = Report(self.graph.name, self.device.name, self.baseline.seconds, self.baseline.evidence,
                         self.best.seconds, self.best.evidence, stop, str(self.journal.path), self.run_id,
                         self.resumed, self.journal.attempts(self.run_id), sorted(set(kept)), self.reused,
-                        [f"{k}: {why}" for k, why in self.stale.items()])
+                        [f"{k}: {why}" for k, why in self.stale.items()], unreached=self._unreached(stop))
         return Optimized(self.best_graph, report, self.baseline.seconds, self.best.seconds, self.accepted)
 
 

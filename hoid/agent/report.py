@@ -30,6 +30,7 @@ class Report:
     reused: list[str] = field(default_factory=list)  # persisted acceptances used without a new attempt
     stale: list[str] = field(default_factory=list)  # persisted acceptances checked again, and why
     skipped: list[dict] = field(default_factory=list)  # rows a proposer left unproposed, with the reason
+    unreached: list[str] = field(default_factory=list)  # what the run's end left untried, by proposer
 
     def __post_init__(self):
         # a skip is journaled as a finished row (so resume does not ask again) but it is not an attempt:
@@ -68,6 +69,8 @@ class Report:
             note = a.get("note") or ""
             if note.startswith("hypothesis:"):  # an LLM's, stated before it proposed (hoid/agent/openai_proposer.py)
                 lines.append(f"  - {' '.join(note.split())[:600]}")
+        if self.unreached:
+            lines += ["", "## not reached (the run ended first)"] + [f"- {u}" for u in self.unreached]
         if self.skipped:
             lines += ["", f"## skipped: {len(self.skipped)} (not proposed, nothing checked)"]
             lines += [f"- {a['proposer']}: {a['region']}: {a['why']}" for a in self.skipped]

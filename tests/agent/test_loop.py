@@ -55,6 +55,19 @@ def test_a_spent_clock_stops_before_the_regions_and_the_rules_only_measurement(t
     assert opt.report.stop_reason == "budget spent: 0 minutes"
     assert [e["kind"] for e in events] == ["baseline"]  # no region profile, no rules-only finalist, no attempt
     assert opt.report.attempts == [] and opt.best_s == opt.baseline_s
+    assert opt.report.unreached == ["slow: no turn (budget spent: 0 minutes)"]  # said, not read as "no gain"
+
+
+def test_a_turn_one_by_one_cut_by_the_budget_is_said_to_have_left_proposals(tmp_path):
+    from hoid.kernels import KernelSpec
+    from hoid.kernels.pattern import op_pattern
+
+    twin = KernelSpec(id="test.slow_rmsnorm_twin", pattern=op_pattern("rmsnorm", 2), backend="torch",
+                      launch=SLOW_RMSNORM.launch, deterministic=True)
+    opt = hoid.optimize(norm_graph(), agent=[Only("slow", SLOW_RMSNORM, twin)], device="h200",
+                        journal=tmp_path / "j.sqlite", budget=Budget(attempts=1), trials=4)
+    assert len(opt.report.attempts) == 1
+    assert opt.report.unreached == ["slow: its turn ended with proposals left (budget spent: 1 attempts)"]
 
 
 def test_offline_runs_are_deterministic(tmp_path):

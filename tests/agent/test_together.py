@@ -76,6 +76,7 @@ def test_a_batch_that_gains_nothing_is_decided_one_by_one(tmp_path):
     opt, attempts, [event] = _run(tmp_path, "nogain", Batch("p", FAST_RMSNORM, SLOW_RMSNORM), prices)
     assert event["passed"] == 2 and not event["kept"]
     assert not opt.report.kept and not any(n.op == "kernel" for n in opt.graph.nodes)
+    assert opt.report.unreached == [] and "not reached" not in str(opt.report)  # every proposal had its turn
     for attempt in attempts.values():  # decided on their own turn, each with its own reason
         assert attempt["verdict"] == "passed" and not attempt["kept"] and "decided together" not in attempt["why"]
 
@@ -87,6 +88,9 @@ def test_a_batch_stops_at_the_attempts_budget_and_the_rest_is_left(tmp_path):
     assert event["evaluated"] == 1 and event["passed"] == 1 and event["not_reached"] == 1 and not event["kept"]
     assert list(attempts) == [FAST_RMSNORM.id] and attempts[FAST_RMSNORM.id]["kept"]
     assert opt.report.stop_reason == "budget spent: 1 attempts"
+    # the report says what the budget left untried, not only what it tried
+    assert opt.report.unreached == ["p: 1 of its 2 proposals not decided (budget spent: 1 attempts)"]
+    assert "## not reached (the run ended first)\n- p: 1 of its 2" in str(opt.report)
 
 
 def test_a_batch_cut_by_the_budget_says_how_many_it_did_not_reach(tmp_path):
@@ -156,8 +160,8 @@ def test_a_batch_whose_minutes_end_with_one_passed_says_so_and_journals_it(tmp_p
             return super().check(spec, region, params)
 
     events = []
-    opt = hoid.optimize(norm_graph(), agent=[Batch("p", FAST_RMSNORM, SLOW_RMSNORM)], device="h200",
-                        journal=tmp_path / "j.sqlite", store=False, trials=4,
+    opt = hoid.optimize(norm_graph(), agent=[Batch("p", FAST_RMSNORM, SLOW_RMSNORM), Batch("q", MID_RMSNORM)],
+                        device="h200", journal=tmp_path / "j.sqlite", store=False, trials=4,
                         executor=SlowCheck({FAST_RMSNORM.id: 1.0, SLOW_RMSNORM.id: 2.0}), progress=events.append,
                         budget=hoid.Budget(minutes=10))
     [event] = [e for e in events if e["kind"] == "together"]
@@ -166,6 +170,8 @@ def test_a_batch_whose_minutes_end_with_one_passed_says_so_and_journals_it(tmp_p
     assert attempt["kernel"] == FAST_RMSNORM.id and attempt["verdict"] == "passed" and not attempt["kept"]
     assert attempt["kernel_s"] is not None
     assert opt.report.stop_reason == "budget spent: 10 minutes"
+    assert opt.report.unreached == ["p: 1 of its 2 proposals not decided (budget spent: 10 minutes)",
+                                    "q: no turn (budget spent: 10 minutes)"]
 
 
 MID_RMSNORM = KernelSpec(id="test.mid_rmsnorm", pattern=op_pattern("rmsnorm", 2), backend="torch", launch=_rmsnorm,
