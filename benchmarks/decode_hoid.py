@@ -132,7 +132,7 @@ def _optimize(graph, device, folder: Path, name: str, cache, budget, agent=None)
             AcceptedStore(folder / f"{name}_kernels.sqlite") as store:
         opt = hoid.optimize(graph, agent=agent or DEFAULT_AGENTS, device=device, cache=cache, store=store,
                             journal=folder / f"{name}_journal.sqlite", budget=budget, progress=log)
-    log.summary()
+    log.summary(opt.report)
     seconds = time.perf_counter() - begin
     report = opt.report
     return opt, {"seconds": seconds, "stop_reason": str(report.stop_reason), "measured": report.measured,

@@ -79,10 +79,13 @@ class OptimizeLog:
         fields = ", ".join(f"{k}={v}" for k, v in event.items() if k != "kind" and len(str(v)) < 160)
         progress(f"optimize {self.name}: {event.get('kind')}: {fields}")
 
-    def summary(self) -> None:
+    def summary(self, report=None) -> None:
+        """The skipped counts, and what the run's end left untried (`report.unreached`)."""
         for proposer, count in sorted(self.skipped.items()):
             progress(f"optimize {self.name}: {count} regions skipped by {proposer} (each with why in the run's "
                      "journal)")
+        for line in getattr(report, "unreached", ()):
+            progress(f"optimize {self.name}: not reached: {line}")
 
 
 def result_name(*parts: str, suffix: str = ".json") -> str:

@@ -57,7 +57,7 @@ def hoid_plan(graph, device: torch.device, budget: str | None, *, target: str | 
         with phase(f"optimize (budget {budget})"):
             opt = hoid.optimize(graph, device=None if device.type == "cuda" else "cpu",
                                 budget=hoid.Budget.parse(budget), journal=journal, progress=log)
-        log.summary()
+        log.summary(opt.report)
         planned, info = opt.graph, {"plan": f"hoid.optimize ({opt.report.stop_reason})", "search": str(opt.report),
                                     "optimize_speedup": opt.speedup, "kept": opt.report.kept}
     else:

@@ -111,3 +111,18 @@ def test_a_step_alone_is_timed_over_the_tokens_asked_for():
     assert tokens_per_second(step, 5, warmup=2, device="cpu") > 0
     # warm-up (position 0, then 1, 2), the "prefill" again at 0, then the 5 timed steps at 1..5
     assert positions == [0, 1, 2, 0, 1, 2, 3, 4, 5]
+
+
+def test_the_optimize_log_ends_with_what_was_skipped_and_what_the_budget_left_untried(capsys):
+    from types import SimpleNamespace
+
+    from decode_loop import OptimizeLog
+
+    log = OptimizeLog("step")
+    log({"kind": "region skipped", "proposer": "codegen"})
+    log({"kind": "baseline", "seconds": 0.5})
+    log.summary(SimpleNamespace(unreached=["codegen: no turn (budget spent: 1 minutes)"]))
+    out = capsys.readouterr().out
+    assert "optimize step: baseline: seconds=0.5" in out and "region skipped" not in out
+    assert "optimize step: 1 regions skipped by codegen" in out
+    assert out.rstrip().endswith("optimize step: not reached: codegen: no turn (budget spent: 1 minutes)")
