@@ -112,11 +112,16 @@ CPU = Device(
 DEVICES: dict[str, Device] = {"h200": H200, "h100": H100, "b200": B200, "cpu": CPU}
 
 
+def _key(name: str) -> str:
+    """A name as the table looks it up: lowercased, without "NVIDIA " ("NVIDIA H200" and "h200" alike)."""
+    return name.lower().replace("nvidia ", "").strip()
+
+
 def register_device(device: Device, key: str | None = None) -> Device:
     """Add `device` to the table (or replace the row of its key): a GPU hoid has no row for, with the figures
     `benchmarks/measure_calibration.py` measures on it, e.g. `register_device(Device(name="NVIDIA A100-SXM4-80GB",
     arch="sm_80", copy_bandwidth=..., ...))`; `key` defaults to its name without "NVIDIA ", lowercased."""
-    DEVICES[key or device.name.lower().replace("nvidia ", "").strip()] = device
+    DEVICES[key or _key(device.name)] = device
     return device
 
 
@@ -124,11 +129,9 @@ def get_device(name: str) -> Device:
     """The device table's row for `name`: a key ("h200", "h100", "b200", "cpu") or a row's full name, as torch
     names the GPU ("NVIDIA H200", "NVIDIA H100 80GB HBM3"); `UnknownDeviceError` (a `KeyError`) lists the
     known."""
-    key = name.lower().replace("nvidia ", "").strip()
-    by_name = {d.name.lower().replace("nvidia ", ""): d for d in DEVICES.values()}
-    if key in by_name:
-        return by_name[key]
-    if key not in DEVICES:
+    key = _key(name)
+    found = DEVICES.get(key) or next((d for d in DEVICES.values() if _key(d.name) == key), None)
+    if found is None:
         raise UnknownDeviceError(f"no device {name!r} in the table; known: {', '.join(DEVICES)} "
                                  "(hoid.measure.register_device adds one)")
-    return DEVICES[key]
+    return found
