@@ -46,9 +46,9 @@ def hoid_plan(graph, device: torch.device, budget: str | None, *, target: str | 
     Without one, `hoid.search` alone, for the GPU at hand (else `target`, default this CPU): the rule sets
     and the library priced, nothing proposed or measured. `info` says which, its time and the kernels it runs.
     journal: the optimize run's journal file (put it under the results folder: a GPU call brings it back, and a
-    run cut off by the call's limit resumes from it when the next call carries it in); its progress goes to the
-    log line by line (BGE-M3's
-    optimize under a budget of 2 minutes was cut at 5 with nothing in the log to say where, H100 12-05)."""
+    run cut off by the call's limit resumes from it when the next call carries it in). Its progress goes to the
+    log line by line (BGE-M3's optimize under a budget of 2 minutes was cut at 5 with nothing in the log to say
+    where, H100 12-05), ending with what the budget left untried."""
     import hoid
 
     begin = time.perf_counter()
