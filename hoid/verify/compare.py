@@ -7,10 +7,10 @@ everything else against the float64 values, or the native ones where the candida
 (no kernel is held to more than torch computes in its dtypes), with `tolerance.py`'s per-element and
 relative-L2 bounds. Every failure says which output, how many elements, the figures and the worst element.
 
-The comparison runs where the reference ran (the check's device): in float64 on the CPU, an output of 16.7M
-elements (BGE-M3's [32, 512, 1024] projection) took 2.9 s a trial on 2 cores, and a check of one library
-kernel at that shape 33 s of a 1-minute `hoid.optimize` on an H100 (12-05); on the GPU it is a few passes over
-the output at the GPU's bandwidth (not yet timed there).
+The comparison runs where the reference ran (the check's device): in float64 on the CPU, a check of one library
+kernel at BGE-M3's [32, 512, 1024] projection took 33 s of a 1-minute `hoid.optimize` on an H100 (12-05,
+benchmarks/results/h100/workload-bge-m3-optimize-1m.log); on the GPU it is a few passes over the output at the
+GPU's bandwidth (not yet timed there).
 """
 
 from __future__ import annotations
