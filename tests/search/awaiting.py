@@ -9,21 +9,7 @@ The search tests whose outcome depends on such a kernel's price are expected to 
 
 import pytest
 
-_TICKET = ("a CTA barrier before the split-K ticket (12-05): Triton's own sat there in the builds the library "
-           "ships, not in every tile the tuning reaches; one address computation moved across it")
-AWAITING_PRICES: dict[str, str] = {
-    "triton.linear": _TICKET,
-    "triton.linear_add": _TICKET,
-    "triton.linear_swiglu_merged": _TICKET,
-    "triton.gemm_linear": _TICKET,
-    "triton.gemm_linear_add": _TICKET,
-    "triton.gemm_linear_swiglu_merged": _TICKET,
-    "triton.decode_attention_onelaunch": "a CTA barrier before its ticket, and its counter's reset relaxed "
-                                         "(12-05): no barrier preceded the ticket in any of its builds",
-    "cute.gemm_linear": "clusters of two M tiles (cluster_m, 12-05): the plain builds' PTX is the same, but the "
-                        "carry-over fingerprints every build spec.compile makes, one clustered among them",
-    "cute.gemm_linear_add": "the same (cluster_m, 12-05)",
-}
+AWAITING_PRICES: dict[str, str] = {}
 
 
 def awaiting(kernel_id: str):
