@@ -43,6 +43,21 @@ def test_measured_profile_on_the_cpu_times_every_node():
     assert "matmul" in table and "100.0%" in table
 
 
+def test_by_op_sums_each_ops_nodes_slowest_first():
+    """A layered model's slowest rows are one op's copies; the sum per op says where the rest went."""
+    from hoid.measure.profile import Profile, ProfileRow
+
+    def row(node, op, seconds, kernel=None):
+        return ProfileRow(node, op, kernel, seconds, 0.0, "measured", "op", 0, 0)
+
+    rows = (row("%a1", "sdpa", 3.0), row("%a2", "sdpa", 3.0), row("%k", "kernel", 2.0, "triton.x"),
+            *(row(f"%n{i}", "add", 1.0) for i in range(7)))
+    result = Profile("g", "H200", "in-context", rows)
+    assert result.by_op() == [("add", 7, 7.0), ("sdpa", 2, 6.0), ("kernel triton.x", 1, 2.0)]
+    assert result.table(limit=2).endswith("by op: add x7 7 s (47%), sdpa x2 6 s (40%)")
+    assert "by op" not in result.table(limit=0)
+
+
 def test_repeated_layers_are_timed_once_per_signature(monkeypatch):
     from hoid.measure import profile as profile_module
 
