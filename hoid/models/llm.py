@@ -26,6 +26,20 @@ from torch import nn
 from ..ir.graph import Graph
 
 
+def cache_keyword(decoder: nn.Module) -> str:
+    """The keyword a transformers decoder takes its cache by: `cache` from 5.2x, `past_key_values` before
+    (the H200's 5.17). One its forward does not name would vanish into its `**kwargs` and the decoder would
+    run uncached: Whisper's decode step, passing `cache` under 5.17, projected its empty stand-in for the
+    encoder states (12-05). So neither name is an error."""
+    params = inspect.signature(decoder.forward).parameters
+    for name in ("cache", "past_key_values"):
+        if name in params:
+            return name
+    raise TypeError(f"{type(decoder).__name__}.forward takes neither `cache` nor `past_key_values` "
+                    f"({', '.join(params)}): this transformers passes its KV cache some other way; "
+                    f"hoid knows those two (transformers 5.17 to 5.25)")
+
+
 class _LayerCache(nn.Module):
     """One layer's static key and value cache, as buffers (so export sees their updates)."""
 
@@ -53,9 +67,7 @@ class CausalLMStep(nn.Module):
         self.static_cache.early_initialization(batch, cfg.num_key_value_heads, head_dim, lm.dtype, lm.device)
         # the cache tensors transformers allocated [B, Hkv, L, D], registered as our buffers (shared)
         self.cache = nn.ModuleList(_LayerCache(layer.keys, layer.values) for layer in self.static_cache.layers)
-        # transformers renamed the decoder's `past_key_values` argument to `cache` (5.2x)
-        params = inspect.signature(self.model.forward).parameters
-        self._cache_arg = "cache" if "cache" in params else "past_key_values"
+        self._cache_arg = cache_keyword(self.model)
 
     def forward(self, input_ids: torch.Tensor, position: torch.Tensor) -> torch.Tensor:
         tokens = input_ids.shape[1]

@@ -31,7 +31,7 @@ from torch import nn
 
 from ..ir.graph import Graph
 from .configs import REGISTERED, ModelSpec
-from .llm import _LayerCache
+from .llm import _LayerCache, cache_keyword
 
 # openai/whisper-large-v3's config.json (the architecture; generation settings such as
 # suppress_tokens are left out, no graph reads them). proj_out is tied to the token embedding.
@@ -146,6 +146,7 @@ class WhisperDecodeStep(nn.Module):
         self.cache_pair = EncoderDecoderCache(self_cache, cross_cache)
         self.cache = nn.ModuleList(_LayerCache(layer.keys, layer.values) for layer in self_cache.layers)
         self.cross_shape = (batch, heads, cfg.max_source_positions, head_dim)
+        self._cache_arg = cache_keyword(self.model.decoder)
 
     def forward(self, input_ids: torch.Tensor, position: torch.Tensor, *cross: torch.Tensor) -> torch.Tensor:
         tokens = input_ids.shape[1]
@@ -160,8 +161,8 @@ class WhisperDecodeStep(nn.Module):
         position_ids = position_ids.expand(input_ids.shape[0], tokens)
         # encoder_hidden_states only switches the cross-attention block on: its K/V come from the cache
         states = cross[0].new_empty(0) if cross else None
-        hidden = self.model.decoder(input_ids=input_ids, encoder_hidden_states=states, cache=pair,
-                                    position_ids=position_ids, use_cache=True).last_hidden_state
+        hidden = self.model.decoder(input_ids=input_ids, encoder_hidden_states=states, position_ids=position_ids,
+                                    use_cache=True, **{self._cache_arg: pair}).last_hidden_state
         return self.proj_out(hidden)
 
 

@@ -226,3 +226,46 @@ def test_compiled_graphs_match_the_interpreter():
         want, *cache = hoid.run(step, ids, position, *cross, *cache)
         got, *_ = compiled(ids, position, *cross, *compiled.state)
         assert rel_error(got, want) < TOL, f"step {i}"
+
+
+def test_the_step_passes_its_cache_by_the_keyword_the_decoder_takes():
+    """transformers 5.17 (the H200's, 12-05) names the decoder's cache `past_key_values`, later ones `cache`;
+    the other name vanished into the decoder's **kwargs and the step ran uncached, projecting an empty
+    stand-in for the encoder states ("mat1 and mat2 shapes cannot be multiplied (1x0 and 1280x1280)")."""
+    from types import SimpleNamespace
+
+    from torch import nn
+
+    model = zoo()[0]
+
+    class OlderDecoder(nn.Module):  # 5.17's signature: what it does not name, it ignores
+        def __init__(self, decoder):
+            super().__init__()
+            self.decoder = decoder
+
+        def forward(self, input_ids=None, encoder_hidden_states=None, past_key_values=None, position_ids=None,
+                    use_cache=None, **ignored):
+            return self.decoder(input_ids=input_ids, encoder_hidden_states=encoder_hidden_states,
+                                cache=past_key_values, position_ids=position_ids, use_cache=use_cache)
+
+    older = SimpleNamespace(config=model.config, model=SimpleNamespace(decoder=OlderDecoder(model.model.decoder)),
+                            proj_out=model.proj_out, dtype=model.dtype, device=model.device)
+    cross = cross_of(features(4))
+    token, position = torch.tensor([[7]]), torch.tensor([0])
+    with torch.no_grad():
+        want = whisper.WhisperDecodeStep(model, CACHE_LEN)(token, position, *cross)
+        got = whisper.WhisperDecodeStep(older, CACHE_LEN)(token, position, *cross)
+    assert rel_error(got, want) < TOL
+
+
+def test_a_decoder_that_takes_no_cache_keyword_is_an_error():
+    from torch import nn
+
+    from hoid.models.llm import cache_keyword
+
+    class Uncached(nn.Module):
+        def forward(self, input_ids=None, **kwargs):
+            return input_ids
+
+    with pytest.raises(TypeError, match="neither `cache` nor `past_key_values`"):
+        cache_keyword(Uncached())
