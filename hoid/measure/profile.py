@@ -64,6 +64,7 @@ class Profile:
     rows: tuple[ProfileRow, ...]  # slowest first
     step: float | None = None  # seconds of the whole compiled step (in-context profiles)
     kernels: float | None = None  # sum of the device's kernel durations in one step (torch.profiler)
+    launched: tuple[tuple[str, int, float], ...] = ()  # those kernels by name: (name, launches, seconds), slowest first
 
     @property
     def total(self) -> float:
@@ -106,6 +107,8 @@ class Profile:
                 line += (f"; kernels {format_seconds(self.kernels)}, overlapping by "
                          f"{format_seconds(self.kernels - self.step)} (programmatic dependent launch)")
             lines.append(line)
+        for name, n, seconds in self.launched[:limit if limit is not None else None]:
+            lines.append(f"  launched x{n:<4d} {format_seconds(seconds):>10}  {name[:90]}")
         return "\n".join(lines)
 
 

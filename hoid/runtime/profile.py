@@ -61,8 +61,10 @@ def profile(compiled: CompiledGraph, inputs: Sequence[torch.Tensor], *, device: 
     compiled(*step_args)  # capture (on a GPU) before the step is timed
     step = time_on(device, lambda *a: compiled(*a), step_args,
                    **({"rotate": False} if device.arch != "cpu" else {})).median
-    kernels = kernel_seconds(compiled, step_args) if device.arch != "cpu" else None
-    return Profile(compiled.graph.name, device.name, "in-context", rows_of(timed), step=step, kernels=kernels)
+    launched = step_kernels(compiled, step_args) if device.arch != "cpu" else None
+    kernels = sum(seconds for _, _, seconds in launched) if launched is not None else None
+    return Profile(compiled.graph.name, device.name, "in-context", rows_of(timed), step=step, kernels=kernels,
+                   launched=tuple(launched or ()))
 
 
 def _aliases_an_input(node, call, args) -> bool:
@@ -108,8 +110,10 @@ def _floor(node, device: Device) -> float:
         if not get_op(node.op).is_view else 0.0
 
 
-def kernel_seconds(compiled: CompiledGraph, args) -> float:
-    """Sum of the device kernels' durations in one call (replay), from torch.profiler's trace."""
+def step_kernels(compiled: CompiledGraph, args) -> list[tuple[str, int, float]]:
+    """The device kernels of one call (its replay) by name: (name, launches, seconds), the slowest first, from
+    torch.profiler's trace. What the step really launches, which the per-node rows cannot show: a copy torch
+    makes inside an op, a backend another capture chose."""
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as trace
 
@@ -117,7 +121,18 @@ def kernel_seconds(compiled: CompiledGraph, args) -> float:
     with trace(activities=[ProfilerActivity.CUDA]) as prof:
         compiled(*args)
         torch.cuda.synchronize()
-    return sum(e.device_time for e in prof.events() if e.device_type.name == "CUDA") / 1e6
+    totals: dict[str, list] = {}
+    for e in prof.events():
+        if e.device_type.name == "CUDA":
+            entry = totals.setdefault(e.name, [0, 0.0])
+            entry[0] += 1
+            entry[1] += e.device_time / 1e6
+    return sorted(((name, n, seconds) for name, (n, seconds) in totals.items()), key=lambda t: -t[2])
+
+
+def kernel_seconds(compiled: CompiledGraph, args) -> float:
+    """Sum of the device kernels' durations in one call (replay), from torch.profiler's trace."""
+    return sum(seconds for _, _, seconds in step_kernels(compiled, args))
 
 
 def example_inputs(compiled: CompiledGraph) -> list[torch.Tensor]:
@@ -159,5 +174,8 @@ def print_profile(result: Profile, *, limit: int | None = 25, console=None, laun
         console.print(result.by_op_line(limit), markup=False)
     if result.step is not None:
         console.print(result.table(limit=0).splitlines()[-1])
+        for line in result.table(limit=limit).splitlines():
+            if line.startswith("  launched"):
+                console.print(line, markup=False)
     if launches is not None:
         console.print(launches.summary(), markup=False)

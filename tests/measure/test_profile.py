@@ -58,6 +58,17 @@ def test_by_op_sums_each_ops_nodes_slowest_first():
     assert "by op" not in result.table(limit=0)
 
 
+def test_the_kernels_a_step_launched_are_listed_under_the_step():
+    from hoid.measure.profile import Profile
+
+    launched = (("void cutlass_gemm<...>", 144, 9e-3), ("elementwise_copy", 96, 2e-3), ("layer_norm", 49, 1e-3))
+    text = Profile("g", "H200", "in-context", (), step=13e-3, kernels=12e-3, launched=launched).table(limit=2)
+    lines = text.splitlines()
+    assert lines[-3].startswith("step 13") and "gaps 1" in lines[-3]
+    assert lines[-2:] == ["  launched x144        9 ms  void cutlass_gemm<...>",
+                          "  launched x96         2 ms  elementwise_copy"]
+
+
 def test_repeated_layers_are_timed_once_per_signature(monkeypatch):
     from hoid.measure import profile as profile_module
 

@@ -108,3 +108,14 @@ def test_peak_memory_is_weights_caches_and_buffers(gpu_step):
     m = compiled.memory
     largest = max(t.numel() * t.element_size() for t in gpu_step.weights.values())
     assert m.peak is not None and m.peak - before <= m.weights + m.state + m.buffers + 3 * largest
+
+
+def test_the_profile_lists_what_the_step_launched_and_its_sum_is_the_kernels_time(gpu_step):
+    from hoid.runtime.profile import example_inputs, profile
+
+    compiled = compile(gpu_step)
+    result = profile(compiled, example_inputs(compiled))
+    assert result.launched and all(n >= 1 and seconds > 0 for _, n, seconds in result.launched)
+    assert sum(s for _, _, s in result.launched) == pytest.approx(result.kernels)
+    assert [s for _, _, s in result.launched] == sorted((s for _, _, s in result.launched), reverse=True)
+    assert "launched x" in result.table()
