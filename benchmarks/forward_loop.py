@@ -116,6 +116,11 @@ def forward_row(key: str, name: str, group: str, build: Callable, inputs, device
         with phase(f"{key}: time"):
             row.update(time_call(fn, inputs, device, repeat))
         row["peak_bytes"] = peak_bytes(device)
+        if device.type == "cuda":  # what one call launches, by name: where a row's time differs from another's
+            from hoid.runtime.profile import step_kernels
+
+            row["launched"] = [dict(kernel=name, launches=n, seconds=seconds)
+                               for name, n, seconds in step_kernels(fn, inputs)[:40]]
         if reference is not None:
             held["stats"] = per_sample_errors(output, reference)
             row["errors"] = held["stats"].to_json()

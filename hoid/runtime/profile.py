@@ -110,16 +110,17 @@ def _floor(node, device: Device) -> float:
         if not get_op(node.op).is_view else 0.0
 
 
-def step_kernels(compiled: CompiledGraph, args) -> list[tuple[str, int, float]]:
-    """The device kernels of one call (its replay) by name: (name, launches, seconds), the slowest first, from
-    torch.profiler's trace. What the step really launches, which the per-node rows cannot show: a copy torch
-    makes inside an op, a backend another capture chose."""
+def step_kernels(call, args) -> list[tuple[str, int, float]]:
+    """The device kernels of one `call(*args)` (a compiled step: its replay; or any callable, a stock model's
+    forward) by name: (name, launches, seconds), the slowest first, from torch.profiler's trace. What the
+    step really launches, which the per-node rows cannot show: a copy torch makes inside an op, a backend
+    another capture chose."""
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as trace
 
     torch.cuda.synchronize()
     with trace(activities=[ProfilerActivity.CUDA]) as prof:
-        compiled(*args)
+        call(*args)
         torch.cuda.synchronize()
     totals: dict[str, list] = {}
     for e in prof.events():
