@@ -24,8 +24,9 @@
 #   tests [LIMIT [ARGS]]  []    python -m pytest -m gpu (every GPU test; CuTe's too once installed), ARGS to
 #               pytest. Measured 12-05 evening on an H100: `tests 320 --ignore=tests/agent/test_dir_kernels_gpu.py
 #               -n 4` 188 passed in 124 s; serially, on the H200 the same day, 540 s reached only 65 (the halves'
-#               file comes early and its tests take ~50 s each): run that file apart (`halves`, or `tests 500
-#               tests/agent/test_dir_kernels_gpu.py -n 4`: beside four others each took 115-160 s)
+#               file comes early and its tests take ~50 s each): run that file apart. On the H200 (12-05 evening)
+#               the two calls held everything: the same 189 tests in 119 s, then `tests 470
+#               tests/agent/test_dir_kernels_gpu.py -n 6` all 12 in 276 s (95-168 s each beside five others)
 #   halves      []              the one-launch decoder-layer halves (examples/kernels/halves/, issue 22): their GPU
 #               tests (hoid propose on each example kernel at Qwen3-1.7B's layer and the halves at the three other
 #               models', the halves in a CUDA graph with PDL; 13 tests, each a check and one timing at the
