@@ -148,6 +148,20 @@ set -uo pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD:/tmp/site
 out=${OUT:-/tmp/out}
 mkdir -p "$out"
+
+use_measure_cache() {
+  # The benchmarks' measurement cache (HOID_CACHE) outlives the machine: it lives in /tmp while the machine
+  # stays warm, starts from .hoid-cache/measure.sqlite where a call carries it (git-ignored: carry
+  # [.hoid-cache]), and every call brings it back as $OUT/measure.sqlite (copy it to .hoid-cache/ here). A
+  # later session's optimize then reads the kernel sweeps an earlier one timed: BGE-M3's 2-minute optimize
+  # spent 60 s of its budget building and timing the CuTe GEMM's (12-05). Its keys hold the device, the
+  # kernel's version and torch's and Triton's, so a stale row is never read. Not for `tests`: they make their own.
+  [[ -n ${HOID_CACHE:-} ]] && return
+  export HOID_CACHE=/tmp/hoid-cache/measure.sqlite
+  mkdir -p /tmp/hoid-cache
+  [[ -f $HOID_CACHE || ! -f .hoid-cache/measure.sqlite ]] || cp .hoid-cache/measure.sqlite "$HOID_CACHE"
+  trap '[[ -f $HOID_CACHE ]] && cp -f "$HOID_CACHE" "$out/measure.sqlite"' EXIT
+}
 case ${1:-} in
   split)
     rm -rf .cute2a .cute2b && mkdir -p .cute2a .cute2b
@@ -226,12 +240,14 @@ case ${1:-} in
       2>&1 | tail -5 ;;
   run)
     shift
+    use_measure_cache
     log="$out/run-$(basename -- "${1:-python}" .py)-$(date +%H%M%S).log"
     echo "run: $* (limit ${LIMIT:-560} s), log $log"
     timeout -k 20 "${LIMIT:-560}" python3 "$@" 2>&1 | tee "$log"
     exit "${PIPESTATUS[0]}" ;;
   decode)
     slice=${2:-}
+    use_measure_cache
     # the reference is the committed one (the first run's stock cells): without it, $OUT holds none, and
     # every slice said "reference created" and checked nothing
     # MODEL, PROMPT and BATCH pick the cell (default the headline's); the reference holds each model's cells
