@@ -196,9 +196,11 @@ def test_the_cli_runs_on_workers_and_shows_them(tmp_path, capsys):
     with Journal(journal) as j:
         rows = j.measurements()
     fresh = [r for r in rows if r["fresh"]]
-    assert {r["kind"] for r in fresh} == {"kernel", "graph"}
+    # "graph in turn": a close call (a gain between 0.2% and the noise) timed again, A B A B, which the CPU's
+    # noise makes now and then (a clean run of 12-05 evening did)
+    assert {"kernel", "graph"} <= {r["kind"] for r in fresh} <= {"kernel", "graph", "graph in turn"}
     assert all(r["key"].startswith(f"{device}|") for r in rows)
-    assert all("on worker" in r["method"] for r in fresh if r["kind"] == "graph")
+    assert all("on worker" in r["method"] for r in fresh if r["kind"].startswith("graph"))
 
 
 def test_the_cli_refuses_a_pool_of_no_workers(tmp_path, capsys):
