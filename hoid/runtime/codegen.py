@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 
 from ..ir import Graph
-from ..ir.analysis import deaths
+from ..ir.analysis import deaths, made_contiguous
 from ..ir.registry import get_op
 from .lower import Lowered
 from .memory import Plan
@@ -84,12 +84,13 @@ def generate(lowered: Lowered, plan: Plan, *, sample=None) -> Program:
     # what the return and the state copies read (an output that updates a state returns the state's buffer)
     outlive = {v.name for v in graph.outputs if not _state_of(graph, v.name)} | {u for _, u in plan.stores}
     dead = deaths(plan.steps, outlive)  # `del`ed there: Python frees a function's locals only at its return
+    contiguous = made_contiguous(plan.steps, outlive)
     for i, node in enumerate(plan.steps):
         lines.append(f"    # {_describe(node)}")
         if node.op == "kernel":
             lines += _kernel_lines(node, lowered, plan, ident, names, prog)
         else:
-            lines += _op_lines(node, plan, ident, names, prog)
+            lines += _op_lines(node, plan, ident, names, prog, contiguous)
         # every value a step makes is a local but a planned buffer's (a global, never deleted)
         if gone := [ident[name] for name in dead.get(i, ()) if name not in plan.buffers]:
             lines.append(f"    del {', '.join(gone)}")
@@ -148,7 +149,7 @@ def _kernel_lines(node, lowered, plan, ident, names, prog) -> list[str]:
     return [*before, f"    {call}", *after]
 
 
-def _op_lines(node, plan, ident, names, prog) -> list[str]:
+def _op_lines(node, plan, ident, names, prog, contiguous: set[str]) -> list[str]:
     op = get_op(node.op)
     inplace = node.outputs[0].name in plan.inplace
     fn = names.new(f"op_{node.op}_" if inplace else f"op_{node.op}")
@@ -162,12 +163,11 @@ def _op_lines(node, plan, ident, names, prog) -> list[str]:
         call += "  # state updated in place"
     lines = [f"    {targets} = {call}"]
     # torch keeps a strided operand's layout through most ops; the IR declares this output contiguous and
-    # kernels fed by it may rely on that (the interpreter applies the same rule)
-    if any(v.type.strides is not None for v in node.inputs) and not op.is_view:
-        for v in node.outputs:
-            if v.type.strides is None:
-                note = "# a copy only if torch kept a strided operand's layout"
-                lines.append(f"    {ident[v.name]} = {ident[v.name]}.contiguous()  {note}")
+    # kernels fed by it may rely on that (`hoid.ir.analysis.made_contiguous` says where it is made so)
+    for v in node.outputs:
+        if v.name in contiguous:
+            note = "# a copy only if torch kept a strided operand's layout"
+            lines.append(f"    {ident[v.name]} = {ident[v.name]}.contiguous()  {note}")
     return lines
 
 

@@ -38,8 +38,7 @@ import torch
 
 from ..errors import ExportError
 from ..ir import Graph, expect_graph
-from ..ir.analysis import deaths, last_reads
-from ..ir.registry import get_op
+from ..ir.analysis import deaths, last_reads, made_contiguous
 from .codegen import _Names
 from .compiled import _bind_values
 from .export_ops import kernel_op, literal, op_function, traced_function
@@ -184,6 +183,7 @@ def _model(lowered, runtime, frozen_names, namespace) -> str:
         last[v.name] = len(runtime)
     states = {v.name for v in flat.inputs_of_kind("state")}
     dead = deaths(runtime, {v.name for v in flat.outputs})  # run as plain PyTorch, forward frees as it goes
+    contiguous = made_contiguous(runtime, {v.name for v in flat.outputs})  # as the runtime's codegen
     body = []
     for k, node in enumerate(runtime):
         outs = ", ".join(f"%{v.name}: {v.type}" for v in node.outputs)
@@ -196,10 +196,8 @@ def _model(lowered, runtime, frozen_names, namespace) -> str:
         if node.op != "kernel":
             body.append(f"        {targets} = ops.f{k}({', '.join(args)})")
             # as the runtime's codegen: torch keeps a strided operand's layout, the IR declares it contiguous
-            if any(v.type.strides is not None for v in node.inputs) and not get_op(node.op).is_view:
-                for v in node.outputs:
-                    if v.type.strides is None:
-                        body.append(f"        {ident[v.name]} = {ident[v.name]}.contiguous()")
+            body += [f"        {ident[v.name]} = {ident[v.name]}.contiguous()" for v in node.outputs
+                     if v.name in contiguous]
             body += _del_lines([ident[name] for name in dead.get(k, ())])
             continue
         aliases = lowered.kernels[node.outputs[0].name].aliases

@@ -265,3 +265,32 @@ def test_the_folded_table_drops_dead_entries_as_it_grows():
     assert sum(1 for key in folded._TABLE if key[0] == "test") < 300  # pruned on the way, not grown to 301
     assert folded.lookup(("test", 5)) is None
     assert folded.lookup(("test", "kept")) is kept  # a live entry survives the pruning
+
+
+def test_a_bert_layers_attention_is_not_copied_where_eager_copies_nothing():
+    """Attention over heads transposed out of [B, T, H, D] returns that memory order; the layer transposes
+    it back and reshapes it to [B, T, H * D], a view then. The step made the attention's output contiguous
+    and the reshape copied it back: two copies a layer that eager never makes (BGE-M3, Whisper's encoder)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from tests.ir.test_analysis import attention_block
+
+    class Copies(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.count = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func in (torch.ops.aten.clone.default, torch.ops.aten.copy_.default, torch.ops.aten._to_copy.default):
+                self.count += 1
+            return func(*args, **(kwargs or {}))
+
+    graph, _, _ = attention_block()
+    compiled = compile(graph, device="cpu")
+    x = torch.randn(2, 8, 32)
+    compiled(x)  # binds
+    with Copies() as copies:
+        (got,) = compiled(x)
+    assert copies.count == 0, compiled.source
+    (want,) = hoid.run(graph, x)
+    assert torch.equal(got, want)
