@@ -174,3 +174,19 @@ def summarize(rows: list[dict]) -> dict | None:
         if row["status"] == "ok":
             row["speedup_vs_best_stock"] = best["latency_s"] / row["latency_s"]
     return {"key": best["key"], "latency_s": best["latency_s"]}
+
+
+def launched_lines(rows: list[dict], best: dict | None, limit: int = 8) -> list[str]:
+    """The best stock row's and hoid's kernels of one call, the slowest `limit` of each, one block per row
+    (what `forward_row` records on a GPU): where hoid's time goes that the stock row's does not."""
+    lines = []
+    for key in ([best["key"]] if best else []) + ["hoid"]:
+        row = next((r for r in rows if r["key"] == key and r.get("launched")), None)
+        if row is None:
+            continue
+        launched = row["launched"]
+        lines.append(f"{key}: {sum(k['launches'] for k in launched)} launches, "
+                     f"{sum(k['seconds'] for k in launched) * 1e3:.2f} ms of kernels (its {len(launched)} slowest "
+                     "kinds); the slowest:")
+        lines += [f"  x{k['launches']:<4d} {k['seconds'] * 1e3:8.3f} ms  {k['kernel'][:100]}" for k in launched[:limit]]
+    return lines

@@ -42,7 +42,7 @@ sys.path.insert(1, str(HERE.parent))
 from decode import versions  # noqa: E402
 from decode_loop import release, result_name, save_json, sync  # noqa: E402
 from decode_stock import COMPILE_ROWS, compile_stock  # noqa: E402
-from forward_loop import add_row, forward_row, gate_word, hoid_plan, profile_of, summarize  # noqa: E402
+from forward_loop import add_row, forward_row, gate_word, hoid_plan, launched_lines, profile_of, summarize  # noqa: E402
 
 ROWS = ("eager", *COMPILE_ROWS, "hoid")
 STOCK = ROWS[:-1]
@@ -167,6 +167,8 @@ def main(argv=None) -> int:
     save()
     for row in result["rows"]:
         print(_line(row, best_s))
+    for line in launched_lines(result["rows"], result["best_stock"]):  # a GPU's rows only
+        print(line)
     print(f"wrote {path}")
     return 1 if any(r["status"] == "error" for r in result["rows"]) else 0
 

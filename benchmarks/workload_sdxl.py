@@ -44,7 +44,7 @@ from decode import versions  # noqa: E402
 from decode_hoid import _import_package  # noqa: E402
 from decode_loop import open_device, release, result_name, save_json, sync  # noqa: E402
 from decode_stock import COMPILE_ROWS, compile_stock  # noqa: E402
-from forward_loop import add_row, forward_row, gate_word, hoid_plan, profile_of, summarize  # noqa: E402
+from forward_loop import add_row, forward_row, gate_word, hoid_plan, launched_lines, profile_of, summarize  # noqa: E402
 
 HOID = {"hoid": "hoid.search, or hoid.optimize with --optimize-budget (its plan) + hoid.compile",
         "hoid-export": "hoid.export package as plain PyTorch"}
@@ -217,6 +217,8 @@ def run_part(name: str, args, device: torch.device, device_name: str) -> dict:
     sync(device)
     for row in result["rows"]:
         print(_line(row))
+    for line in launched_lines(result["rows"], result["best_stock"]):  # a GPU's rows only
+        print(line)
     print(f"wrote {path}")
     return result
 
