@@ -66,7 +66,8 @@ def made_contiguous(nodes, outlive: set[str]) -> set[str]:
     the op's own output keeps torch's layout. Attention over heads transposed out of [B, T, H, D] returns
     its output in that memory order, which the layer transposes back and reshapes to [B, T, H * D]: made
     contiguous at the attention, the step copied it twice where eager copies nothing (BGE-M3 and
-    Whisper's encoder, every layer). `.contiguous()` on a view already contiguous is free. A value in
+    Whisper's encoder, every layer; Whisper's own `.contiguous()` of it, an op that copies only what is
+    not, ends a path as such a view does). `.contiguous()` on a view already contiguous is free. A value in
     `outlive` (returned, stored) is never left to its readers."""
     readers: dict[str, list] = {}
     for node in nodes:
@@ -81,6 +82,8 @@ def made_contiguous(nodes, outlive: set[str]) -> set[str]:
             return None
         found: set[str] = set()
         for reader in readers[value.name]:
+            if reader.op == "contiguous":  # the model's own `.contiguous()`: a copy only where one is needed
+                continue
             if reader.op == "kernel" or not get_op(reader.op).is_view:
                 return None
             for out in reader.outputs:
