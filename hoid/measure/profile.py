@@ -107,9 +107,12 @@ class Profile:
                 line += (f"; kernels {format_seconds(self.kernels)}, overlapping by "
                          f"{format_seconds(self.kernels - self.step)} (programmatic dependent launch)")
             lines.append(line)
-        for name, n, seconds in self.launched[:limit if limit is not None else None]:
-            lines.append(f"  launched x{n:<4d} {format_seconds(seconds):>10}  {name[:90]}")
-        return "\n".join(lines)
+        return "\n".join(lines + self.launched_lines(limit))
+
+    def launched_lines(self, limit: int | None = 20) -> list[str]:
+        """The slowest `limit` of the kernels one step launched, a line each."""
+        return [f"  launched x{n:<4d} {format_seconds(seconds):>10}  {name[:90]}"
+                for name, n, seconds in self.launched[:limit]]
 
 
 def profile_graph(graph: Graph, *, mode: str = "auto", device: Device | None = None,

@@ -175,8 +175,7 @@ def print_profile(result: Profile, *, limit: int | None = 25, console=None, laun
         console.print(result.by_op_line(limit), markup=False)
     if result.step is not None:
         console.print(result.table(limit=0).splitlines()[-1])
-        for line in result.table(limit=limit).splitlines():
-            if line.startswith("  launched"):
-                console.print(line, markup=False)
+        for line in result.launched_lines(limit):
+            console.print(line, markup=False)
     if launches is not None:
         console.print(launches.summary(), markup=False)
