@@ -85,7 +85,6 @@ def profile_of(compiled, inputs) -> dict:
     print(prof.table(limit=25))
     return {"step_s": prof.step, "kernels_s": prof.kernels,
             "by_op": [dict(op=name, nodes=n, seconds=seconds) for name, n, seconds in prof.by_op()],
-            "launched": [dict(kernel=name, launches=n, seconds=seconds) for name, n, seconds in prof.launched],
             "rows": [dict(node=r.node, op=r.op, kernel=r.kernel, seconds=r.seconds, share=r.share, floor=r.floor)
                      for r in prof.rows[:40]]}
 
