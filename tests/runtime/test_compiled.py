@@ -273,7 +273,7 @@ def test_a_bert_layers_attention_is_not_copied_where_eager_copies_nothing():
     and the reshape copied it back: two copies a layer that eager never makes (BGE-M3, Whisper's encoder)."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from tests.ir.test_analysis import attention_block
+    from tests.ir.blocks import attention_block
 
     class Copies(TorchDispatchMode):
         def __init__(self):
