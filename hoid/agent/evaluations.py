@@ -23,10 +23,16 @@ class Evaluations:
         self.executor, self.device = executor, device
         self._held: dict[str, Future] = {}
 
-    def submit(self, key: str, spec, region, sweep) -> Future:
-        """`spec`'s evaluation at `region`, submitted now and held for `key`'s turn (replacing one held)."""
-        self._held[key] = self._submit(spec, region, sweep)
+    def submit(self, key: str, spec, region, sweep, checked=None) -> Future:
+        """`spec`'s evaluation at `region`, submitted now and held for `key`'s turn (replacing one held);
+        `checked`: the passing verdict of an earlier evaluation at the same region (not checked again)."""
+        self._held[key] = self._submit(spec, region, sweep, checked)
         return self._held[key]
+
+    def hold(self, key: str, evaluation: Evaluation) -> None:
+        """Hold `evaluation`, already known, for `key`'s turn (a sweep's tail that failed: its first
+        params' evaluation stands)."""
+        self._held[key] = done(evaluation)
 
     def held(self, key: str) -> Future | None:
         """The evaluation held for `key`, if one was submitted and not yet taken."""
@@ -45,7 +51,7 @@ class Evaluations:
         for pending in self._held.values():
             pending.cancel()
 
-    def _submit(self, spec, region, sweep) -> Future:
+    def _submit(self, spec, region, sweep, checked=None) -> Future:
         from ..kernels.launch import resolve_params
 
         sweep = sweep or (spec.default_params(),)
@@ -54,8 +60,8 @@ class Evaluations:
         except Exception as e:  # noqa: BLE001  a candidate that cannot even be checked is rejected, not fatal
             return done(Evaluation(error=f"could not be checked: {type(e).__name__}: {e}"))
         if hasattr(self.executor, "submit"):
-            return self.executor.submit(spec, region, params, sweep)
-        return done(evaluate(self.executor, spec, region, params, sweep))
+            return self.executor.submit(spec, region, params, sweep, checked)
+        return done(evaluate(self.executor, spec, region, params, sweep, checked))
 
 
 def read_ahead(run, proposer, context):

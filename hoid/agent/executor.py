@@ -102,11 +102,13 @@ class Executor(Protocol):
     def cost_model(self): ...
 
 
-def evaluate(executor, spec, region, params: dict, sweep) -> Evaluation:
-    """Check, then (passed) measure, in this process: what a candidate's evaluation is, wherever it runs."""
+def evaluate(executor, spec, region, params: dict, sweep, checked=None) -> Evaluation:
+    """Check, then (passed) measure, in this process: what a candidate's evaluation is, wherever it runs.
+    `checked`: the passing verdict of an earlier evaluation of the same kernel at the same region (a sweep's
+    tail measured after its first params, `together.py`): not checked again."""
     start = time.perf_counter()
     try:
-        verdict = executor.check(spec, region, params)
+        verdict = checked if checked is not None else executor.check(spec, region, params)
     except Exception as e:  # noqa: BLE001  a candidate that cannot even be checked is rejected, not fatal
         return Evaluation(error=f"could not be checked: {type(e).__name__}: {e}")
     checked = time.perf_counter()
@@ -147,9 +149,9 @@ class LocalExecutor:
         self.profiles_here = self.on_device  # regions are profiled in this process: measured only on the target
         self._shipped = None  # the shipped prices of the target, read when the plain side is first timed
 
-    def submit(self, spec, region, params: dict, sweep) -> Future:
-        """The candidate's `Evaluation` (here: computed now)."""
-        return done(evaluate(self, spec, region, params, sweep))
+    def submit(self, spec, region, params: dict, sweep, checked=None) -> Future:
+        """The candidate's `Evaluation` (here: computed now); `checked` as `evaluate`'s."""
+        return done(evaluate(self, spec, region, params, sweep, checked))
 
     def measure_graphs(self, graphs) -> list[Evidence]:
         """`measure_graph` of each (graph, modelled price) pair (a pool times them at once)."""

@@ -138,8 +138,9 @@ class PoolExecutor(LocalExecutor):
         return len(self.workers)
 
     # --- what the loop asks ----------------------------------------------------------------------
-    def submit(self, spec, region, params: dict, sweep) -> _Pending:
-        """The candidate's check and (passed) kernel measurement on a worker; `result()` waits for them."""
+    def submit(self, spec, region, params: dict, sweep, checked=None) -> _Pending:
+        """The candidate's check and (passed) kernel measurement on a worker; `result()` waits for them.
+        `checked`: a passing verdict of the same kernel at the same region, not checked again (`evaluate`'s)."""
         from ..measure.kernel_bench import KernelMeasurement
 
         try:
@@ -153,7 +154,7 @@ class PoolExecutor(LocalExecutor):
                 if (hit := self.cache.get(key)) is not None:
                     known[i] = KernelMeasurement(key, hit.median, hit.spread, hit.floor or 0.0, None, None)
         to_time = [p for i, p in enumerate(candidates) if i not in known] if self.on_device and not error else None
-        payload = _message("evaluate", (spec, region, params, to_time))
+        payload = _message("evaluate", (spec, region, params, to_time, checked))
         task = self._enqueue(f"{spec.id} for {region.key}", lambda worker: payload)
 
         def finish(answer, worker) -> Evaluation:

@@ -8,6 +8,10 @@ Qwen3-1.7B on the H200), and a 1-minute `hoid.optimize` kept one library kernel.
     check and measure each kernel as alone -> inject all that passed -> one extraction over them all
     -> one whole-graph measurement of its finalists -> on a gain, keep those the best finalist uses
 
+Under a budget of minutes with a proposer still to come, each kernel is measured at its sweep's first params
+first, and the rest of the sweeps (the costliest regions' first) only within the batch's share of the
+minutes (`loop.py` says why); a proposal whose sweep was cut says so in the journal.
+
 Why passing over the others is sound: the batch's best finalist is feasible with any one unused kernel
 added beside the kept ones, so under the extraction's prices it could only tie alone. Prices are times
 alone, and a kernel can lose in the graph what it wins alone (a fused kernel that breaks its neighbours'
@@ -23,10 +27,12 @@ gained nothing, when the budget's minutes end with it (they would get no turn of
 from __future__ import annotations
 
 import time
+from collections import deque
+from dataclasses import dataclass, field, replace
 
 from ..kernels.kernel_set import KernelSet
 from .alone import rejection, retried_note
-from .executor import WorkerLost
+from .executor import Evaluation, WorkerLost
 from .finalists import uses
 from .proposer import Context, Proposal
 
@@ -36,14 +42,16 @@ def decide_together(run, proposer: str, proposals: list[Proposal], context: Cont
     of those decided (journaled, kept or passed over), none when they are left to be decided one by one."""
     start = time.perf_counter()
     evaluated, not_reached = _evaluate(run, proposer, proposals, context)
-    passed = [c for c in evaluated if c[3].verdict is not None and c[3].verdict.ok and c[3].kernel is not None]
+    tails = _measure_tails(run, evaluated) if run.tails_wait() else Tails()
+    evaluated = tails.apply(evaluated)
+    passed = [c for c in evaluated if _passed(c[3])]
     # where a 1-minute budget goes (the H200's warm run spent 61 s on 24 library kernels), and how far it
     # reached: the proposals a spent budget left unevaluated (the H200's 1-minute runs of 2026-12-03 never
     # reached the merged QKV projection), said with the event
     spent = {"evaluated": len(evaluated), "failed": len(evaluated) - len(passed), "not_reached": not_reached,
              "evaluate_s": round(time.perf_counter() - start, 2),
              "check_s": round(sum(e.check_s or 0.0 for *_, e in evaluated), 2),
-             "measure_kernels_s": round(sum(e.measure_s or 0.0 for *_, e in evaluated), 2)}
+             "measure_kernels_s": round(sum(e.measure_s or 0.0 for *_, e in evaluated), 2), **tails.spent()}
     rejected = _record_rejections(run, proposer, evaluated)  # no measurement decides these: said now, not lost
     if len(passed) < 2:
         # nothing to decide together; said all the same, so that the log shows where the turn's time went
@@ -52,7 +60,7 @@ def decide_together(run, proposer: str, proposals: list[Proposal], context: Cont
         run.emit(kind="together", proposer=proposer, passed=len(passed), used=0, kept=False,
                  why="fewer than two passed: each is decided alone", **spent)
         return rejected | _record_unreached(run, proposer, passed, "nothing beside it passed to decide it with, and "
-                                                           "no time was left to measure it alone")
+                                                           "no time was left to measure it alone", tails)
     trial = KernelSet.empty()
     for proposal, _, region, result in passed:
         trial = trial.accept(proposal.kernel, region.types, region.attrs, result.params,
@@ -65,14 +73,15 @@ def decide_together(run, proposer: str, proposals: list[Proposal], context: Cont
     if best is None:
         run.emit(kind="together", proposer=proposer, passed=len(passed), used=0, kept=False,
                  why="no finalist uses any of them", **spent)
-        return rejected | _record_unreached(run, proposer, passed, "which gained nothing: no finalist used any of them")
+        return rejected | _record_unreached(run, proposer, passed, "which gained nothing: no finalist used any of "
+                                                                   "them", tails)
     best_f, best_e = best
     gain, why, best_e = run.beats_best(best_e, best_f.graph)
     used = {key for proposal, key, region, _ in passed if uses(best_f.graph, proposal.kernel.id, region)}
     run.emit(kind="together", proposer=proposer, passed=len(passed), used=len(used), kept=gain, why=why, **spent)
     if not gain or not used:
         return rejected | _record_unreached(run, proposer, passed, "which gained nothing: " + (
-            why if not gain else "no finalist used any of them"))
+            why if not gain else "no finalist used any of them"), tails)
     attempt = None
     for proposal, key, region, result in passed:
         kernel, keep = result.kernel, key in used
@@ -87,7 +96,7 @@ def decide_together(run, proposer: str, proposals: list[Proposal], context: Cont
                     f"passed)")
         else:  # the batch's optimum is feasible with this one and the kept alone: it could only tie
             said = f"decided together: the extraction over all {len(passed)} of {proposer}'s that passed chose others"
-        said += retried_note(result)
+        said += tails.note(key) + retried_note(result)
         fields = _passed_fields(result)
         if keep:
             fields.update(graph_s=best_e.seconds, graph_evidence=best_e.evidence)
@@ -109,7 +118,7 @@ def _fastest_using(timed: list[tuple], kernel_id: str, region) -> float | None:
     return min(times, default=None)
 
 
-def _record_unreached(run, proposer: str, passed: list[tuple], why: str) -> set[str]:
+def _record_unreached(run, proposer: str, passed: list[tuple], why: str, tails: Tails) -> set[str]:
     """Where the budget's minutes ended with a batch that gained nothing, the passing proposals get no turn of
     their own: each is journaled now as passed and not kept, with the batch's outcome (the H200's warm run of
     2026-12-04 evaluated 8 codegen kernels in 51 s, its batch gained 0.0%, and the journal held none of them).
@@ -121,7 +130,7 @@ def _record_unreached(run, proposer: str, passed: list[tuple], why: str) -> set[
         attempt = run.begin_attempt(proposer, proposal, region)
         run.evaluations.drop(key)
         said = f"passed; not decided alone, the budget ended after its batch of {len(passed)}: {why}"
-        said += retried_note(result)
+        said += tails.note(key) + retried_note(result)
         run.finish_attempt(attempt, proposer, region, proposal.kernel, "passed", False, said, _passed_fields(result),
                            kind=getattr(result.verdict, "kind", None))
         keys.add(key)
@@ -150,12 +159,18 @@ def _record_rejections(run, proposer: str, evaluated: list[tuple]) -> set[str]:
     return keys
 
 
+def _passed(result) -> bool:
+    return result.verdict is not None and result.verdict.ok and result.kernel is not None
+
+
 def _evaluate(run, proposer: str, proposals: list[Proposal], context: Context) -> tuple[list[tuple], int]:
     """((proposal, key, region, evaluation) of each proposal not yet decided, evaluated (submitted ahead
     where the executor is a pool) as far as the budget's attempts and the turn's minutes allow; how many
     were not reached). Those past the turn's share are left for a later turn (the proposals come ranked: the
-    costliest regions first)."""
+    costliest regions first). Where `run.tails_wait()`, each is measured at its sweep's first params only
+    (`_measure_tails` measures the rest)."""
     room = run.attempts_left()
+    first_only = run.tails_wait()
     fresh = []
     for i, proposal in enumerate(proposals):
         key, region = proposal.key(proposer), context.region(proposal.region)
@@ -164,7 +179,8 @@ def _evaluate(run, proposer: str, proposals: list[Proposal], context: Context) -
         if room is not None and len(fresh) >= room or run.turn_over() is not None:
             # out of attempts or time: what was evaluated is still decided, together
             return _results(fresh), len(proposals) - i
-        pending = run.evaluations.held(key) or run.evaluations.submit(key, proposal.kernel, region, proposal.sweep)
+        sweep = proposal.sweep[:1] if first_only else proposal.sweep
+        pending = run.evaluations.held(key) or run.evaluations.submit(key, proposal.kernel, region, sweep)
         fresh.append((proposal, key, region, pending))
     return _results(fresh), 0
 
@@ -177,3 +193,69 @@ def _results(fresh: list[tuple]) -> list[tuple]:
         except WorkerLost:
             continue  # decided alone, where it is recorded as failed
     return evaluated
+
+
+@dataclass
+class Tails:
+    """What measuring a batch's sweep tails did: the evaluations that replace the first params' (by
+    proposal key), the keys whose tails the batch's share did not reach (with why), those whose tails
+    failed (with the error: their first params stand), and the seconds spent."""
+
+    results: dict = field(default_factory=dict)
+    cut: dict = field(default_factory=dict)
+    failed: dict = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def apply(self, evaluated: list[tuple]) -> list[tuple]:
+        return [(p, key, region, self.results.get(key, result)) for p, key, region, result in evaluated]
+
+    def spent(self) -> dict:
+        """For the batch's event (nothing where no tail waited)."""
+        if not (self.results or self.cut or self.failed):
+            return {}
+        return {"tails_measured": len(self.results), "tails_not_reached": len(self.cut),
+                "tails_failed": len(self.failed), "tails_s": round(self.seconds, 2)}
+
+    def note(self, key: str) -> str:
+        """What the journal says of `key`'s sweep, where not all of it was measured."""
+        if key in self.cut:
+            return f"; measured at its first params only ({self.cut[key]} before the rest of its sweep)"
+        if key in self.failed:
+            return f"; measured at its first params only (the rest of its sweep failed: {self.failed[key]})"
+        return ""
+
+
+def _measure_tails(run, evaluated: list[tuple]) -> Tails:
+    """The rest of each passing proposal's sweep, in the batch's order (the costliest regions first), while
+    `run.tails_over()` allows: submitted with its check's verdict (not checked again), `parallel` at a time
+    on a pool; the first params' measurement comes back from the cache and competes with the rest."""
+    start, tails = time.perf_counter(), Tails()
+    width = max(1, getattr(run.evaluations.executor, "parallel", 1))
+    todo = [(p, key, region, result) for p, key, region, result in evaluated if _passed(result) and len(p.sweep) > 1]
+    waiting: deque = deque()
+
+    def collect() -> None:
+        key, first, pending = waiting.popleft()
+        try:
+            result = pending.result()
+        except WorkerLost as e:
+            result = Evaluation(first.verdict, error=f"its worker was lost: {e}")
+        if result.kernel is None:
+            tails.failed[key] = result.error or "not measured"
+            run.evaluations.hold(key, first)  # a later turn of its own takes the first params' evaluation
+            return
+        tails.results[key] = replace(result, check_s=first.check_s, retried=first.retried or result.retried,
+                                     measure_s=(first.measure_s or 0.0) + (result.measure_s or 0.0))
+
+    for n, (proposal, key, region, first) in enumerate(todo):
+        if (why := run.tails_over()) is not None:
+            tails.cut.update({k: why for _, k, _, _ in todo[n:]})
+            break
+        pending = run.evaluations.submit(key, proposal.kernel, region, proposal.sweep, checked=first.verdict)
+        waiting.append((key, first, pending))
+        if len(waiting) >= width:
+            collect()
+    while waiting:
+        collect()
+    tails.seconds = time.perf_counter() - start
+    return tails

@@ -6,9 +6,10 @@ since kernel specs hold closures that plain pickle refuses):
 
     ("hello", setup)       the run's sys.path, target device, cache file and check trials -> what the worker
                            runs on (its device's name: which kind of GPU), its pid and host
-    ("evaluate", task)     (spec, region, params, to_time): the check, then (passed) each param set of
-                           `to_time` timed at the region's real shapes (None: check only, the run prices
-                           it) -> (Evaluation, [KernelMeasurement])
+    ("evaluate", task)     (spec, region, params, to_time, checked): the check (skipped where `checked`
+                           holds an earlier passing verdict), then (passed) each param set of `to_time`
+                           timed at the region's real shapes (None: check only, the run prices it)
+                           -> (Evaluation, [KernelMeasurement])
     ("graphs", task)       (documents, specs, weights, rounds): whole graphs timed, in turn where there are
                            several -> (samples per graph, method); kernel source the graphs run and weights
                            the worker lacks come with them, once
@@ -68,9 +69,9 @@ class WorkerSide:
     def _evaluate(self, task):
         from .executor import Evaluation, register_checked
 
-        spec, region, params, to_time = task
+        spec, region, params, to_time, checked = task
         try:
-            verdict = self.executor.check(spec, region, params)
+            verdict = checked if checked is not None else self.executor.check(spec, region, params)
         except Exception as e:  # noqa: BLE001  as in the run's own process: a rejection, not a failure
             return Evaluation(error=f"could not be checked: {type(e).__name__}: {e}"), [], []
         if not verdict.ok or to_time is None:

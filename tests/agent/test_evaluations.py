@@ -17,7 +17,7 @@ class Recording:
     def __init__(self):
         self.submitted: list[tuple] = []
 
-    def submit(self, spec, region, params, sweep) -> Future:
+    def submit(self, spec, region, params, sweep, checked=None) -> Future:
         self.submitted.append((spec.id, region.key, params, sweep))
         return Future()
 

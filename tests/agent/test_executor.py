@@ -162,7 +162,7 @@ def test_a_hung_worker_is_killed_with_the_reason(tmp_path):
         types = (TensorType((4, 64), "f32"), TensorType((64,), "f32"))
         region = RegionInfo("r", "rmsnorm", types, {"eps": 1e-6}, op_pattern("rmsnorm", 2).graph(list(types),
                             {"eps": 1e-6}), 1e-6, 1.0, "modelled")
-        worker.send(cloudpickle.dumps(("evaluate", (HANGS, region, {}, None))))
+        worker.send(cloudpickle.dumps(("evaluate", (HANGS, region, {}, None, None))))
         with pytest.raises(Lost, match=r"no answer in 3 s \(hung\): killed"):
             worker.receive(3)
         assert worker.process.poll() is not None

@@ -3,14 +3,19 @@ with the reason, and one by one where the batch gains nothing (CPU, modelled H20
 
 from __future__ import annotations
 
+import json
+import time
+
 import pytest
 import torch
 
 import hoid
+from hoid.agent import Proposal
 from hoid.agent.executor import Evidence, LocalExecutor
 from hoid.ir import GraphBuilder
 from hoid.kernels import KernelSpec
 from hoid.kernels.pattern import op_pattern
+from hoid.kernels.spec import Param
 from hoid.measure.devices import get_device
 
 from .helpers import SLOW_RMSNORM, Only, norm_graph
@@ -226,3 +231,98 @@ def test_a_kernel_cheapest_alone_but_slower_in_the_graph_is_measured_out_with_bo
             "modelled": "modelled: the best graph without it costs"}
     assert not fast["kept"] and said[evidence] in fast["why"], fast["why"]
     assert attempts[MID_RMSNORM.id]["kept"]
+
+
+# --- a batch's sweeps: the first params of every proposal first, the rest within the batch's share ---------
+
+def _tuned_rmsnorm(x, w, out, *, eps, block):
+    _rmsnorm(x, w, out, eps=eps)
+
+
+TUNED_RMSNORM = KernelSpec(id="test.tuned_rmsnorm", pattern=op_pattern("rmsnorm", 2), backend="torch",
+                           launch=_tuned_rmsnorm, deterministic=True, params=(Param("block", (1, 2, 4), 1),))
+SWEEP = ({"block": 1}, {"block": 2}, {"block": 4})
+
+
+class Swept(Batch):
+    """Proposes its kernels, those with params over SWEEP."""
+
+    def propose(self, context):
+        for p in super().propose(context):
+            yield Proposal(p.region, p.kernel, SWEEP if p.kernel.params else p.sweep)
+
+
+class Counting(Priced):
+    """Priced; counts each kernel's checks and records each measurement's sweep; the larger the block, the
+    faster (by hand); where `then` is set, it runs once the first measurement is done."""
+
+    def __init__(self, prices, then=None, **kw):
+        super().__init__(prices, **kw)
+        self.checks, self.sweeps, self.then = {}, [], then
+
+    def check(self, spec, region, params):
+        self.checks[spec.id] = self.checks.get(spec.id, 0) + 1
+        return super().check(spec, region, params)
+
+    def measure_kernel(self, spec, region, sweep):
+        self.sweeps.append((spec.id, [p.get("block") for p in sweep]))
+        if self.then is not None:
+            self.then(), setattr(self, "then", None)
+        best = max(self.candidates(spec, region, sweep), key=lambda p: p.get("block", 0))
+        return best, Evidence(1e-8 / best.get("block", 1), "modelled", "priced by hand")
+
+
+def _swept_run(tmp_path, agent, then=None, budget=None):
+    executor = Counting({TUNED_RMSNORM.id: 1e-8, SLOW_RMSNORM.id: 1e-3}, then=then)
+    events = []
+    opt = hoid.optimize(norm_graph(), agent=agent, device="h200", journal=tmp_path / "j.sqlite", store=False,
+                        trials=4, executor=executor, progress=events.append, budget=budget)
+    [event, *_] = [e for e in events if e["kind"] == "together"]
+    return opt, {a["kernel"]: a for a in opt.report.attempts}, event, executor
+
+
+def test_a_batch_with_a_proposer_after_it_measures_first_params_first_and_then_the_rest_unchecked(tmp_path):
+    """BGE-M3 on the H200 (12-05, 2 minutes): the library's sweeps took 62 s and codegen's turn never came."""
+    opt, attempts, event, executor = _swept_run(
+        tmp_path, [Swept("p", TUNED_RMSNORM, SLOW_RMSNORM), Batch("q", MID_RMSNORM)], budget=hoid.Budget(minutes=10))
+    assert [s for s in executor.sweeps if s[0] == TUNED_RMSNORM.id] == [(TUNED_RMSNORM.id, [1]),
+                                                                         (TUNED_RMSNORM.id, [1, 2, 4])]
+    assert executor.checks[TUNED_RMSNORM.id] == 1  # the tail's measurement is not checked again
+    assert event["tails_measured"] == 1 and event["tails_not_reached"] == 0 and event["tails_failed"] == 0
+    tuned = attempts[TUNED_RMSNORM.id]
+    assert tuned["kept"] and json.loads(tuned["params"]) == {"block": 4} and "first params only" not in tuned["why"]
+
+
+@pytest.mark.parametrize("agent, budget", [("alone", hoid.Budget(minutes=10)), ("two", None)])
+def test_a_batch_with_no_turn_to_wait_for_measures_its_sweeps_whole(tmp_path, agent, budget):
+    proposers = [Swept("p", TUNED_RMSNORM, SLOW_RMSNORM)] + ([Batch("q", MID_RMSNORM)] if agent == "two" else [])
+    opt, attempts, event, executor = _swept_run(tmp_path, proposers, budget=budget)
+    assert [s for s in executor.sweeps if s[0] == TUNED_RMSNORM.id] == [(TUNED_RMSNORM.id, [1, 2, 4])]
+    assert "tails_measured" not in event and json.loads(attempts[TUNED_RMSNORM.id]["params"]) == {"block": 4}
+
+
+def test_a_batch_whose_share_ends_before_the_tails_keeps_the_first_params_and_says_so(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from hoid.agent import budget as budget_module
+    from hoid.agent import loop as loop_module
+
+    skew = {"s": 0.0}
+    clock = SimpleNamespace(monotonic=lambda: time.monotonic() + skew["s"], perf_counter=time.perf_counter,
+                            time=time.time)
+    monkeypatch.setattr(loop_module, "time", clock)
+    monkeypatch.setattr(budget_module, "time", clock)
+
+    def six_minutes_pass():  # past the batch's share (half of 10 minutes), within the budget
+        skew["s"] = 360.0
+
+    opt, attempts, event, executor = _swept_run(
+        tmp_path, [Swept("p", TUNED_RMSNORM, SLOW_RMSNORM), Batch("q", MID_RMSNORM)], then=six_minutes_pass,
+        budget=hoid.Budget(minutes=10))
+    assert [s for s in executor.sweeps if s[0] == TUNED_RMSNORM.id] == [(TUNED_RMSNORM.id, [1])]
+    assert event["tails_measured"] == 0 and event["tails_not_reached"] == 1
+    tuned = attempts[TUNED_RMSNORM.id]
+    assert tuned["kept"] and json.loads(tuned["params"]) == {"block": 1}
+    assert ("measured at its first params only (its share of the budget's minutes is spent before the rest of "
+            "its sweep)") in tuned["why"]
+    assert MID_RMSNORM.id in attempts  # the next proposer had its turn
