@@ -37,7 +37,18 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(1, str(HERE.parent))
 
 from decode_gate import Gate  # noqa: E402
-from decode_loop import Decoder, greedy, last_logits, peak_bytes, record_row, release, result_name, run_row, save_json  # noqa: E402,E501
+from decode_loop import (  # noqa: E402
+    Decoder,
+    built,
+    greedy,
+    last_logits,
+    peak_bytes,
+    record_row,
+    release,
+    result_name,
+    run_row,
+    save_json,
+)
 from decode_stock import COMPILE_ROWS, compile_stock  # noqa: E402
 from forward_loop import NO_BASELINE, gate_word, hoid_plan, time_call  # noqa: E402
 
@@ -127,6 +138,7 @@ def encoder_part(model, args, device) -> list[dict]:
                 row.update(info)
                 fn = lambda x, c=compiled: c(x)[0]  # noqa: E731
             row["build_s"] = time.perf_counter() - begin
+            built(row, device)
             row.update(time_call(fn, (features,), device, args.repeats))
             row["peak_bytes"] = peak_bytes(device)
             error = relative_l2(fn(features).float(), reference)

@@ -5,6 +5,9 @@ it does not build for: `hoid.kernels.launch.KernelUnavailable`) is replaced by i
 warning naming the node and the reason: an optimized document never becomes unrunnable. Inlined values
 are renamed `<node output>.<body value>`, so names stay unique and say where they came from.
 
+A bool attention mask that several plain `sdpa` nodes read is converted to its additive form once, before
+the first of them (`_convert_shared_masks`), as Inductor does: torch converts it on every call.
+
 Bind-time values are the weight-only ones (`hoid.ir.analysis.weight_only_values`, the one owner of that
 rule), plus the values built from constants alone (`arange`, `full` and what follows from them): they
 are the same on every call, so the runtime computes them once instead of allocating them per call.
@@ -15,7 +18,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 
-from ..ir import Graph, Node, Value
+from ..ir import Graph, Node, TensorType, Value
 from ..ir.analysis import weight_only_values
 from ..kernels.launch import BoundKernel, KernelUnavailable, bind
 
@@ -45,6 +48,7 @@ def lower(graph: Graph, *, arch: str | None = None, kernels=None, pdl: bool = Fa
     fallbacks: dict[str, str] = {}
     nodes: list[Node] = []
     _flatten(graph.nodes, {}, "", (arch, kernels, pdl), bound, fallbacks, nodes)
+    nodes = _convert_shared_masks(nodes)
     flat = Graph(graph.name, list(graph.inputs), nodes, list(graph.outputs), dict(graph.state_updates),
                  dict(graph.weights))
     static = frozenset(_static_values(flat))
@@ -96,6 +100,42 @@ def _flatten(body_nodes, rename: dict[str, Value], prefix: str, how, bound, fall
         _flatten(body.nodes, inner, sub_prefix, how, bound, fallbacks, out)
         for src, dst in passthrough:
             out.append(Node("reshape", (src,), {"shape": dst.type.shape}, (dst,)))
+
+
+def _convert_shared_masks(nodes: list[Node]) -> list[Node]:
+    """`nodes` with each bool mask that two or more plain `sdpa` nodes read (with q of one dtype) converted
+    once to the additive mask torch would build on each call, where(mask, 0, -inf) in q's dtype (true
+    attends: 0 is added to its score, -inf to the others'), before its first reader, which all read then.
+    The same attention by torch's own definition of a bool mask. On the H100 (12-05) BGE-M3's 24 layers
+    spent 0.54 ms of a 22.8 ms step converting one [32, 1, 512, 512] mask, once per layer, where Inductor's
+    step converts it once. The two constants are bind-time values (computed once)."""
+    def mask_of(node: Node) -> tuple[str, str] | None:
+        if node.op == "sdpa" and len(node.inputs) == 4 and node.inputs[3].type.dtype == "bool":
+            return node.inputs[3].name, node.inputs[0].type.dtype
+        return None
+
+    readers: dict[tuple[str, str], int] = {}
+    for node in nodes:
+        if (key := mask_of(node)) is not None:
+            readers[key] = readers.get(key, 0) + 1
+    if all(n < 2 for n in readers.values()):
+        return nodes
+    out: list[Node] = []
+    additive: dict[tuple[str, str], Value] = {}
+    for node in nodes:
+        key = mask_of(node)
+        if key is not None and readers[key] > 1:
+            if key not in additive:
+                mask, dtype = node.inputs[3], key[1]
+                zero, never = (Value(f"{mask.name}.{what}_{dtype}", TensorType((), dtype))
+                               for what in ("zero", "never"))
+                additive[key] = Value(f"{mask.name}.additive_{dtype}", TensorType(mask.type.shape, dtype))
+                out += [Node("full", (), {"shape": (), "value": 0.0, "dtype": dtype}, (zero,)),
+                        Node("full", (), {"shape": (), "value": float("-inf"), "dtype": dtype}, (never,)),
+                        Node("where", (mask, zero, never), {}, (additive[key],))]
+            node = Node(node.op, (*node.inputs[:3], additive[key]), node.attrs, node.outputs)
+        out.append(node)
+    return out
 
 
 def _static_values(flat: Graph) -> set[str]:

@@ -1,6 +1,9 @@
-"""`benchmarks/forward_loop.py`'s pieces that need no model: what the forward workloads print."""
+"""`benchmarks/forward_loop.py`'s pieces that need no model: what the forward workloads print, and (on a GPU)
+what a row's peak memory counts."""
 
-from forward_loop import launched_lines  # benchmarks/ is on the path (conftest.py)
+import pytest
+import torch
+from forward_loop import forward_row, launched_lines  # benchmarks/ is on the path (conftest.py)
 
 
 def test_the_best_stock_rows_and_hoids_kernels_are_listed_slowest_first():
@@ -17,3 +20,19 @@ def test_the_best_stock_rows_and_hoids_kernels_are_listed_slowest_first():
     assert lines[3].startswith("hoid: 241 launches, 10.50 ms") and len(lines) == 6
     assert lines[5] == "  x48      0.800 ms  direct_copy"
     assert launched_lines([{"key": "hoid"}], None) == []  # on the CPU no row records its kernels
+
+
+@pytest.mark.gpu
+def test_a_rows_peak_is_what_running_it_needs_not_what_building_it_took():
+    """BGE-M3's hoid row said 33.4 GiB (H100, 12-05): its 4-minute optimize's, not its step's."""
+    device = torch.device("cuda")
+
+    def build():
+        scratch = torch.empty(512 * 2**20, dtype=torch.uint8, device=device)  # a plan's finalists, say
+        del scratch
+        weight = torch.randn(256, 256, device=device)
+        return (lambda x: x @ weight), {}
+
+    row, _ = forward_row("r", "a row", "stock", build, (torch.randn(64, 256, device=device),), device, repeat=3)
+    assert row["status"] == "ok", row.get("reason")
+    assert row["build_peak_bytes"] >= 512 * 2**20 > 16 * 2**20 > row["peak_bytes"] > 256 * 256 * 4
