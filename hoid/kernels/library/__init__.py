@@ -11,6 +11,7 @@ from . import (
     cute_gemv,
     cute_gemv_split,
     torch_linear_bias,
+    torch_linear_bias_gelu,
     torch_matmul,
     torch_rmsnorm,
     torch_rope,
@@ -83,7 +84,8 @@ for _spec in CUTE_SPECS:
 
 # The vendor kernels: a correct, measurable fallback for every pattern the library implements.
 TORCH_SPECS = tuple(m.SPEC for m in (torch_matmul, torch_sdpa, torch_sdpa_masked, torch_rmsnorm, torch_rope,
-                                     torch_silu_mul, torch_swiglu_merged, torch_softmax, torch_linear_bias))
+                                     torch_silu_mul, torch_swiglu_merged, torch_softmax, torch_linear_bias,
+                                     torch_linear_bias_gelu))
 
 for _spec in TORCH_SPECS:
     register_library(_spec)

@@ -1,0 +1,61 @@
+"""`torch.linear_bias_gelu`: GELU(x @ weight.T + bias) as one `torch._addmm_activation` (on NVIDIA GPUs the GELU
+runs in cuBLASLt's GEMM epilogue, on the accumulator before it is rounded and stored).
+
+An encoder's MLP widens to 4x its hidden size and applies GELU there: BGE-M3 at 32 x 512 tokens writes a
+[16384, 4096] bf16 intermediate (128 MiB), and GELU as its own pass reads and writes it again: 2.34 ms of a
+22.8 ms step on the H100 (12-05), as its own kernel in Inductor's max-autotune step too (2.30 ms). In the
+epilogue the pass is gone.
+
+The pattern is the exact (erf) GELU, as BERT-family encoders, ViT and Whisper write it. cuBLASLt's epilogue
+may compute the tanh form, which differs from erf's by at most 4.7e-4 in value (less than a bf16 ulp for
+outputs above 0.06 in magnitude, more for small negative outputs): whether that passes is the numerical
+check's call on the GPU, at the region's dtype; on the CPU torch applies the erf form after the matmul.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+
+import torch
+
+from ...ir import GraphBuilder, TensorType, Value
+from ..pattern import Pattern
+from . import _constraints as C
+from ._torch_vendor import source_of, vendor_spec
+from .torch_linear_bias import LINEAR_BIAS, _shapes_fit
+
+
+def _linear_bias_gelu(b: GraphBuilder, ins: list[Value], attrs: dict) -> Value:
+    return b.gelu(LINEAR_BIAS.build(b, ins, attrs), approximate="none")
+
+
+LINEAR_BIAS_GELU = Pattern("linear_bias_gelu", ("x", "weight", "bias"), _linear_bias_gelu,
+                           doc="gelu(x @ weight.T + bias), erf GELU: an encoder MLP's widening half")
+
+
+def launch(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, out: torch.Tensor) -> None:
+    """out [..., N] <- gelu(x [..., K] @ weight.T + bias), the leading dims folded into the GEMM's rows."""
+    torch._addmm_activation(bias, x.reshape(-1, x.shape[-1]), weight.t(), use_gelu=True,
+                            out=out.view(-1, out.shape[-1]))
+
+
+def examples(rng: random.Random):
+    """f32 calls, as `torch.linear_bias`'s (in 16 bits the pattern rounds the product and the sum before the
+    GELU, the epilogue only its result). Where a GPU's epilogue computes the tanh form, an f32 check sees it
+    and rejects the kernel: the models' 16-bit regions are checked at their own dtypes where they occur."""
+    lead = tuple(rng.randint(1, 5) for _ in range(rng.randint(1, 2)))
+    k, n = rng.choice((8, 64, 96)), rng.choice((16, 48, 128))
+    return [TensorType(lead + (k,), "f32"), TensorType((n, k), "f32"), TensorType((n,), "f32")], {}
+
+
+SPEC = vendor_spec(
+    "torch.linear_bias_gelu", LINEAR_BIAS_GELU, launch,
+    source=source_of(sys.modules[__name__], torch._addmm_activation),
+    constraints=(C.float_dtype(LINEAR_BIAS_GELU.operands, "x", "weight", "bias"),
+                 C.shape_holds("x [..., K] (rank 2 or more), weight [N, K], bias [N]", _shapes_fit),
+                 C.contiguous(LINEAR_BIAS_GELU.operands, "bias")),
+    deterministic=False,  # cuBLAS may split K across blocks (see torch.matmul): not bitwise run to run
+    examples=examples,
+    doc="gelu(x @ weight.T + bias) through torch._addmm_activation (GELU in cuBLASLt's epilogue on NVIDIA GPUs)",
+)

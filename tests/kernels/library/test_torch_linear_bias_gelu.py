@@ -1,0 +1,39 @@
+"""`torch.linear_bias_gelu`: GELU(x @ weight.T + bias) in one call, against float64, found in an imported MLP."""
+
+import pytest
+import torch
+
+from hoid.ir import TensorType
+from hoid.kernels import get, kernels_for
+from hoid.measure.inputs import random_inputs
+
+from .reference import assert_matches, launch
+
+SPEC = get("torch.linear_bias_gelu")
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+@pytest.mark.parametrize("lead", [(6,), (2, 5)])
+def test_matches_float64_for_any_leading_dims(dtype, lead):
+    types = [TensorType(lead + (96,), dtype), TensorType((40, 96), dtype), TensorType((40,), dtype)]
+    assert SPEC.rejects(types, {}) is None
+    assert_matches(SPEC, random_inputs(types, seed=len(lead)), {})
+
+
+def test_its_pattern_is_an_imported_mlp_s_widening_half():
+    assert SPEC in kernels_for("linear_bias_gelu")
+    lin = torch.nn.Linear(64, 128).eval()
+    types = [TensorType((3, 5, 64), "f32"), TensorType((128, 64), "f32"), TensorType((128,), "f32")]
+    region = SPEC.pattern.graph(types)
+    assert [n.op for n in region.nodes] == ["transpose", "matmul", "add", "gelu"]
+    assert region.nodes[-1].attrs["approximate"] == "none"  # the erf form, as BERT, ViT and Whisper write it
+    x = torch.randn(3, 5, 64)
+    got, = launch(SPEC, [x, lin.weight.detach(), lin.bias.detach()], {})
+    with torch.no_grad():
+        torch.testing.assert_close(got, torch.nn.functional.gelu(lin(x)))
+
+
+def test_wrong_shapes_are_rejected_in_words():
+    x, w = TensorType((4, 64), "bf16"), TensorType((32, 64), "bf16")
+    assert "bias [N]" in SPEC.rejects([x, w, TensorType((31,), "bf16")], {})
+    assert "one dtype" in SPEC.rejects([x, w, TensorType((32,), "f32")], {})
