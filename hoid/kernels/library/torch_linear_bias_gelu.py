@@ -14,7 +14,6 @@ check's call on the GPU, at the region's dtype; on the CPU torch applies the erf
 
 from __future__ import annotations
 
-import random
 import sys
 
 import torch
@@ -24,6 +23,7 @@ from ..pattern import Pattern
 from . import _constraints as C
 from ._torch_vendor import source_of, vendor_spec
 from .torch_linear_bias import LINEAR_BIAS, _shapes_fit
+from .torch_linear_bias import examples as _linear_bias_examples
 
 
 def _linear_bias_gelu(b: GraphBuilder, ins: list[Value], attrs: dict) -> Value:
@@ -40,15 +40,6 @@ def launch(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, out: torch
                             out=out.view(-1, out.shape[-1]))
 
 
-def examples(rng: random.Random):
-    """f32 calls, as `torch.linear_bias`'s (in 16 bits the pattern rounds the product and the sum before the
-    GELU, the epilogue only its result). Where a GPU's epilogue computes the tanh form, an f32 check sees it
-    and rejects the kernel: the models' 16-bit regions are checked at their own dtypes where they occur."""
-    lead = tuple(rng.randint(1, 5) for _ in range(rng.randint(1, 2)))
-    k, n = rng.choice((8, 64, 96)), rng.choice((16, 48, 128))
-    return [TensorType(lead + (k,), "f32"), TensorType((n, k), "f32"), TensorType((n,), "f32")], {}
-
-
 SPEC = vendor_spec(
     "torch.linear_bias_gelu", LINEAR_BIAS_GELU, launch,
     source=source_of(sys.modules[__name__], torch._addmm_activation),
@@ -56,6 +47,9 @@ SPEC = vendor_spec(
                  C.shape_holds("x [..., K] (rank 2 or more), weight [N, K], bias [N]", _shapes_fit),
                  C.contiguous(LINEAR_BIAS_GELU.operands, "bias")),
     deterministic=False,  # cuBLAS may split K across blocks (see torch.matmul): not bitwise run to run
-    examples=examples,
+    # torch.linear_bias's f32 calls (in 16 bits the pattern rounds the product and the sum before the GELU, the
+    # epilogue only its result); where a GPU's epilogue computes the tanh form, an f32 check sees it and rejects
+    # the kernel, and a model's 16-bit regions are checked at their own dtype where they occur
+    examples=_linear_bias_examples,
     doc="gelu(x @ weight.T + bias) through torch._addmm_activation (GELU in cuBLASLt's epilogue on NVIDIA GPUs)",
 )
