@@ -18,7 +18,7 @@ import sys
 
 import torch
 
-from ...ir import GraphBuilder, TensorType, Value
+from ...ir import GraphBuilder, Value
 from ..pattern import Pattern
 from . import _constraints as C
 from ._torch_vendor import source_of, vendor_spec
