@@ -9,7 +9,11 @@
 Rows are keyed by device, kernel id, input types and attrs. Only measured acceptances are stored: one on
 modelled evidence is provisional and never persisted. A row whose kernel changed since (another version
 of the library's source, or of an agent's source) comes back under `stale`, to be checked again before
-reuse; an agent's kernel is stored with its source text, and rebuilt from it (`KernelSource.to_spec`).
+reuse. A kernel built from source (a generated or an agent's kernel), which a later process has not
+registered, is stored with its source text and its region (the pattern's graph at the row's types and
+attrs), and rebuilt from them (`KernelSource.to_spec`): before, every generated kernel a GPU run had accepted
+came back stale in the next process ("not registered"), was generated and checked again (the Whisper
+encoder's seven: 28 s of a 2-minute budget, H100 12-05), and the `torch.compile` backend never used one.
 """
 
 from __future__ import annotations
@@ -28,10 +32,11 @@ from .spec import KernelSpec
 SCHEMA = """
 create table if not exists accepted (
     device text not null, kernel text not null, types text not null, attrs text not null,
-    version text not null, params text not null, source text, entry text,
+    version text not null, params text not null, source text, entry text, pattern text,
     primary key (device, kernel, types, attrs)
 )
 """
+COLUMNS = ("device", "kernel", "types", "attrs", "version", "params", "source", "entry", "pattern")
 
 
 def default_store_path() -> Path:
@@ -74,6 +79,9 @@ class AcceptedStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(self.path)
         self.db.execute(SCHEMA)
+        have = {row[1] for row in self.db.execute("pragma table_info(accepted)")}
+        if "pattern" not in have:  # a store written before source kernels kept their region: rows keep theirs
+            self.db.execute("alter table accepted add column pattern text")
         self.db.commit()
 
     def save(self, device: str, accepted: Accepted) -> None:
@@ -83,23 +91,30 @@ class AcceptedStore:
                              "and is not stored for a device; measure it on the device first")
         spec = accepted.spec
         source = getattr(spec.launch, "source", None)  # a spec built from kernel source carries it
-        self.db.execute("insert or replace into accepted values (?, ?, ?, ?, ?, ?, ?, ?)",
-                        (device, spec.id, _types_text(accepted.types), _json(accepted.attrs), spec.version,
-                         _json(accepted.params), getattr(source, "text", None), getattr(source, "entry", None)))
+        pattern = None
+        if source is not None:  # what a later process rebuilds it over (see the module doc)
+            from ..ir.text import dumps
+
+            pattern = dumps(spec.pattern.graph(list(accepted.types), dict(accepted.attrs)))
+        row = (device, spec.id, _types_text(accepted.types), _json(accepted.attrs), spec.version,
+               _json(accepted.params), getattr(source, "text", None), getattr(source, "entry", None), pattern)
+        self.db.execute(f"insert or replace into accepted ({', '.join(COLUMNS)}) values ({', '.join('?' * len(row))})",
+                        row)
         self.db.commit()
 
-    def load(self, device: str, *, resolve: Callable[[str, str | None, str | None], KernelSpec | None] | None = None
-             ) -> Loaded:
-        """The acceptances stored for `device` (never another's). `resolve(kernel_id, source, entry)` finds
-        a row's spec (default: the registry, for kernels registered in this process)."""
-        resolve = resolve or _registered
+    def load(self, device: str, *, resolve: Callable[[str, str | None, str | None, str | None], KernelSpec | None]
+             | None = None) -> Loaded:
+        """The acceptances stored for `device` (never another's). `resolve(kernel_id, source, entry, pattern)`
+        finds a row's spec (default `registered_or_rebuilt`)."""
+        resolve = resolve or registered_or_rebuilt
         found = Loaded()
-        rows = self.db.execute("select kernel, types, attrs, version, params, source, entry from accepted "
+        rows = self.db.execute("select kernel, types, attrs, version, params, source, entry, pattern from accepted "
                                "where device = ? order by kernel, types", (device,)).fetchall()
-        for kernel, types, attrs, version, params, source, entry in rows:
-            spec = resolve(kernel, source, entry)
+        for kernel, types, attrs, version, params, source, entry, pattern in rows:
+            spec = resolve(kernel, source, entry, pattern)
             if spec is None:
-                found.stale.append((kernel, "its kernel is not registered in this process"))
+                found.stale.append((kernel, "its kernel is not registered in this process, and the store holds no "
+                                            "source and region to rebuild it from"))
             elif spec.version != version:
                 found.stale.append((kernel, f"accepted at version {version}, the kernel is now at {spec.version}"))
             else:
@@ -122,7 +137,22 @@ class AcceptedStore:
         self.close()
 
 
-def _registered(kernel_id: str, source, entry) -> KernelSpec | None:
-    from .registry import all_kernels
+def registered_or_rebuilt(kernel_id: str, source: str | None, entry: str | None, pattern: str | None
+                          ) -> KernelSpec | None:
+    """The registry's `kernel_id`; else, for kernel source stored with its region, the spec rebuilt from them
+    (its version is its source's hash, so an edited source comes back stale) and registered, as a kernel that
+    passed its check is (`hoid.agent.executor.register_checked`): it passed when it was accepted, at this
+    version, and the runtime binds kernel nodes by id. None where neither finds it."""
+    from .registry import all_kernels, register
 
-    return all_kernels().get(kernel_id)
+    found = all_kernels().get(kernel_id)
+    if found is not None or source is None or pattern is None:
+        return found
+    from ..ir.text import loads
+    from .codegen.generate import body_pattern
+    from .loader import KernelSource
+
+    spec = KernelSource(source, entry or "launch").to_spec(kernel_id, body_pattern(kernel_id, loads(pattern)),
+                                                           doc=f"rebuilt from the accepted-kernel store: {kernel_id}")
+    register(spec, replace=True)
+    return spec

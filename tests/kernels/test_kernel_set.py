@@ -46,7 +46,7 @@ def test_the_store_keeps_acceptances_per_device(tmp_path):
     spec = _spec()
     with AcceptedStore(tmp_path / "k.sqlite") as store:
         store.save("NVIDIA H200", Accepted(spec, (X, W), {"eps": 1e-6}, {"rows": 2}))
-        found = store.load("NVIDIA H200", resolve=lambda kernel_id, source, entry: spec)
+        found = store.load("NVIDIA H200", resolve=lambda kernel_id, source, entry, pattern: spec)
         assert [(a.spec.id, a.types, a.attrs, a.params) for a in found.current] == [
             ("test.norm", (X, W), {"eps": 1e-6}, {"rows": 2})]
         assert found.kernel_set(KernelSet.empty()).allows(spec, [X, W], {"eps": 1e-6}) is None
@@ -81,3 +81,48 @@ def test_runnable_here_drops_cute_kernels_without_a_gpu(monkeypatch):
     assert not any(s.backend == "cute" for s in KernelSet.default().runnable_here())
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert any(s.backend == "cute" for s in KernelSet.default().runnable_here())
+
+
+def test_a_generated_kernel_comes_back_from_the_store_rebuilt_and_runs(tmp_path):
+    """On the H100 (12-05) every generated kernel a run had accepted came back stale in the next process ("not
+    registered"), was generated and checked again, and the torch.compile backend never used one."""
+    from hoid.ir import GraphBuilder
+    from hoid.kernels import all_kernels
+    from hoid.kernels.codegen import generate
+    from hoid.kernels.launch import resolve_params
+    from hoid.measure.inputs import random_inputs
+
+    from .library.reference import assert_matches
+
+    b = GraphBuilder("bias_gelu")
+    h, bias = b.input("h", (6, 48), "f32"), b.input("bias", (48,), "f32")
+    gen = generate(b.build(b.gelu(b.add(h, bias))))
+    types = tuple(gi.value.type for gi in gen.body.inputs)
+    params = resolve_params(gen.spec, types, {}, gen.spec.default_params(), "sm_90")
+    assert gen.spec.id not in all_kernels()  # generated, never checked here: as in a fresh process
+    with AcceptedStore(tmp_path / "k.sqlite") as store:
+        store.save("NVIDIA H200", Accepted(gen.spec, types, {}, params))
+    with AcceptedStore(tmp_path / "k.sqlite") as store:  # reopened: what a later process reads
+        found = store.load("NVIDIA H200")
+    assert found.stale == []
+    [accepted] = found.current
+    assert accepted.spec.id == gen.spec.id and accepted.spec.version == gen.spec.version
+    assert all_kernels()[gen.spec.id] is accepted.spec  # registered: the runtime binds kernel nodes by id
+    assert accepted.params == params and accepted.types == types
+    assert_matches(accepted.spec, random_inputs(list(types), seed=1), {}, params)
+
+
+def test_a_store_written_before_regions_were_kept_opens_and_its_rows_load(tmp_path):
+    import sqlite3
+
+    db = sqlite3.connect(tmp_path / "old.sqlite")
+    db.execute("create table accepted (device text not null, kernel text not null, types text not null, "
+               "attrs text not null, version text not null, params text not null, source text, entry text, "
+               "primary key (device, kernel, types, attrs))")
+    db.commit()
+    db.close()
+    spec = _spec()
+    with AcceptedStore(tmp_path / "old.sqlite") as store:
+        store.save("NVIDIA H200", Accepted(spec, (X, W), {"eps": 1e-6}))
+        [found] = store.load("NVIDIA H200", resolve=lambda *a: spec).current
+    assert found.spec is spec
