@@ -1,6 +1,7 @@
 """Lowering's own steps (the rest is tested through `compile`): a bool mask that several attentions read is
 converted once, and the step computes what the interpreter computes."""
 
+import pytest
 import torch
 
 import hoid
@@ -50,3 +51,13 @@ def test_the_compiled_step_with_the_converted_mask_computes_what_the_interpreter
     torch.testing.assert_close(got, expected, rtol=1e-6, atol=1e-6)
     # and the mask matters: attending to the padding gives another answer
     assert not torch.allclose(compile(graph, device="cpu")(x, torch.ones_like(mask))[0], expected, atol=1e-3)
+
+
+@pytest.mark.gpu
+def test_on_the_gpu_the_step_with_the_converted_mask_matches_the_interpreter_in_bf16():
+    graph = _masked_layers(3, "bf16")
+    x, mask = _inputs()
+    x = x.to(torch.bfloat16)
+    expected = hoid.run(_masked_layers(3, "f32"), x.float(), mask)[0].double()  # float32 on the CPU: the reference
+    got = compile(graph, device="cuda")(x.cuda(), mask.cuda())[0].double().cpu()
+    assert ((got - expected).norm() / expected.norm()).item() < 2e-2

@@ -37,3 +37,17 @@ def test_wrong_shapes_are_rejected_in_words():
     x, w = TensorType((4, 64), "bf16"), TensorType((32, 64), "bf16")
     assert "bias [N]" in SPEC.rejects([x, w, TensorType((31,), "bf16")], {})
     assert "one dtype" in SPEC.rejects([x, w, TensorType((32,), "f32")], {})
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["bf16", "f16"])
+def test_on_the_gpu_an_encoder_s_16_bit_region_passes_its_check(dtype):
+    """On NVIDIA GPUs the GELU runs in cuBLASLt's epilogue, which may compute the tanh form: the check at an
+    encoder layer's widths (BGE-M3's, fewer rows) is what the loop asks of it there."""
+    from hoid.verify import check
+    from hoid.verify.check import region_inputs
+
+    types = [TensorType((4, 128, 1024), dtype), TensorType((4096, 1024), dtype), TensorType((4096,), dtype)]
+    region = SPEC.pattern.graph(types)
+    verdict = check(SPEC, region, region_inputs(region), device="cuda", seed=0)
+    assert verdict.ok, verdict.reason
