@@ -144,6 +144,13 @@
 #               280 s (max-autotune's autotuning 122 s); bge-m3 --rows eager,compile-reduce-overhead,hoid
 #               --optimize-budget 2m cut at 370 s inside the optimize (its finalists' timing unbounded, fixed
 #               since; the optimize's progress is now in the log and its journal in $OUT).
+#     Measured 2026-12-05 (late, on an H100: six H200/H100 starts refused, ~8 minutes of the budget; `status`
+#               before a call is free, a refused call is not): prep && workloads.py bge-m3 --rows
+#               eager,compile-max-autotune,hoid --optimize-budget 4m 283 s (optimize 190 s: library 110 s with
+#               tails, codegen 115 s), whisper --parts decode (eager, reduce-overhead, max-autotune, hoid, 1m) 216 s,
+#               whisper --parts encoder (the same rows, 2m) 288 s with pytest of two GPU files (17 s). Without
+#               cute-a/cute-b the library's CuTe kernels are skipped: the workloads need no CuTe, and BGE-M3's
+#               CuTe GEMMs never won there. PYTHONPATH must hold /tmp/site for egglog outside `run`.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD:/tmp/site
 out=${OUT:-/tmp/out}
