@@ -111,14 +111,14 @@ def evaluate(executor, spec, region, params: dict, sweep, checked=None) -> Evalu
         verdict = checked if checked is not None else executor.check(spec, region, params)
     except Exception as e:  # noqa: BLE001  a candidate that cannot even be checked is rejected, not fatal
         return Evaluation(error=f"could not be checked: {type(e).__name__}: {e}")
-    checked = time.perf_counter()
+    checked_at = time.perf_counter()
     if not verdict.ok:
-        return Evaluation(verdict, check_s=checked - start)
+        return Evaluation(verdict, check_s=checked_at - start)
     try:
         params, kernel = executor.measure_kernel(spec, region, sweep)
     except Exception as e:  # noqa: BLE001
-        return Evaluation(verdict, error=f"could not be measured: {type(e).__name__}: {e}", check_s=checked - start)
-    return Evaluation(verdict, params, kernel, check_s=checked - start, measure_s=time.perf_counter() - checked)
+        return Evaluation(verdict, error=f"could not be measured: {type(e).__name__}: {e}", check_s=checked_at - start)
+    return Evaluation(verdict, params, kernel, check_s=checked_at - start, measure_s=time.perf_counter() - checked_at)
 
 
 def done(value) -> Future:
