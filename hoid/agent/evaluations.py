@@ -5,29 +5,57 @@ With a pool (`parallel` > 1) the loop reads an independent proposer's proposals 
 submits them, two per worker, so that no worker waits while the loop decides one by one in the
 proposer's order. A batch (`together.py`) submits its proposals too, and what it leaves undecided keeps
 its evaluation here for its own turn: a batch that gains nothing checks and measures no kernel twice.
+Without a pool, a batch's kernel-source candidates (generated, a directory's) are checked ahead, several
+isolated children at once, and then measured one at a time (`check_ahead`).
 """
 
 from __future__ import annotations
 
+import os
+import time
 from collections import deque
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 
-from .executor import Evaluation, done, evaluate
+from .executor import Evaluation, done, evaluate, from_source
+
+# isolated checks at once in this process (children each import torch and build their kernel: a few cores
+# each): 4 on the GPU machines' 16 cores, 1 (one after another, as before) on a CPU of 2 to 7 cores
+ISOLATED_AT_ONCE = max(1, min(4, (os.cpu_count() or 1) // 4))
 
 
 class Evaluations:
     """The evaluations submitted to `executor` and not yet taken, by proposal key. An executor without
     `submit` (in-process) evaluates a candidate when it is submitted: its future is already done."""
 
-    def __init__(self, executor, device):
+    def __init__(self, executor, device, *, isolated_at_once: int | None = None):
         self.executor, self.device = executor, device
+        self.isolated_at_once = ISOLATED_AT_ONCE if isolated_at_once is None else isolated_at_once
         self._held: dict[str, Future] = {}
+        self._checked: dict[str, tuple[object, str, float]] = {}  # key -> (verdict, error, seconds): `check_ahead`
 
     def submit(self, key: str, spec, region, sweep, checked=None) -> Future:
         """`spec`'s evaluation at `region`, submitted now and held for `key`'s turn (replacing one held);
         `checked`: the passing verdict of an earlier evaluation at the same region (not checked again)."""
-        self._held[key] = self._submit(spec, region, sweep, checked)
+        self._held[key] = self._start(key, spec, region, sweep, checked)
         return self._held[key]
+
+    def check_ahead(self, items) -> None:
+        """The checks of the kernel-source candidates among `items` ((key, spec, region, sweep)), each in its
+        child process, `isolated_at_once` at a time, where this process evaluates (no pool: a pool's workers
+        check and measure on their own GPUs already); each one's submit then only measures it, one at a time
+        as before and never beside a check (a child's kernels on the GPU would disturb a timing). The H100's
+        BGE-M3 run (12-05) checked codegen's 10 kernels one after another: 55 s of its 4-minute budget."""
+        if self.isolated_at_once < 2 or hasattr(self.executor, "workers"):
+            return
+        todo = [(key, spec, region, sweep) for key, spec, region, sweep in items
+                if from_source(spec) and key not in self._held and key not in self._checked]
+        if len(todo) < 2:
+            return
+        with ThreadPoolExecutor(self.isolated_at_once, thread_name_prefix="hoid-check") as pool:
+            futures = [(key, pool.submit(self._check, spec, region, sweep)) for key, spec, region, sweep in todo]
+        for key, future in futures:
+            self._checked[key] = future.result()
 
     def hold(self, key: str, evaluation: Evaluation) -> None:
         """Hold `evaluation`, already known, for `key`'s turn (a sweep's tail that failed: its first
@@ -40,7 +68,7 @@ class Evaluations:
 
     def take(self, key: str, spec, region, sweep) -> Future:
         """The evaluation for `key`'s turn: the one held (no longer held), else one submitted now."""
-        return self._held.pop(key, None) or self._submit(spec, region, sweep)
+        return self._held.pop(key, None) or self._start(key, spec, region, sweep, None)
 
     def drop(self, key: str) -> None:
         """`key` was decided with its evaluation (a batch): no turn will take it."""
@@ -50,6 +78,30 @@ class Evaluations:
         """The run ends: what is still held is not wanted (a pool's queued tasks are left unstarted)."""
         for pending in self._held.values():
             pending.cancel()
+
+    def _start(self, key: str, spec, region, sweep, checked) -> Future:
+        """`_submit`, with the verdict `check_ahead` found for `key` where there is one (taken once)."""
+        ahead = self._checked.pop(key, None) if checked is None else None
+        if ahead is None:
+            return self._submit(spec, region, sweep, checked)
+        verdict, error, seconds = ahead
+        if error or not verdict.ok:
+            return done(Evaluation(verdict, error=error, check_s=seconds))
+        return done(replace(self._submit(spec, region, sweep, verdict).result(), check_s=seconds))
+
+    def _check(self, spec, region, sweep) -> tuple[object, str, float]:
+        """(verdict or None, why it could not be checked, wall seconds) of one candidate: what `evaluate`'s
+        check gives, run on a thread of `check_ahead` (the check itself runs in a child process)."""
+        from ..kernels.launch import resolve_params
+
+        start = time.perf_counter()
+        try:
+            params = resolve_params(spec, region.types, region.attrs, (sweep or (spec.default_params(),))[0],
+                                    self.device.target())
+            verdict = self.executor.check(spec, region, params)
+        except Exception as e:  # noqa: BLE001  a candidate that cannot even be checked is rejected, not fatal
+            return None, f"could not be checked: {type(e).__name__}: {e}", time.perf_counter() - start
+        return verdict, "", time.perf_counter() - start
 
     def _submit(self, spec, region, sweep, checked=None) -> Future:
         from ..kernels.launch import resolve_params

@@ -165,7 +165,7 @@ class LocalExecutor:
         from ..verify import check, check_kernel
         from ..verify.check import region_inputs
 
-        untrusted = isinstance(getattr(spec.launch, "source", None), KernelSource)
+        untrusted = from_source(spec)
         elements = sum(math.prod(t.shape) for t in region.types)
         if untrusted or (self.local.arch == "cpu" and elements > CPU_CHECK_ELEMENTS):
             if spec.examples is None:
@@ -365,12 +365,18 @@ def _kernel_key(key: MeasureKey) -> str:
     return "|".join(key.row())
 
 
+def from_source(spec) -> bool:
+    """Is `spec` built from kernel source (an agent's, a directory's or a generated kernel)? Such a kernel is
+    untrusted: checked in a child process of its own (`check_kernel(isolate=True)`)."""
+    return isinstance(getattr(spec.launch, "source", None), KernelSource)
+
+
 def register_checked(spec) -> None:
     """Kernel source that passed its check is registered: from here on its nodes may be bound (the kernel
     measurement, the whole-graph timing and the runtime launch kernel nodes by id, through the registry)."""
     from ..kernels.registry import register
 
-    if isinstance(getattr(spec.launch, "source", None), KernelSource):
+    if from_source(spec):
         register(spec, replace=True)
 
 

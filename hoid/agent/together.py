@@ -171,6 +171,10 @@ def _evaluate(run, proposer: str, proposals: list[Proposal], context: Context) -
     (`_measure_tails` measures the rest)."""
     room = run.attempts_left()
     first_only = run.tails_wait()
+    undecided = [(p.key(proposer), p.kernel, context.region(p.region), p.sweep[:1] if first_only else p.sweep)
+                 for p in proposals]
+    undecided = [item for item in undecided if not run.already_decided(item[0], item[1], item[2])]
+    run.evaluations.check_ahead(undecided[:room] if room is not None else undecided)
     fresh = []
     for i, proposal in enumerate(proposals):
         key, region = proposal.key(proposer), context.region(proposal.region)

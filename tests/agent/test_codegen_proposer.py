@@ -82,3 +82,27 @@ def test_a_looped_row_kernel_sweeps_the_tile_it_walks_rows_with():
     assert "def _pass2(" in proposal.kernel.source
     longer = 2 * auto_params(find_regions(graph).regions[0].generated.layout)["block_n"]
     assert proposal.sweep[1] == {"block_m": "auto", "block_n": longer, "num_warps": "auto"}
+
+
+def test_with_checks_ahead_the_loop_keeps_what_it_keeps_checking_one_at_a_time(tmp_path, monkeypatch):
+    """On a GPU machine the generated kernels' isolated checks run several at once (`Evaluations.check_ahead`);
+    here (2 cores) one at a time unless asked: both ways keep the same kernels."""
+    import threading
+
+    from hoid.agent import evaluations
+
+    one = hoid.optimize(_mlp(), agent="codegen", journal=tmp_path / "one.sqlite", store=False, trials=8)
+    threads = []
+    check = evaluations.Evaluations._check
+
+    def spy(self, *args):
+        threads.append(threading.current_thread().name)
+        return check(self, *args)
+
+    monkeypatch.setattr(evaluations, "ISOLATED_AT_ONCE", 2)
+    monkeypatch.setattr(evaluations.Evaluations, "_check", spy)
+    ahead = hoid.optimize(_mlp(), agent="codegen", journal=tmp_path / "ahead.sqlite", store=False, trials=8)
+    assert len(threads) == 2 and all(name.startswith("hoid-check") for name in threads)
+    assert ahead.report.kept == one.report.kept and ahead.report.kept
+    assert [(a["kernel"], a["verdict"], a["kept"]) for a in ahead.report.attempts] == \
+        [(a["kernel"], a["verdict"], a["kept"]) for a in one.report.attempts]

@@ -52,3 +52,79 @@ def test_params_that_cannot_be_resolved_are_an_evaluation_with_the_error_never_s
     result = pending.result(timeout=0)
     assert result.verdict is None and result.error.startswith("could not be checked: ValueError") \
         and "unknown param 'nope'" in result.error
+
+
+# --- kernel source's checks ahead, several at once, before any measurement ------------------------------------
+
+SOURCE = """import torch
+
+
+def launch(x, w, out, *, eps):
+    out.copy_(x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w)
+"""
+
+
+def _source_spec(i: int):
+    from hoid.kernels.loader import KernelSource
+    from hoid.kernels.pattern import op_pattern
+
+    return KernelSource(SOURCE + f"# variant {i}\n").to_spec(f"test.source_{i}", op_pattern("rmsnorm", 2))
+
+
+class Timed:
+    """An in-process executor whose checks take 0.2 s each: it records when each check and measurement ran;
+    the spec named `failing` fails its check."""
+
+    def __init__(self, failing: str = ""):
+        import threading
+
+        self.lock, self.failing = threading.Lock(), failing
+        self.checks: list[tuple[str, float, float]] = []
+        self.measures: list[tuple[str, float]] = []
+
+    def check(self, spec, region, params):
+        import time
+
+        from hoid.verify import Verdict
+
+        start = time.perf_counter()
+        time.sleep(0.2)
+        with self.lock:
+            self.checks.append((spec.id, start, time.perf_counter()))
+        return Verdict(spec.id != self.failing, "planted" if spec.id == self.failing else "ok")
+
+    def measure_kernel(self, spec, region, sweep):
+        import time
+
+        from hoid.agent.executor import Evidence
+
+        self.measures.append((spec.id, time.perf_counter()))
+        return {}, Evidence(1e-6, "modelled", "by hand")
+
+
+def test_source_kernels_are_checked_two_at_a_time_before_any_is_measured():
+    executor = Timed(failing="test.source_2")
+    evaluations = Evaluations(executor, get_device("h200"), isolated_at_once=2)
+    specs = [_source_spec(i) for i in range(4)]
+    evaluations.check_ahead([(s.id, s, REGION, ()) for s in specs])
+    assert len(executor.checks) == 4 and executor.measures == []
+    overlapping = [(a, b) for a in executor.checks for b in executor.checks
+                   if a[0] < b[0] and a[1] < b[2] and b[1] < a[2]]
+    assert overlapping  # at once, not one after another
+    results = {s.id: evaluations.submit(s.id, s, REGION, ()).result() for s in specs}
+    assert len(executor.checks) == 4  # the submits measured; none checked again
+    assert [m[0] for m in executor.measures] == ["test.source_0", "test.source_1", "test.source_3"]
+    assert min(t for _, t in executor.measures) > max(end for *_, end in executor.checks)
+    assert not results["test.source_2"].verdict.ok and results["test.source_2"].kernel is None
+    assert all(r.check_s >= 0.2 for r in results.values())  # each keeps its own check's seconds
+
+
+def test_one_at_a_time_or_a_library_kernel_is_checked_in_its_submit_as_before():
+    executor = Timed()
+    one = Evaluations(executor, get_device("h200"), isolated_at_once=1)
+    specs = [_source_spec(i) for i in range(2)]
+    one.check_ahead([(s.id, s, REGION, ()) for s in specs])
+    assert executor.checks == []
+    two = Evaluations(executor, get_device("h200"), isolated_at_once=2)
+    two.check_ahead([("a", SLOW_RMSNORM, REGION, ()), ("b", SLOW_RMSNORM, REGION, ())])
+    assert executor.checks == []  # a library kernel is checked in this process, where it is submitted
