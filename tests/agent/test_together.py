@@ -266,8 +266,9 @@ class Counting(Priced):
 
     def measure_kernel(self, spec, region, sweep):
         self.sweeps.append((spec.id, [p.get("block") for p in sweep]))
-        if self.then is not None:
-            self.then(), setattr(self, "then", None)
+        then, self.then = self.then, None
+        if then is not None:
+            then()
         best = max(self.candidates(spec, region, sweep), key=lambda p: p.get("block", 0))
         return best, Evidence(1e-8 / best.get("block", 1), "modelled", "priced by hand")
 
