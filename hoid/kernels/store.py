@@ -10,8 +10,9 @@ Rows are keyed by device, kernel id, input types and attrs. Only measured accept
 modelled evidence is provisional and never persisted. A row whose kernel changed since (another version
 of the library's source, or of an agent's source) comes back under `stale`, to be checked again before
 reuse. A kernel built from source (a generated or an agent's kernel), which a later process has not
-registered, is stored with its source text and its region (the pattern's graph at the row's types and
-attrs), and rebuilt from them (`KernelSource.to_spec`): before, every generated kernel a GPU run had accepted
+registered, is stored with its source text and what rebuilding it takes (its region: the pattern's graph at
+the row's types and attrs; its in-place outputs and PDL flags), and rebuilt from them (`KernelSource.to_spec`):
+before, every generated kernel a GPU run had accepted
 came back stale in the next process ("not registered"), was generated and checked again (the Whisper
 encoder's seven: 28 s of a 2-minute budget, H100 12-05), and the `torch.compile` backend never used one.
 """
@@ -32,11 +33,11 @@ from .spec import KernelSpec
 SCHEMA = """
 create table if not exists accepted (
     device text not null, kernel text not null, types text not null, attrs text not null,
-    version text not null, params text not null, source text, entry text, pattern text,
+    version text not null, params text not null, source text, entry text, rebuild text,
     primary key (device, kernel, types, attrs)
 )
 """
-COLUMNS = ("device", "kernel", "types", "attrs", "version", "params", "source", "entry", "pattern")
+COLUMNS = ("device", "kernel", "types", "attrs", "version", "params", "source", "entry", "rebuild")
 
 
 def default_store_path() -> Path:
@@ -80,8 +81,8 @@ class AcceptedStore:
         self.db = sqlite3.connect(self.path)
         self.db.execute(SCHEMA)
         have = {row[1] for row in self.db.execute("pragma table_info(accepted)")}
-        if "pattern" not in have:  # a store written before source kernels kept their region: rows keep theirs
-            self.db.execute("alter table accepted add column pattern text")
+        if "rebuild" not in have:  # a store written before source kernels kept what rebuilds them
+            self.db.execute("alter table accepted add column rebuild text")
         self.db.commit()
 
     def save(self, device: str, accepted: Accepted) -> None:
@@ -91,27 +92,29 @@ class AcceptedStore:
                              "and is not stored for a device; measure it on the device first")
         spec = accepted.spec
         source = getattr(spec.launch, "source", None)  # a spec built from kernel source carries it
-        pattern = None
-        if source is not None:  # what a later process rebuilds it over (see the module doc)
+        rebuild = None
+        if source is not None:  # what a later process rebuilds it from (see the module doc)
             from ..ir.text import dumps
 
-            pattern = dumps(spec.pattern.graph(list(accepted.types), dict(accepted.attrs)))
+            rebuild = _json({"region": dumps(spec.pattern.graph(list(accepted.types), dict(accepted.attrs))),
+                             "aliases": [list(a) for a in spec.aliases], "pdl": spec.pdl,
+                             "pdl_early": list(spec.pdl_early)})
         row = (device, spec.id, _types_text(accepted.types), _json(accepted.attrs), spec.version,
-               _json(accepted.params), getattr(source, "text", None), getattr(source, "entry", None), pattern)
+               _json(accepted.params), getattr(source, "text", None), getattr(source, "entry", None), rebuild)
         self.db.execute(f"insert or replace into accepted ({', '.join(COLUMNS)}) values ({', '.join('?' * len(row))})",
                         row)
         self.db.commit()
 
     def load(self, device: str, *, resolve: Callable[[str, str | None, str | None, str | None], KernelSpec | None]
              | None = None) -> Loaded:
-        """The acceptances stored for `device` (never another's). `resolve(kernel_id, source, entry, pattern)`
+        """The acceptances stored for `device` (never another's). `resolve(kernel_id, source, entry, rebuild)`
         finds a row's spec (default `registered_or_rebuilt`)."""
         resolve = resolve or registered_or_rebuilt
         found = Loaded()
-        rows = self.db.execute("select kernel, types, attrs, version, params, source, entry, pattern from accepted "
+        rows = self.db.execute("select kernel, types, attrs, version, params, source, entry, rebuild from accepted "
                                "where device = ? order by kernel, types", (device,)).fetchall()
-        for kernel, types, attrs, version, params, source, entry, pattern in rows:
-            spec = resolve(kernel, source, entry, pattern)
+        for kernel, types, attrs, version, params, source, entry, rebuild in rows:
+            spec = resolve(kernel, source, entry, rebuild)
             if spec is None:
                 found.stale.append((kernel, "its kernel is not registered in this process, and the store holds no "
                                             "source and region to rebuild it from"))
@@ -137,7 +140,7 @@ class AcceptedStore:
         self.close()
 
 
-def registered_or_rebuilt(kernel_id: str, source: str | None, entry: str | None, pattern: str | None
+def registered_or_rebuilt(kernel_id: str, source: str | None, entry: str | None, rebuild: str | None
                           ) -> KernelSpec | None:
     """The registry's `kernel_id`; else, for kernel source stored with its region, the spec rebuilt from them
     (its version is its source's hash, so an edited source comes back stale) and registered, as a kernel that
@@ -146,13 +149,15 @@ def registered_or_rebuilt(kernel_id: str, source: str | None, entry: str | None,
     from .registry import all_kernels, register
 
     found = all_kernels().get(kernel_id)
-    if found is not None or source is None or pattern is None:
+    if found is not None or source is None or rebuild is None:
         return found
     from ..ir.text import loads
     from .codegen.generate import body_pattern
     from .loader import KernelSource
 
-    spec = KernelSource(source, entry or "launch").to_spec(kernel_id, body_pattern(kernel_id, loads(pattern)),
-                                                           doc=f"rebuilt from the accepted-kernel store: {kernel_id}")
+    how = json.loads(rebuild)
+    spec = KernelSource(source, entry or "launch").to_spec(
+        kernel_id, body_pattern(kernel_id, loads(how["region"])), aliases=tuple(map(tuple, how["aliases"])),
+        pdl=how["pdl"], pdl_early=tuple(how["pdl_early"]), doc=f"rebuilt from the accepted-kernel store: {kernel_id}")
     register(spec, replace=True)
     return spec

@@ -46,7 +46,7 @@ def test_the_store_keeps_acceptances_per_device(tmp_path):
     spec = _spec()
     with AcceptedStore(tmp_path / "k.sqlite") as store:
         store.save("NVIDIA H200", Accepted(spec, (X, W), {"eps": 1e-6}, {"rows": 2}))
-        found = store.load("NVIDIA H200", resolve=lambda kernel_id, source, entry, pattern: spec)
+        found = store.load("NVIDIA H200", resolve=lambda kernel_id, source, entry, rebuild: spec)
         assert [(a.spec.id, a.types, a.attrs, a.params) for a in found.current] == [
             ("test.norm", (X, W), {"eps": 1e-6}, {"rows": 2})]
         assert found.kernel_set(KernelSet.empty()).allows(spec, [X, W], {"eps": 1e-6}) is None
@@ -126,3 +126,21 @@ def test_a_store_written_before_regions_were_kept_opens_and_its_rows_load(tmp_pa
         store.save("NVIDIA H200", Accepted(spec, (X, W), {"eps": 1e-6}))
         [found] = store.load("NVIDIA H200", resolve=lambda *a: spec).current
     assert found.spec is spec
+
+
+def test_a_rebuilt_kernel_keeps_its_in_place_output_and_its_pdl(tmp_path):
+    """An in-place kernel rebuilt without its aliases would write a fresh buffer where the original wrote into
+    its input (a cache updated at one position would lose the rest)."""
+    from hoid.kernels.loader import KernelSource
+    from hoid.kernels.pattern import op_pattern
+
+    text = ("import torch\nimport triton\n\n\ndef launch(x, out, *, pdl=False):  # Triton's in name only\n"
+            "    out.copy_(x.exp())\n")
+    spec = KernelSource(text).to_spec("test.exp_in_place", op_pattern("exp", 1), aliases=((0, 0),), pdl=True,
+                                      pdl_early=(0,))
+    x = TensorType((4, 8), "f32")
+    with AcceptedStore(tmp_path / "k.sqlite") as store:
+        store.save("NVIDIA H200", Accepted(spec, (x,), {}, {}))
+        [found] = store.load("NVIDIA H200").current
+    assert found.spec is not spec and found.spec.version == spec.version
+    assert (found.spec.aliases, found.spec.pdl, found.spec.pdl_early) == (((0, 0),), True, (0,))
