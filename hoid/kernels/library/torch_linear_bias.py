@@ -48,12 +48,15 @@ def examples(rng: random.Random):
     return [TensorType(lead + (k,), "f32"), TensorType((n, k), "f32"), TensorType((n,), "f32")], {}
 
 
+# what addmm asks of a linear layer's operands (x, weight, bias), its GELU form's too (`torch_linear_bias_gelu`)
+CONSTRAINTS = (C.float_dtype(LINEAR_BIAS.operands, "x", "weight", "bias"),
+               C.shape_holds("x [..., K] (rank 2 or more), weight [N, K], bias [N]", _shapes_fit),
+               C.contiguous(LINEAR_BIAS.operands, "bias"))
+
 SPEC = vendor_spec(
     "torch.linear_bias", LINEAR_BIAS, launch,
     source=source_of(sys.modules[__name__], torch.addmm),
-    constraints=(C.float_dtype(LINEAR_BIAS.operands, "x", "weight", "bias"),
-                 C.shape_holds("x [..., K] (rank 2 or more), weight [N, K], bias [N]", _shapes_fit),
-                 C.contiguous(LINEAR_BIAS.operands, "bias")),
+    constraints=CONSTRAINTS,
     # cuBLAS may split K across blocks (see torch.matmul): not bitwise run to run
     deterministic=False,
     examples=examples,

@@ -20,9 +20,8 @@ import torch
 
 from ...ir import GraphBuilder, Value
 from ..pattern import Pattern
-from . import _constraints as C
 from ._torch_vendor import source_of, vendor_spec
-from .torch_linear_bias import LINEAR_BIAS, _shapes_fit
+from .torch_linear_bias import CONSTRAINTS, LINEAR_BIAS
 from .torch_linear_bias import examples as _linear_bias_examples
 
 
@@ -43,9 +42,7 @@ def launch(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, out: torch
 SPEC = vendor_spec(
     "torch.linear_bias_gelu", LINEAR_BIAS_GELU, launch,
     source=source_of(sys.modules[__name__], torch._addmm_activation),
-    constraints=(C.float_dtype(LINEAR_BIAS_GELU.operands, "x", "weight", "bias"),
-                 C.shape_holds("x [..., K] (rank 2 or more), weight [N, K], bias [N]", _shapes_fit),
-                 C.contiguous(LINEAR_BIAS_GELU.operands, "bias")),
+    constraints=CONSTRAINTS,  # the operands are torch.linear_bias's, by the same names
     deterministic=False,  # cuBLAS may split K across blocks (see torch.matmul): not bitwise run to run
     # torch.linear_bias's f32 calls (in 16 bits the pattern rounds the product and the sum before the GELU, the
     # epilogue only its result); where a GPU's epilogue computes the tanh form, an f32 check sees it and rejects
