@@ -92,23 +92,25 @@ class Evaluations:
     def _check(self, spec, region, sweep) -> tuple[object, str, float]:
         """(verdict or None, why it could not be checked, wall seconds) of one candidate: what `evaluate`'s
         check gives, run on a thread of `check_ahead` (the check itself runs in a child process)."""
-        from ..kernels.launch import resolve_params
-
         start = time.perf_counter()
         try:
-            params = resolve_params(spec, region.types, region.attrs, (sweep or (spec.default_params(),))[0],
-                                    self.device.target())
-            verdict = self.executor.check(spec, region, params)
+            verdict = self.executor.check(spec, region, self._first_params(spec, region, sweep))
         except Exception as e:  # noqa: BLE001  a candidate that cannot even be checked is rejected, not fatal
             return None, f"could not be checked: {type(e).__name__}: {e}", time.perf_counter() - start
         return verdict, "", time.perf_counter() - start
 
-    def _submit(self, spec, region, sweep, checked=None) -> Future:
+    def _first_params(self, spec, region, sweep) -> dict:
+        """The params a candidate is checked with: its sweep's first (the spec's defaults without one), its
+        "auto"s resolved for the target."""
         from ..kernels.launch import resolve_params
 
+        first = sweep[0] if sweep else spec.default_params()
+        return resolve_params(spec, region.types, region.attrs, first, self.device.target())
+
+    def _submit(self, spec, region, sweep, checked=None) -> Future:
         sweep = sweep or (spec.default_params(),)
         try:
-            params = resolve_params(spec, region.types, region.attrs, sweep[0], self.device.target())
+            params = self._first_params(spec, region, sweep)
         except Exception as e:  # noqa: BLE001  a candidate that cannot even be checked is rejected, not fatal
             return done(Evaluation(error=f"could not be checked: {type(e).__name__}: {e}"))
         if hasattr(self.executor, "submit"):
