@@ -171,19 +171,19 @@ def _evaluate(run, proposer: str, proposals: list[Proposal], context: Context) -
     (`_measure_tails` measures the rest)."""
     room = run.attempts_left()
     first_only = run.tails_wait()
-    undecided = [(p.key(proposer), p.kernel, context.region(p.region), p.sweep[:1] if first_only else p.sweep)
-                 for p in proposals]
-    undecided = [item for item in undecided if not run.already_decided(item[0], item[1], item[2])]
-    run.evaluations.check_ahead(undecided[:room] if room is not None else undecided)
+    # (position, proposal, key, region, sweep) of those not yet decided (a decided one's own turn replays or
+    # skips it), as far as the budget's attempts go
+    undecided = []
+    for i, p in enumerate(proposals):
+        key, region = p.key(proposer), context.region(p.region)
+        if not run.already_decided(key, p.kernel, region):
+            undecided.append((i, p, key, region, p.sweep[:1] if first_only else p.sweep))
+    run.evaluations.check_ahead([(key, p.kernel, region, sweep) for _, p, key, region, sweep in undecided[:room]])
     fresh = []
-    for i, proposal in enumerate(proposals):
-        key, region = proposal.key(proposer), context.region(proposal.region)
-        if run.already_decided(key, proposal.kernel, region):
-            continue  # its own turn replays or skips it
+    for i, proposal, key, region, sweep in undecided:
         if room is not None and len(fresh) >= room or run.turn_over() is not None:
             # out of attempts or time: what was evaluated is still decided, together
             return _results(fresh), len(proposals) - i
-        sweep = proposal.sweep[:1] if first_only else proposal.sweep
         pending = run.evaluations.held(key) or run.evaluations.submit(key, proposal.kernel, region, sweep)
         fresh.append((proposal, key, region, pending))
     return _results(fresh), 0
