@@ -114,7 +114,12 @@ class AcceptedStore:
         rows = self.db.execute("select kernel, types, attrs, version, params, source, entry, rebuild from accepted "
                                "where device = ? order by kernel, types", (device,)).fetchall()
         for kernel, types, attrs, version, params, source, entry, rebuild in rows:
-            spec = resolve(kernel, source, entry, rebuild)
+            try:
+                spec = resolve(kernel, source, entry, rebuild)
+            except Exception as e:  # noqa: BLE001  one row that no longer rebuilds costs that row, not the load
+                found.stale.append((kernel, f"its kernel could not be rebuilt from the store ({type(e).__name__}: "
+                                            f"{e}): it is proposed and checked again"))
+                continue
             if spec is None:
                 found.stale.append((kernel, "its kernel is not registered in this process, and the store holds no "
                                             "source and region to rebuild it from"))

@@ -144,3 +144,23 @@ def test_a_rebuilt_kernel_keeps_its_in_place_output_and_its_pdl(tmp_path):
         [found] = store.load("NVIDIA H200").current
     assert found.spec is not spec and found.spec.version == spec.version
     assert (found.spec.aliases, found.spec.pdl, found.spec.pdl_early) == (((0, 0),), True, (0,))
+
+
+def test_a_row_that_no_longer_rebuilds_comes_back_stale_with_why_and_the_others_load(tmp_path):
+    from hoid.kernels.loader import KernelSource
+    from hoid.kernels.pattern import op_pattern
+
+    def source_spec(name):
+        text = f"import torch\n\n\ndef launch(x, out):  # {name}\n    out.copy_(x.exp())\n"
+        return KernelSource(text).to_spec(name, op_pattern("exp", 1))
+
+    x = TensorType((4, 8), "f32")
+    with AcceptedStore(tmp_path / "k.sqlite") as store:
+        for name in ("test.exp_broken", "test.exp_whole"):
+            store.save("NVIDIA H200", Accepted(source_spec(name), (x,), {}, {}))
+        store.db.execute("update accepted set rebuild = '{not json' where kernel = 'test.exp_broken'")
+        found = store.load("NVIDIA H200")
+    assert [a.spec.id for a in found.current] == ["test.exp_whole"]
+    [(kernel, why)] = found.stale
+    assert kernel == "test.exp_broken"
+    assert why.startswith("its kernel could not be rebuilt from the store (JSONDecodeError")
