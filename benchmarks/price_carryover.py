@@ -91,15 +91,27 @@ def fingerprints(kernel_ids: list[str], checkout: Path = ROOT) -> dict[str, dict
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def carried(before: dict | None, kernel_id: str, old: dict, new: dict, rev: str, why: str) -> dict:
+def carried(before: dict | None, kernel_id: str, old: dict, new: dict, rev: str, why: str,
+            priced_at: frozenset[str] = frozenset()) -> dict:
     """The carry-over entry of `kernel_id` from its `old` build (`fingerprints`' at `rev`) to its `new` one, same
     PTX. A kernel already carried to the old version (`before`) keeps the version its rows were measured at:
     the PTX was the same there too, so it is the same from there to here; so does one whose entry vouches for
-    the old build's PTX (the same edit carried twice, the first carry not yet committed)."""
+    the old build's PTX (the same edit carried twice, the first carry not yet committed). Unless the shipped
+    rows stand at the old version itself (`priced_at`: the versions they price): a kernel priced again after
+    its last carry-over (12-05: the Triton GEMVs) carries those rows, not the earlier ones it no longer has."""
     same = before is not None and (before["to"] == old["version"] or before.get("fingerprint") == old["fingerprint"])
-    priced = before["from"] if same else old["version"]
+    priced = before["from"] if same and old["version"] not in priced_at else old["version"]
     return {"kernel": kernel_id, "from": priced, "to": new["version"], "fingerprint": new["fingerprint"],
             "builds": new["builds"], "rev": rev, "why": why}
+
+
+def shipped_versions(kernel_id: str, path: Path | None = None) -> frozenset[str]:
+    """The versions of `kernel_id` that the shipped H200 prices hold rows of."""
+    from hoid.search.prices import SHIPPED
+
+    path = path or SHIPPED
+    rows = json.loads(path.read_text())["rows"] if path.is_file() else []
+    return frozenset(r["version"] for r in rows if r["kernel"] == kernel_id)
 
 
 def carry_measurements(kernel_id: str, versions: set[str], to: str, path: Path | None = None) -> int:
@@ -156,7 +168,8 @@ def main(argv=None) -> int:
             print(f"{kernel_id}: refused: its plain builds compile to other PTX than at {args.from_rev} "
                   f"({a['fingerprint']} -> {b['fingerprint']}): it needs H200 prices")
         else:
-            entries[kernel_id] = carried(entries.get(kernel_id), kernel_id, a, b, rev, args.why)
+            entries[kernel_id] = carried(entries.get(kernel_id), kernel_id, a, b, rev, args.why,
+                                         shipped_versions(kernel_id))
             copied = carry_measurements(kernel_id, {a["version"], entries[kernel_id]["from"]}, b["version"])
             print(f"{kernel_id}: {entries[kernel_id]['from']} -> {b['version']}: same PTX in {b['builds']} builds: "
                   f"carried (and {copied} shipped measurements)")
