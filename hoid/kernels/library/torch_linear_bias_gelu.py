@@ -6,10 +6,13 @@ An encoder's MLP widens to 4x its hidden size and applies GELU there: BGE-M3 at 
 22.8 ms step on the H100 (12-05), as its own kernel in Inductor's max-autotune step too (2.30 ms). In the
 epilogue the pass is gone.
 
-The pattern is the exact (erf) GELU, as BERT-family encoders, ViT and Whisper write it. cuBLASLt's epilogue
-may compute the tanh form, which differs from erf's by at most 4.7e-4 in value (less than a bf16 ulp for
-outputs above 0.06 in magnitude, more for small negative outputs): whether that passes is the numerical
-check's call on the GPU, at the region's dtype; on the CPU torch applies the erf form after the matmul.
+The pattern is the exact (erf) GELU, as BERT-family encoders, ViT and Whisper write it. On CUDA the kernel
+computes the tanh form: cuBLASLt's GELU epilogue is that approximation, and where torch cannot use the
+epilogue it applies `gelu(..., "tanh")` after the GEMM to match it (aten/src/ATen/native/cuda/Blas.cpp,
+`addmm_out_cuda_impl`). The tanh form differs from erf's by at most 4.7e-4 in value (at x = 2.70; less than
+a bf16 ulp for outputs above 0.06 in magnitude, more for small negative outputs): whether that passes is the
+numerical check's call on the GPU, at the region's dtype, and an f32 region, where it is many ulps, fails
+its check there and is recorded so. On the CPU torch applies the erf form: the kernel is exact there.
 """
 
 from __future__ import annotations
@@ -45,8 +48,9 @@ SPEC = vendor_spec(
     constraints=CONSTRAINTS,  # the operands are torch.linear_bias's, by the same names
     deterministic=False,  # cuBLAS may split K across blocks (see torch.matmul): not bitwise run to run
     # torch.linear_bias's f32 calls (in 16 bits the pattern rounds the product and the sum before the GELU, the
-    # epilogue only its result); where a GPU's epilogue computes the tanh form, an f32 check sees it and rejects
-    # the kernel, and a model's 16-bit regions are checked at their own dtype where they occur
+    # epilogue only its result); on CUDA an f32 check sees the tanh form and rejects the kernel (so it is no
+    # Triton kernel of tests/kernels/library/test_gpu.py), and a model's 16-bit regions are checked at their
+    # own dtype where they occur (the GPU test of this kernel)
     examples=_linear_bias_examples,
     doc="gelu(x @ weight.T + bias) through torch._addmm_activation (GELU in cuBLASLt's epilogue on NVIDIA GPUs)",
 )
