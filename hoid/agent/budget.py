@@ -6,7 +6,8 @@ of one saturation), which bound one step inside the run. The loop asks `Spend.ex
 every attempt (and the minutes before the region profile and the rules-only measurement too), so a run
 stops between attempts, never in the middle of one, and says which limit stopped it (like egg's Runner
 and its StopReason). What a spent clock cannot stop: the saturation and the baseline measurement (a run
-returns nothing without them) and the attempt in flight.
+returns nothing without them) and the attempt in flight. `Shares` divides a budget's minutes among the
+proposers' turns (`hoid.agent.loop`'s module doc says why and how).
 """
 
 from __future__ import annotations
@@ -80,3 +81,57 @@ class Spend:
         if budget.turns is not None and self.turns >= budget.turns:
             return f"budget spent: {budget.turns} turns"
         return None
+
+
+class Shares:
+    """A run's minutes among its proposers' turns: a turn that begins with others still to come may spend an
+    equal share of the minutes left (the last, all that is left). A `together` batch is never cut short: its
+    share bounds only its sweeps' tails (every proposal is measured at its first params first)."""
+
+    def __init__(self, budget: Budget, spend: Spend):
+        self.budget, self.spend = budget, spend
+        self._turn_ends: float | None = None  # monotonic clock: where the turn of a one-by-one proposer ends
+        self._tails_end: float | None = None  # the same for a batch: where its sweeps' tails stop (together.py)
+
+    def begin_turn(self, turns_left: int, *, batch: bool, shared: bool) -> None:
+        """A proposer's turn begins, `turns_left` counting it; `shared`: capped at its share of the minutes."""
+        share = self._share_ends(turns_left) if shared else None
+        self._turn_ends, self._tails_end = (None, share) if batch else (share, None)
+
+    def end_turns(self) -> None:
+        """No share bounds what follows (the turns that a share cut short go on with what is left)."""
+        self._turn_ends = self._tails_end = None
+
+    def out_of_time(self) -> str | None:
+        """The budget's words once its minutes are spent, else None."""
+        return self.spend.exhausted(Budget(minutes=self.budget.minutes))
+
+    def share_spent(self) -> str | None:
+        """Why the one-by-one proposer whose turn it is must give way to the next, else None."""
+        if self._turn_ends is None or time.monotonic() < self._turn_ends:
+            return None
+        return "its share of the budget's minutes is spent"
+
+    def turn_over(self) -> str | None:
+        """Why the proposer whose turn it is may evaluate no more (the minutes, or its share of them)."""
+        return self.out_of_time() or self.share_spent()
+
+    def tails_wait(self) -> bool:
+        """Does the batch whose turn it is measure its proposals at their first params first, and their
+        sweeps' other params after, within its share? Only under a budget of minutes with a turn to come."""
+        return self._tails_end is not None
+
+    def tails_over(self) -> str | None:
+        """Why the batch whose turn it is may measure no more of its sweeps' tails, else None."""
+        if (spent := self.out_of_time()) is not None:
+            return spent
+        if self._tails_end is not None and time.monotonic() >= self._tails_end:
+            return "its share of the budget's minutes is spent"
+        return None
+
+    def _share_ends(self, turns_left: int) -> float | None:
+        """When a turn that begins now ends: an equal share of the minutes left; the last turn, never early."""
+        if self.budget.minutes is None or turns_left <= 1:
+            return None
+        left = max(self.budget.minutes * 60 - self.spend.minutes * 60, 0.0)
+        return time.monotonic() + left / turns_left

@@ -58,7 +58,7 @@ from ..measure.cache import MeasureCache
 from ..measure.devices import Device, get_device
 from ..measure.local import has_cuda, local_device
 from .alone import decide_alone
-from .budget import Budget, Spend
+from .budget import Budget, Shares, Spend
 from .evaluations import Evaluations, read_ahead
 from .executor import Evidence, NoWorkers, WorkerLost, start_executor
 from .finalists import Allowed, faster_in_turn, measure_finalists, uses
@@ -129,8 +129,8 @@ class Runner:
     proposal's failure (that is a rejection, journaled).
 
     What a decision (`alone.py`, `together.py`) uses of the run, and nothing else: `evaluations`;
-    `already_decided`, `attempts_left`, `turn_over` (what is left to decide, and the turn's room);
-    `tails_wait`, `tails_over` (a batch's sweeps: their first params first, the rest within its share);
+    `already_decided`, `attempts_left` (what is left to decide); `shares` (`budget.Shares`: the turn's room,
+    and a batch's sweeps: their first params first, the rest within its share);
     `begin_attempt` and `finish_attempt` (journaled, in the history, reported); `best_finalist` (a trial
     extracted and its finalists timed), `beats_best`; `admit_kernel` and `keep_graph` (what is kept);
     `emit` (a progress event).
@@ -138,6 +138,7 @@ class Runner:
 
     def __init__(self, graph, *, agent, budget, device, journal, rules, k, cache, store, executor, trials, progress):
         self.spend = Spend()  # the budget's clock starts with the call: opening the executor counts
+        self.shares = Shares(budget, self.spend)
         self.graph, self.budget, self.device, self.rules, self.k = graph, budget, device, rules, k
         self.finalist_timing: dict = {}  # what the last `best_finalist` spent: extraction, whole-graph timing
         self.finalists_timed: list = []  # the last `best_finalist`'s (Finalist, Evidence) pairs
@@ -164,8 +165,6 @@ class Runner:
         self.history: list[Outcome] = []
         self.reused: list[str] = []
         self.stale: dict[str, str] = {}
-        self._turn_ends: float | None = None  # monotonic clock: the end of this proposer's share of the minutes
-        self._tails_end: float | None = None  # the same for a batch: where its sweeps' tails stop (together.py)
         self._turned: set[str] = set()  # proposal keys that had their turn (or were decided together) in this run
         self._offered: dict[str, list[str] | None] = {}  # proposer -> its proposals' keys (None: not listed ahead)
         self._unfinished: set[str] = set()  # proposers whose turn began and has not run through their proposals
@@ -236,21 +235,12 @@ class Runner:
         proposals left undecided."""
         cut = []
         for i, proposer in enumerate(proposers):
-            whole = getattr(proposer, "together", False)  # a batch is one decision (the module doc says why)
-            share = self._share_ends(len(proposers) - i) if shared else None
-            # a batch's share bounds only its sweeps' tails: each proposal is measured at its first params
-            self._turn_ends, self._tails_end = (None, share) if whole else (share, None)
+            # a batch is one decision (the module doc says why): its share bounds only its sweeps' tails
+            self.shares.begin_turn(len(proposers) - i, batch=getattr(proposer, "together", False), shared=shared)
             if self._turn(proposer, context):
                 cut.append(proposer)
-        self._turn_ends = self._tails_end = None
+        self.shares.end_turns()
         return cut
-
-    def _share_ends(self, turns_left: int) -> float | None:
-        """When a turn that begins now ends: an equal share of the minutes left; the last turn, never early."""
-        if self.budget.minutes is None or turns_left <= 1:
-            return None
-        left = max(self.budget.minutes * 60 - self.spend.minutes * 60, 0.0)
-        return time.monotonic() + left / turns_left
 
     def _turn(self, proposer, context: Context) -> bool:
         """`proposer`'s proposals, each decided (a batch together where the proposer asks); True when its share
@@ -269,7 +259,7 @@ class Runner:
             reason = self.spend.exhausted(self.budget)
             if reason is not None:
                 raise _Stop(reason)
-            if (share := self._share_spent()) is not None:
+            if (share := self.shares.share_spent()) is not None:
                 self.emit(kind="share", proposer=proposer.name, why=f"{share}: the next proposer's turn")
                 return True
             self._turned.add(key)
@@ -278,14 +268,9 @@ class Runner:
         self._unfinished.discard(proposer.name)
         return False
 
-    def _share_spent(self) -> str | None:
-        if self._turn_ends is None or time.monotonic() < self._turn_ends:
-            return None
-        return "its share of the budget's minutes is spent"
-
     def _stop_if_out_of_time(self) -> None:
         """Raises `_Stop` once the budget's minutes are spent (attempts are counted before each attempt)."""
-        reason = self.out_of_time()
+        reason = self.shares.out_of_time()
         if reason is not None:
             raise _Stop(reason)
 
@@ -370,29 +355,6 @@ class Runner:
         """How many more attempts the budget allows (None: no limit)."""
         return None if self.budget.attempts is None else self.budget.attempts - self.spend.attempts
 
-    def out_of_time(self) -> str | None:
-        """The budget's words once its minutes are spent, else None."""
-        return self.spend.exhausted(Budget(minutes=self.budget.minutes))
-
-    def turn_over(self) -> str | None:
-        """Why the proposer whose turn it is may evaluate no more (the budget's minutes, or its share of
-        them: see the module doc), else None."""
-        return self.out_of_time() or self._share_spent()
-
-    def tails_wait(self) -> bool:
-        """Does the batch whose turn it is measure its proposals at their first params first, and their
-        sweeps' other params after, within its share of the minutes (`together.py`)? Only under a budget of
-        minutes with a proposer's turn still to come."""
-        return self._tails_end is not None
-
-    def tails_over(self) -> str | None:
-        """Why the batch whose turn it is may measure no more of its sweeps' tails, else None."""
-        if (spent := self.out_of_time()) is not None:
-            return spent
-        if self._tails_end is not None and time.monotonic() >= self._tails_end:
-            return "its share of the budget's minutes is spent"
-        return None
-
     def begin_attempt(self, proposer: str, proposal: Proposal, region) -> int:
         """A proposal's attempt, counted against the budget and begun in the journal: its id there."""
         self.spend.attempts += 1
@@ -434,7 +396,7 @@ class Runner:
             return None
         start = time.perf_counter()
         # cheapest first, and once the budget's minutes are spent no more than the cheapest: the rest untimed
-        timed = measure_finalists(self.executor, [(f.graph, f.cost) for f in finalists], stop=self.out_of_time)
+        timed = measure_finalists(self.executor, [(f.graph, f.cost) for f in finalists], stop=self.shares.out_of_time)
         self.finalist_timing.update(measure_s=time.perf_counter() - start, untimed=len(finalists) - len(timed))
         self.finalists_timed = list(zip(finalists, timed))
         return min(self.finalists_timed, key=lambda pair: pair[1].seconds)

@@ -42,7 +42,7 @@ def decide_together(run, proposer: str, proposals: list[Proposal], context: Cont
     of those decided (journaled, kept or passed over), none when they are left to be decided one by one."""
     start = time.perf_counter()
     evaluated, not_reached = _evaluate(run, proposer, proposals, context)
-    tails = _measure_tails(run, evaluated) if run.tails_wait() else Tails()
+    tails = _measure_tails(run, evaluated) if run.shares.tails_wait() else Tails()
     evaluated = tails.apply(evaluated)
     passed = [c for c in evaluated if _passed(c[3])]
     # where a 1-minute budget goes (the H200's warm run spent 61 s on 24 library kernels), and how far it
@@ -123,7 +123,7 @@ def _record_unreached(run, proposer: str, passed: list[tuple], why: str, tails: 
     their own: each is journaled now as passed and not kept, with the batch's outcome (the H200's warm run of
     2026-12-04 evaluated 8 codegen kernels in 51 s, its batch gained 0.0%, and the journal held none of them).
     Their keys; none while there is time for their turns (the module doc says why those come)."""
-    if run.out_of_time() is None:
+    if run.shares.out_of_time() is None:
         return set()
     keys = set()
     for proposal, key, region, result in passed:
@@ -167,10 +167,10 @@ def _evaluate(run, proposer: str, proposals: list[Proposal], context: Context) -
     """((proposal, key, region, evaluation) of each proposal not yet decided, evaluated (submitted ahead
     where the executor is a pool) as far as the budget's attempts and the turn's minutes allow; how many
     were not reached). Those past the turn's share are left for a later turn (the proposals come ranked: the
-    costliest regions first). Where `run.tails_wait()`, each is measured at its sweep's first params only
+    costliest regions first). Where `run.shares.tails_wait()`, each is measured at its sweep's first params only
     (`_measure_tails` measures the rest)."""
     room = run.attempts_left()
-    first_only = run.tails_wait()
+    first_only = run.shares.tails_wait()
     # (position, proposal, key, region, sweep) of those not yet decided (a decided one's own turn replays or
     # skips it), as far as the budget's attempts go
     undecided = []
@@ -181,7 +181,7 @@ def _evaluate(run, proposer: str, proposals: list[Proposal], context: Context) -
     run.evaluations.check_ahead([(key, p.kernel, region, sweep) for _, p, key, region, sweep in undecided[:room]])
     fresh = []
     for i, proposal, key, region, sweep in undecided:
-        if room is not None and len(fresh) >= room or run.turn_over() is not None:
+        if room is not None and len(fresh) >= room or run.shares.turn_over() is not None:
             # out of attempts or time: what was evaluated is still decided, together
             return _results(fresh), len(proposals) - i
         pending = run.evaluations.held(key) or run.evaluations.submit(key, proposal.kernel, region, sweep)
@@ -231,7 +231,7 @@ class Tails:
 
 def _measure_tails(run, evaluated: list[tuple]) -> Tails:
     """The rest of each passing proposal's sweep, in the batch's order (the costliest regions first), while
-    `run.tails_over()` allows: submitted with its check's verdict (not checked again), `parallel` at a time
+    `run.shares.tails_over()` allows: submitted with its check's verdict (not checked again), `parallel` at a time
     on a pool; the first params' measurement comes back from the cache and competes with the rest."""
     start, tails = time.perf_counter(), Tails()
     width = max(1, getattr(run.evaluations.executor, "parallel", 1))
@@ -252,7 +252,7 @@ def _measure_tails(run, evaluated: list[tuple]) -> Tails:
                                      measure_s=(first.measure_s or 0.0) + (result.measure_s or 0.0))
 
     for n, (proposal, key, region, first) in enumerate(todo):
-        if (why := run.tails_over()) is not None:
+        if (why := run.shares.tails_over()) is not None:
             tails.cut.update({k: why for _, k, _, _ in todo[n:]})
             break
         pending = run.evaluations.submit(key, proposal.kernel, region, proposal.sweep, checked=first.verdict)
