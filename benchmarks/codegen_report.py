@@ -83,8 +83,10 @@ def print_table(data: dict) -> None:
                 print(f"{where:26} error: {m['error'][:100]}")
     for m in data["parts"].get("whole", {}).get("rows", ()):
         if "vs_max_autotune" in m:
+            ratio = (f"{m['vs_max_autotune']:.2f}x" if m["vs_max_autotune"] is not None
+                     else "no ratio (hoid's time is modelled)")
             print(f"{m['model']:26} whole model: hoid {m['hoid_best_s'] * 1e3:.3f} ms ({m['hoid_evidence']}) vs "
-                  f"max-autotune {m['max_autotune_s'] * 1e3:.3f} ms: {m['vs_max_autotune']:.2f}x")
+                  f"max-autotune {m['max_autotune_s'] * 1e3:.3f} ms: {ratio}")
         elif "error" in m:
             print(f"{m['model']:26} whole model error: {m['error'][:100]}")
     for key in ("geomean_vs_inductor", "geomean_auto_vs_inductor", "geomean_forms_vs_inductor"):

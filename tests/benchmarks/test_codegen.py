@@ -64,6 +64,19 @@ def test_the_regions_part_writes_auto_tuned_and_inductor_per_region(tmp_path):
     assert not list(tmp_path.glob("*.tmp"))  # written atomically: no temporary left
 
 
+@pytest.mark.slow
+def test_the_whole_part_gives_no_ratio_where_hoids_time_is_modelled(tmp_path):
+    """Without a GPU hoid's best is the H200's model and Inductor's the CPU's clock: the 12-06 smoke printed
+    "35.02x" from the two; a ratio is a figure of two measurements only."""
+    code, stdout = run_main("codegen", ["--smoke", "--parts", "whole", "--models", "vit-base-16", "--budget", "8",
+                                        "--out", str(tmp_path)], {"TRITON_INTERPRET": "1"})
+    assert code == 0, stdout[-3000:]
+    result = json.loads((tmp_path / "codegen_smoke-whole-vit-base-16.json").read_text())
+    (row,) = result["parts"]["whole"]["rows"]
+    assert row["max_autotune_s"] > 0 and row["hoid_best_s"] <= row["hoid_baseline_s"]
+    assert row["hoid_evidence"] == "modelled" and row["vs_max_autotune"] is None
+    assert "no ratio (hoid's time is modelled)" in stdout and not result["errors"]
+
 def _run(date, models, device="NVIDIA H200"):
     """A codegen.py file of one call: a region per model, its speedup given."""
     rows = [{"model": m, "regions": [{"kernel": f"codegen.{m}", "speedup": x, "speedup_auto": x}]}
