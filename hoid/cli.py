@@ -21,6 +21,7 @@ import time
 
 import torch
 
+from .cli_input import UsageError, read_document
 from .errors import HoidError, ParseError
 
 
@@ -68,14 +69,14 @@ def _optimize(args: argparse.Namespace) -> int:
     if args.file.startswith("example:"):
         name = args.file.split(":", 1)[1]
         if name not in EXAMPLES:
-            raise _UsageError(f"{args.file}: no such example; built-in examples: {', '.join(sorted(EXAMPLES))}")
+            raise UsageError(f"{args.file}: no such example; built-in examples: {', '.join(sorted(EXAMPLES))}")
         graph = EXAMPLES[name]()
     else:
         graph = load(args.file)
     try:
         budget = Budget.parse(args.budget) if args.budget else None
     except ValueError as e:
-        raise _UsageError(f"--budget {args.budget}: {e}") from None
+        raise UsageError(f"--budget {args.budget}: {e}") from None
     agents = [a.strip() for a in args.agent.split(",") if a.strip()]
     from .cli_agent import executor_from_args
 
@@ -139,7 +140,7 @@ def _validate(args: argparse.Namespace) -> int:
     from .ir.text_parse import parse_document
 
     path = Path(args.file)
-    document = parse_document(_read_document(path))
+    document = parse_document(read_document(path))
     graph = document.graph.validate()
     weights = ""
     if document.weights_file is not None:
@@ -153,28 +154,6 @@ def _validate(args: argparse.Namespace) -> int:
     print(f"{args.file}: graph {graph.name!r} is valid: {len(graph.inputs)} inputs, {len(graph.nodes)} nodes "
           f"({counts}), {len(graph.outputs)} outputs{weights}")
     return 0
-
-
-class _UsageError(Exception):
-    """A mistake in what the command was given (a path that is no document): one line, exit 2."""
-
-
-def _read_document(path) -> str:
-    """The text of the document at `path`, or a `_UsageError` saying why it is not one and what to give."""
-    if not path.exists():
-        raise _UsageError(f"{path}: no such file; give the path of a .hoid document")
-    if path.is_dir():
-        raise _UsageError(f"{path} is a directory; give the path of a .hoid document (a file), e.g. one in it")
-    data = path.read_bytes()
-    try:
-        text, bad = data.decode("utf-8"), data.find(b"\0")  # UTF-8 may hold NUL bytes; no text file does
-    except UnicodeDecodeError as e:
-        text, bad = None, e.start
-    if bad >= 0:
-        line = data[:bad].count(b"\n") + 1
-        raise _UsageError(f"{path}: not a text file (byte {bad}, line {line}, is not text); a .hoid document "
-                          "is text: give the .hoid file, not its .safetensors weights or another binary")
-    return text
 
 
 def _one_line(error: BaseException, args: argparse.Namespace) -> str:
@@ -264,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except (HoidError, _UsageError, OSError) as e:  # a user's mistake: the message is the whole story
+    except (HoidError, UsageError, OSError) as e:  # a user's mistake: the message is the whole story
         if args.debug:
             raise
         print(f"hoid: {_one_line(e, args)}", file=sys.stderr)

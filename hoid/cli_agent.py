@@ -20,6 +20,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from .cli_input import UsageError, read_graph
+
 REJECTED = 3  # propose's exit when the kernel fails its check: not an error of the user's nor of hoid's
 
 
@@ -57,18 +59,6 @@ def add_commands(sub, common) -> None:
     rp.set_defaults(func=report)
 
 
-def _graph(path: str):
-    """The document at `path`, with its weights if they are beside it (a region document has none)."""
-    from . import load
-    from .cli import _read_document
-    from .ir.io import weights_path
-    from .ir.text import loads
-
-    p = Path(path)
-    text = _read_document(p)
-    return load(p) if weights_path(p).is_file() else loads(text)
-
-
 def _status(what: str):
     """rich's spinner on stderr for long work (saturating, checking, timing), or nothing without rich."""
     import contextlib
@@ -85,8 +75,8 @@ def show(args: argparse.Namespace) -> int:
     from .viz.cli import show_picture, wants_picture
 
     if wants_picture(args):
-        return show_picture(args, _graph)
-    graph = _graph(args.file)
+        return show_picture(args, read_graph)
+    graph = read_graph(args.file)
     kinds = {}
     for gi in graph.inputs:
         kinds.setdefault(gi.kind, []).append(gi.value)
@@ -129,18 +119,17 @@ def _local_name() -> str:
 
 def regions(args: argparse.Namespace) -> int:
     from . import dumps, save
-    from .cli import _UsageError
     from .ir import Region
     from .measure.roofline import region_floor
     from .measure.timing import format_seconds
 
-    graph = _graph(args.file)
+    graph = read_graph(args.file)
     if args.cut:
         try:
             region = Region.of(graph, [v.strip() for v in args.cut.split(",") if v.strip()])
             region.check_convex()
         except Exception as e:  # a value that no node makes, a region that cannot be one kernel
-            raise _UsageError(f"--cut {args.cut}: {' '.join(str(e).split())}") from None
+            raise UsageError(f"--cut {args.cut}: {' '.join(str(e).split())}") from None
         body = region.body()
     else:
         device, found = _discover(graph, args.device)
@@ -153,7 +142,7 @@ def regions(args: argparse.Namespace) -> int:
             print("print one as a document with --show N (--out FILE to write it); cut your own with --cut t1,t2,...")
             return 0
         if not 1 <= args.show <= len(found):
-            raise _UsageError(f"--show {args.show}: there are regions 1 to {len(found)}; run hoid regions {args.file}")
+            raise UsageError(f"--show {args.show}: there are regions 1 to {len(found)}; run hoid regions {args.file}")
         body = found[args.show - 1].body
     if args.out:
         save(body, args.out)
@@ -166,13 +155,12 @@ def regions(args: argparse.Namespace) -> int:
 def propose(args: argparse.Namespace) -> int:
     from .agent.dir_proposer import region_overrides, region_spec
     from .agent.executor import LocalExecutor
-    from .cli import _UsageError
     from .kernels.loader import KernelSource
     from .measure.profile import profile_graph
     from .measure.roofline import region_floor
     from .measure.timing import format_seconds
 
-    graph = _graph(args.file)
+    graph = read_graph(args.file)
     # a region's own launch (regions/LABEL.json beside regions/LABEL.hoid: another model's eps, or the entry
     # that takes its inputs) unless --entry names one
     entry, fixed = region_overrides(Path(args.region).with_suffix(".json")) if Path(args.region).is_file() \
@@ -181,18 +169,18 @@ def propose(args: argparse.Namespace) -> int:
     kernel_path = Path(args.kernel)  # a folder's kernel.py is named after its folder, as the directory proposer does
     kernel_id = f"dir.{kernel_path.resolve().parent.name if kernel_path.stem == 'kernel' else kernel_path.stem}"
     if Path(args.region).suffix == ".hoid" or Path(args.region).is_file():
-        body = _graph(args.region)
+        body = read_graph(args.region)
     else:  # a rank or a key of `hoid regions`
         _, found = _discover(graph, args.device)
         pick = [r for i, r in enumerate(found, 1) if args.region in (str(i), r.key)]
         if not pick:
-            raise _UsageError(f"--region {args.region}: not a file, nor a rank or key of hoid regions {args.file}")
+            raise UsageError(f"--region {args.region}: not a file, nor a rank or key of hoid regions {args.file}")
         body = pick[0].body
     spec = region_spec(source, body, kernel_id, fixed=fixed)
     device, found = _discover(graph, args.device, [spec])
     region = next((r for r in found if r.pattern == spec.pattern.name), None)
     if region is None:
-        raise _UsageError(f"--region {args.region}: the region does not occur in {args.file} (cut it from this "
+        raise UsageError(f"--region {args.region}: the region does not occur in {args.file} (cut it from this "
                           f"document: hoid regions {args.file} --cut ... --out region.hoid)")
     executor = LocalExecutor(device, trials=args.trials)
     params = spec.default_params()
@@ -223,22 +211,21 @@ def propose(args: argparse.Namespace) -> int:
 def report(args: argparse.Namespace) -> int:
     from .agent.journal import Journal
     from .agent.report import plot_best, report_from_journal
-    from .cli import _UsageError
 
     path = Path(args.journal)
     if not path.is_file():
-        raise _UsageError(f"{path}: no such journal; give the journal file of a run (hoid optimize --journal)")
+        raise UsageError(f"{path}: no such journal; give the journal file of a run (hoid optimize --journal)")
     with Journal(path) as journal:
         try:
             rep = report_from_journal(journal, args.run)
         except LookupError as e:
-            raise _UsageError(f"{path}: {e}") from None
+            raise UsageError(f"{path}: {e}") from None
     out = Path(args.out) if args.out else path.with_suffix(".md")
     png = out.with_suffix(".png")
     try:
         plot_best(rep, png)
     except ImportError:
-        raise _UsageError("the plot needs matplotlib: pip install 'hoid[report]' (or pip install matplotlib)") from None
+        raise UsageError("the plot needs matplotlib: pip install 'hoid[report]' (or pip install matplotlib)") from None
     out.write_text(f"{rep}\n\n![best latency over attempts]({png.name})\n")
     from .viz.report_html import write_report_html  # the page with its plots, beside the markdown
 
@@ -266,19 +253,18 @@ def executor_from_args(args):
     """The pool `--workers` / `--ray` ask for, or None (this process)."""
     import importlib.util
 
-    from .cli import _UsageError
 
     if args.workers is not None and args.workers < 1:
-        raise _UsageError(f"--workers {args.workers}: give at least 1")
+        raise UsageError(f"--workers {args.workers}: give at least 1")
     if args.workers is not None and args.ray is None:
         import torch
 
         if torch.cuda.is_available() and args.workers > torch.cuda.device_count():
-            raise _UsageError(f"--workers {args.workers}: this machine has {torch.cuda.device_count()} GPU(s), a "
+            raise UsageError(f"--workers {args.workers}: this machine has {torch.cuda.device_count()} GPU(s), a "
                               "worker runs on one of its own; ask for fewer, or use --ray for a cluster")
     if args.ray is not None:
         if importlib.util.find_spec("ray") is None:
-            raise _UsageError("--ray needs Ray: pip install 'hoid[ray]' (or pip install ray)")
+            raise UsageError("--ray needs Ray: pip install 'hoid[ray]' (or pip install ray)")
         from .agent.ray_executor import RayPool
 
         return RayPool(args.ray, workers=args.workers, timeout_s=args.worker_timeout)

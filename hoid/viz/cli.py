@@ -15,6 +15,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from ..cli_input import UsageError, read_graph
+
 SQLITE = b"SQLite format 3\0"
 
 
@@ -37,7 +39,6 @@ def wants_picture(args) -> bool:
 def _from_journal(path: Path, run: int | None):
     """A journal's best graph of `run`, the ids of its kernel nodes (outlined) and the attempts' sources."""
     from ..agent.journal import Journal
-    from ..cli import _UsageError
     from ..ir.text import loads
 
     with Journal(path) as journal:
@@ -45,7 +46,7 @@ def _from_journal(path: Path, run: int | None):
             run = journal.db.execute("select max(id) from runs").fetchone()[0]
         best = journal.best_graph(run) if run is not None else None
         if best is None:
-            raise _UsageError(f"{path}: run {run} kept no graph; draw the document itself (hoid show FILE.hoid)")
+            raise UsageError(f"{path}: run {run} kept no graph; draw the document itself (hoid show FILE.hoid)")
         sources = {a["kernel"]: a["source"] for a in journal.attempts(run)
                    if a["kept"] and a["source"] and not a["source"].startswith("library:")}
     graph = loads(best[0])
@@ -102,12 +103,11 @@ def show_picture(args, load_graph) -> int:
 def trace(args) -> int:
     """`hoid trace FILE --out T.json`: the profile as a Perfetto/Chrome trace."""
     from ..agent.loop import resolve_device
-    from ..cli_agent import _graph
     from ..measure.local import local_device
     from ..measure.profile import profile_graph
     from .trace import write_trace
 
-    graph = _graph(args.file)
+    graph = read_graph(args.file)
     device = resolve_device(args.device)
     mode = "measured" if device.name == local_device().name and device.arch != "cpu" else "analytic"
     profile = profile_graph(graph, mode=mode, device=device)
