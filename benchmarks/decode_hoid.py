@@ -123,7 +123,7 @@ def archive_databases(folder: Path, path: Path) -> Path:
 
 def _optimize(graph, device, folder: Path, name: str, cache, budget, agent=None):
     import hoid
-    from hoid.agent.proposer import DEFAULT_AGENTS
+    from hoid.agent.agents import DEFAULT_AGENTS
     from hoid.kernels import AcceptedStore
 
     begin = time.perf_counter()
@@ -143,8 +143,8 @@ def _optimize(graph, device, folder: Path, name: str, cache, budget, agent=None)
 
 def prepare(lm, shape: Shape, ctx: Context) -> Plan:
     import hoid.measure
+    from hoid.agent.agents import DEFAULT_AGENTS
     from hoid.agent.loop import resolve_device
-    from hoid.agent.proposer import DEFAULT_AGENTS
     from hoid.ir.text import dumps
     from hoid.models import decode_step_graph
 

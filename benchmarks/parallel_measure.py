@@ -99,7 +99,7 @@ def main() -> None:
     n = args.workers or (torch.cuda.device_count() if gpu else 2)
     dtype = torch.bfloat16 if gpu else torch.float32
     step = decode_step_graph(build_model(args.model, dtype=dtype, device="cuda" if gpu else "cpu"), args.cache_len)
-    from hoid.agent.proposer import proposers_for
+    from hoid.agent.agents import proposers_for
 
     proposers = [Fixed(p) for p in proposers_for(args.agent.split(","))]
     runs = [one_run(step, 1, args, args.out / "parallel_1", proposers)]

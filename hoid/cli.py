@@ -203,7 +203,7 @@ def _add_trace(sub, common) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     from . import __version__
-    from .agent.proposer import DEFAULT_AGENTS
+    from .agent.agents import DEFAULT_AGENTS
     from .models.examples import EXAMPLES
 
     parser = argparse.ArgumentParser(prog="hoid", description="An e-graph optimizer for PyTorch models.")

@@ -8,6 +8,7 @@ Nothing here imports egglog until a run starts.
 """
 
 from .advisory import AdvisoryProposer
+from .agents import proposer_names, register_proposer
 from .budget import Budget, Spend
 from .codegen_proposer import CodegenProposer
 from .dir_proposer import DirectoryProposer
@@ -17,7 +18,7 @@ from .library_proposer import LibraryProposer
 from .loop import Optimized, optimize
 from .openai_proposer import OpenAIProposer
 from .pool import WorkerPool
-from .proposer import Context, Outcome, Proposal, Proposer, RegionInfo, proposer_names, register_proposer
+from .proposer import Context, Outcome, Proposal, Proposer, RegionInfo
 from .ray_executor import RayPool  # imports Ray only when a RayPool is made
 from .report import Report
 

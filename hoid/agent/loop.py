@@ -57,13 +57,14 @@ from ..kernels.store import AcceptedStore
 from ..measure.cache import MeasureCache
 from ..measure.devices import Device, get_device
 from ..measure.local import has_cuda, local_device
+from .agents import DEFAULT_AGENTS, proposers_for
 from .alone import decide_alone
 from .budget import Budget, Shares, Spend
 from .evaluations import Evaluations, read_ahead
 from .executor import Evidence, NoWorkers, WorkerLost, start_executor
 from .finalists import Allowed, faster_in_turn, measure_finalists, uses
 from .journal import Journal, graph_hash, source_text
-from .proposer import DEFAULT_AGENTS, Context, Outcome, Proposal, proposers_for
+from .proposer import Context, Outcome, Proposal
 from .regions import discover
 from .report import Report
 from .together import decide_together

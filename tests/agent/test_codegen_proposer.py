@@ -10,8 +10,9 @@ import torch
 
 import hoid
 from hoid.agent import proposer_names
+from hoid.agent.agents import DEFAULT_AGENTS, proposers_for
 from hoid.agent.codegen_proposer import CodegenProposer
-from hoid.agent.proposer import DEFAULT_AGENTS, Context, proposers_for
+from hoid.agent.proposer import Context
 from hoid.ir import GraphBuilder
 from hoid.kernels.codegen import find_regions
 
