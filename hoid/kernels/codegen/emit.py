@@ -18,7 +18,6 @@ its version is its text.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from ...ir import Graph
 from ...ir.dtypes import promote
@@ -26,6 +25,8 @@ from ...ir.registry import get_op
 from ...ir.types import contiguous_strides
 from .index import Render, offset
 from .legality import Layout, operand_coords
+from .looped import looped_kernel
+from .program import Program, Stmt, print_stmt
 from .templates import COMPUTE, TL, for_dtype, is_row_template, literal, moves_no_data, render
 
 INT32_MAX = 2**31 - 1
@@ -40,26 +41,6 @@ def _ident(name: str, taken: set[str]) -> str:
         out = f"{base}_{k}"
     taken.add(out)
     return out
-
-
-@dataclass
-class Stmt:
-    """`name = expr`, with the comment that heads it (the IR node or input it begins)."""
-
-    name: str
-    expr: str
-    comment: str | None = None
-
-
-@dataclass
-class Program:
-    """A region as statements: what either kernel form prints. stores: the `tl.store(...)` lines."""
-
-    stmts: list[Stmt]
-    stores: list[Stmt]
-    args: list[str]
-    dtypes: list[str]
-    wide: bool
 
 
 def lower(body: Graph, layout: Layout) -> Program:
@@ -156,8 +137,6 @@ def emit(body: Graph, layout: Layout, *, title: str) -> tuple[str, dict]:
     program = lower(body, layout)
     kernel = "fused_kernel"
     if layout.looped:
-        from .looped import looped_kernel
-
         lines, helpers = looped_kernel(program, layout)
     else:
         lines, helpers = _tile_kernel(program, layout), []
@@ -169,11 +148,6 @@ def emit(body: Graph, layout: Layout, *, title: str) -> tuple[str, dict]:
     if even:
         facts.update(even=True, rows=layout.rows, cols=layout.cols)
     return source, facts
-
-
-def print_stmt(stmt: Stmt, indent: str) -> list[str]:
-    head = [f"{indent}# {stmt.comment}"] if stmt.comment else []
-    return head + [f"{indent}{stmt.name} = {stmt.expr}" if stmt.name else f"{indent}{stmt.expr}"]
 
 
 def _tile_kernel(program: Program, layout: Layout) -> list[str]:

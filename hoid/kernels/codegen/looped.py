@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import re
 
-from .emit import Program, Stmt, print_stmt
 from .legality import Layout
+from .program import Program, Stmt, print_stmt
 from .templates import innermost_reduction
 
 _NAME = re.compile(r"\b[A-Za-z_]\w*\b")
