@@ -25,7 +25,7 @@ ORDER = ("hoid", "hf", "fast")  # longest first, so the last wave is short
 
 def slices(args, keys: list[str]) -> list[tuple[int, int, str]]:
     """(prompt, batch, --rows value) of every slice, longest group first."""
-    from decode import GROUPS
+    from decode_args import GROUPS
 
     out = []
     for group in ORDER:
@@ -51,7 +51,7 @@ def child_argv(args, prompt: int, batch: int, rows: str) -> list[str]:
 
 
 def run(args, keys: list[str], argv: list[str]) -> int:
-    from decode import output_name, parse
+    from decode_args import output_name, parse
 
     jobs = [child_argv(args, *s) for s in slices(args, keys)]
     logs = args.out / "logs"

@@ -12,6 +12,7 @@ import pytest
 pytest.importorskip("transformers")
 
 import decode  # noqa: E402
+import decode_args  # noqa: E402
 import decode_stock  # noqa: E402
 
 SAFE = re.compile(r"[A-Za-z0-9._-]+")
@@ -82,15 +83,15 @@ def test_a_stopped_run_still_writes_the_reference_cells_of_its_finished_rows(tmp
 
 
 def test_result_names_use_only_what_a_gpu_call_brings_back():
-    name = decode.output_name(decode.parse(["qwen3-1.7b", "--prompt", "128", "1024", "--batch", "1", "8", "--new",
-                                            "64", "--rows", "fast-cuda-graph, hoid", "--no-warm"]))
+    name = decode_args.output_name(decode_args.parse(["qwen3-1.7b", "--prompt", "128", "1024", "--batch", "1", "8",
+                                                      "--new", "64", "--rows", "fast-cuda-graph, hoid", "--no-warm"]))
     assert name == "decode-qwen3-1.7b-n64-fast-cuda-graph_hoid-nowarm.json"
-    name = decode.output_name(decode.parse(["qwen3-1.7b", "--prompt", "128", "--batch", "1", "2",
+    name = decode_args.output_name(decode_args.parse(["qwen3-1.7b", "--prompt", "128", "--batch", "1", "2",
                                             "--rows", "hoid-export,hoid-backend"]))
     assert name == "decode-qwen3-1.7b-p128-b1_2-hoid-export_hoid-backend.json"
-    args = decode.parse(["qwen3-1.7b", "--prompt", "128", "--rows", "fast"])
+    args = decode_args.parse(["qwen3-1.7b", "--prompt", "128", "--rows", "fast"])
     args.model = "a+b c/d"  # whatever reaches the name, the name stays plain
-    assert decode.output_name(args) == "decode-a_b_c_d-p128-fast.json"
+    assert decode_args.output_name(args) == "decode-a_b_c_d-p128-fast.json"
 
 
 @pytest.mark.slow
