@@ -62,9 +62,23 @@ def _tiny(spec: ModelSpec) -> ModelSpec:
 
 
 SPECS.update({f"{name}-tiny": _tiny(spec) for name, spec in list(SPECS.items())})
-from .moe import SPECS as _MOE_SPECS  # noqa: E402  (the MoE decoder's entries live beside its graph code)
 
-SPECS.update(_MOE_SPECS)
+# the mixture-of-experts decoder (`moe.py` traces its graphs), its tiny entry made by hand (below)
+_QWEN3_30B_A3B = dict(
+    vocab_size=151936, hidden_size=2048, intermediate_size=6144, num_hidden_layers=48,
+    num_attention_heads=32, num_key_value_heads=4, head_dim=128, max_position_embeddings=40960,
+    rms_norm_eps=1e-6, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
+    tie_word_embeddings=False, num_experts=128, num_experts_per_tok=8, moe_intermediate_size=768,
+    norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[], hidden_act="silu")
+
+SPECS.update({
+    "qwen3-30b-a3b": ModelSpec("qwen3_moe", _QWEN3_30B_A3B),
+    # 8 query heads over 1 KV head keep the 8:1 grouping; top 4 of 16 experts keeps the routing selective
+    "qwen3-30b-a3b-tiny": ModelSpec("qwen3_moe", dict(
+        _QWEN3_30B_A3B, vocab_size=256, hidden_size=64, intermediate_size=192, num_hidden_layers=2,
+        num_attention_heads=8, num_key_value_heads=1, head_dim=16, num_experts=16, num_experts_per_tok=4,
+        moe_intermediate_size=32)),
+})
 NAMES = tuple(SPECS)
 
 # Zoo entries that are not decoder LLMs (an encoder-decoder, an encoder) live in their own modules, which

@@ -22,7 +22,7 @@ routing as ops the search can reach:
 A graph of many tokens (a prefill) would gather one weight copy per (token, expert) pair that way; it is
 traced with every expert on every token instead (`dense_experts_forward`), each expert's weights read once.
 
-The zoo entries are registered in `configs.SPECS` (family `qwen3_moe`): `qwen3-30b-a3b` with the numbers
+The zoo entries are in `configs.SPECS` (family `qwen3_moe`): `qwen3-30b-a3b` with the numbers
 of its published `config.json`, and `qwen3-30b-a3b-tiny` for tests (2 layers, hidden 64, 16 experts of
 width 32, top 4, the GQA ratio, norms and RoPE kept).
 """
@@ -34,28 +34,9 @@ from collections.abc import Iterator
 
 import torch
 
-from .configs import ModelSpec
-
 # the experts implementations the graphs are traced with (see the module docstring)
 TRACEABLE_EXPERTS = "batched_mm"  # a few tokens: gather the selected experts' weights
 DENSE_EXPERTS = "hoid_dense"  # many tokens: every expert on every token, weighted by a dense routing matrix
-
-
-_QWEN3_30B_A3B = dict(
-    vocab_size=151936, hidden_size=2048, intermediate_size=6144, num_hidden_layers=48,
-    num_attention_heads=32, num_key_value_heads=4, head_dim=128, max_position_embeddings=40960,
-    rms_norm_eps=1e-6, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0},
-    tie_word_embeddings=False, num_experts=128, num_experts_per_tok=8, moe_intermediate_size=768,
-    norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[], hidden_act="silu")
-
-SPECS: dict[str, ModelSpec] = {
-    "qwen3-30b-a3b": ModelSpec("qwen3_moe", _QWEN3_30B_A3B),
-    # 8 query heads over 1 KV head keep the 8:1 grouping; top 4 of 16 experts keeps the routing selective
-    "qwen3-30b-a3b-tiny": ModelSpec("qwen3_moe", dict(
-        _QWEN3_30B_A3B, vocab_size=256, hidden_size=64, intermediate_size=192, num_hidden_layers=2,
-        num_attention_heads=8, num_key_value_heads=1, head_dim=16, num_experts=16, num_experts_per_tok=4,
-        moe_intermediate_size=32)),
-}
 
 
 def dense_experts_forward(experts, hidden_states, top_k_index, top_k_weights):
