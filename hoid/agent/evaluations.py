@@ -12,12 +12,11 @@ isolated children at once, and then measured one at a time (`check_ahead`).
 from __future__ import annotations
 
 import os
-import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 
-from .executor import Evaluation, done, evaluate, from_source
+from .executor import Evaluation, check_candidate, done, evaluate, from_source
 
 # isolated checks at once in this process (children each import torch and build their kernel: a few cores
 # each): 4 on the GPU machines' 16 cores, 1 (one after another, as before) on a CPU of 2 to 7 cores
@@ -32,7 +31,7 @@ class Evaluations:
         self.executor, self.device = executor, device
         self.isolated_at_once = ISOLATED_AT_ONCE if isolated_at_once is None else isolated_at_once
         self._held: dict[str, Future] = {}
-        self._checked: dict[str, tuple[object, str, float]] = {}  # key -> (verdict, error, seconds): `check_ahead`
+        self._checked: dict[str, Evaluation] = {}  # key -> its check alone (`check_ahead`), until its submit
 
     def submit(self, key: str, spec, region, sweep, checked=None) -> Future:
         """`spec`'s evaluation at `region`, submitted now and held for `key`'s turn (replacing one held);
@@ -80,39 +79,37 @@ class Evaluations:
             pending.cancel()
 
     def _start(self, key: str, spec, region, sweep, checked) -> Future:
-        """`_submit`, with the verdict `check_ahead` found for `key` where there is one (taken once)."""
+        """`_submit`, with the check `check_ahead` ran for `key` where there is one (taken once)."""
         ahead = self._checked.pop(key, None) if checked is None else None
         if ahead is None:
             return self._submit(spec, region, sweep, checked)
-        verdict, error, seconds = ahead
-        if error or not verdict.ok:
-            return done(Evaluation(verdict, error=error, check_s=seconds))
-        return done(replace(self._submit(spec, region, sweep, verdict).result(), check_s=seconds))
+        if ahead.error or not ahead.verdict.ok:
+            return done(ahead)
+        return done(replace(self._submit(spec, region, sweep, ahead.verdict).result(), check_s=ahead.check_s))
 
-    def _check(self, spec, region, sweep) -> tuple[object, str, float]:
-        """(verdict or None, why it could not be checked, wall seconds) of one candidate: what `evaluate`'s
-        check gives, run on a thread of `check_ahead` (the check itself runs in a child process)."""
-        start = time.perf_counter()
-        try:
-            verdict = self.executor.check(spec, region, self._first_params(spec, region, sweep))
-        except Exception as e:  # noqa: BLE001  a candidate that cannot even be checked is rejected, not fatal
-            return None, f"could not be checked: {type(e).__name__}: {e}", time.perf_counter() - start
-        return verdict, "", time.perf_counter() - start
+    def _check(self, spec, region, sweep) -> Evaluation:
+        """One candidate's check alone (`executor.check_candidate`), on a thread of `check_ahead` (the check
+        itself runs in a child process)."""
+        params = self._first_params(spec, region, sweep)
+        return params if isinstance(params, Evaluation) else check_candidate(self.executor, spec, region, params)
 
-    def _first_params(self, spec, region, sweep) -> dict:
+    def _first_params(self, spec, region, sweep) -> dict | Evaluation:
         """The params a candidate is checked with: its sweep's first (the spec's defaults without one), its
-        "auto"s resolved for the target."""
+        "auto"s resolved for the target; or, where they cannot be resolved, the evaluation that says why (the
+        candidate is rejected, not fatal)."""
         from ..kernels.launch import resolve_params
 
         first = sweep[0] if sweep else spec.default_params()
-        return resolve_params(spec, region.types, region.attrs, first, self.device.target())
+        try:
+            return resolve_params(spec, region.types, region.attrs, first, self.device.target())
+        except Exception as e:  # noqa: BLE001
+            return Evaluation(error=f"could not be checked: {type(e).__name__}: {e}")
 
     def _submit(self, spec, region, sweep, checked=None) -> Future:
         sweep = sweep or (spec.default_params(),)
-        try:
-            params = self._first_params(spec, region, sweep)
-        except Exception as e:  # noqa: BLE001  a candidate that cannot even be checked is rejected, not fatal
-            return done(Evaluation(error=f"could not be checked: {type(e).__name__}: {e}"))
+        params = self._first_params(spec, region, sweep)
+        if isinstance(params, Evaluation):
+            return done(params)
         if hasattr(self.executor, "submit"):
             return self.executor.submit(spec, region, params, sweep, checked)
         return done(evaluate(self.executor, spec, region, params, sweep, checked))

@@ -32,7 +32,7 @@ import math
 import os
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
@@ -102,23 +102,31 @@ class Executor(Protocol):
     def cost_model(self): ...
 
 
+def check_candidate(executor, spec, region, params: dict) -> Evaluation:
+    """The check half of `evaluate`: the verdict, or why there is none, and its seconds (`check_s`)."""
+    start = time.perf_counter()
+    try:
+        verdict = executor.check(spec, region, params)
+    except Exception as e:  # noqa: BLE001  a candidate that cannot even be checked is rejected, not fatal
+        return Evaluation(error=f"could not be checked: {type(e).__name__}: {e}", check_s=time.perf_counter() - start)
+    return Evaluation(verdict, check_s=time.perf_counter() - start)
+
+
 def evaluate(executor, spec, region, params: dict, sweep, checked=None) -> Evaluation:
     """Check, then (passed) measure, in this process: what a candidate's evaluation is, wherever it runs.
     `checked`: the passing verdict of an earlier evaluation of the same kernel at the same region (a sweep's
-    tail measured after its first params, `together.py`): not checked again."""
+    tail measured after its first params, `together.py`; a check run ahead, `evaluations.py`): not checked
+    again."""
+    check = Evaluation(checked, check_s=0.0) if checked is not None else check_candidate(executor, spec, region,
+                                                                                         params)
+    if check.error or not check.verdict.ok:
+        return check
     start = time.perf_counter()
-    try:
-        verdict = checked if checked is not None else executor.check(spec, region, params)
-    except Exception as e:  # noqa: BLE001  a candidate that cannot even be checked is rejected, not fatal
-        return Evaluation(error=f"could not be checked: {type(e).__name__}: {e}")
-    checked_at = time.perf_counter()
-    if not verdict.ok:
-        return Evaluation(verdict, check_s=checked_at - start)
     try:
         params, kernel = executor.measure_kernel(spec, region, sweep)
     except Exception as e:  # noqa: BLE001
-        return Evaluation(verdict, error=f"could not be measured: {type(e).__name__}: {e}", check_s=checked_at - start)
-    return Evaluation(verdict, params, kernel, check_s=checked_at - start, measure_s=time.perf_counter() - checked_at)
+        return replace(check, error=f"could not be measured: {type(e).__name__}: {e}")
+    return replace(check, params=params, kernel=kernel, measure_s=time.perf_counter() - start)
 
 
 def done(value) -> Future:
