@@ -24,7 +24,10 @@ def test_the_best_stock_rows_and_hoids_kernels_are_listed_slowest_first():
 
 @pytest.mark.gpu
 def test_a_rows_peak_is_what_running_it_needs_not_what_building_it_took():
-    """BGE-M3's hoid row said 33.4 GiB (H100, 12-05): its 4-minute optimize's, not its step's."""
+    """BGE-M3's hoid row said 33.4 GiB (H100, 12-05): its 4-minute optimize's, not its step's. Running the row
+    holds cuBLAS's workspace, which torch takes from its caching allocator at the first matmul (32 MiB on
+    Hopper: the H100 gave a peak of 33.4 MiB here, 12-06), so the bound is far below the build's 512 MiB but
+    above that workspace."""
     device = torch.device("cuda")
 
     def build():
@@ -35,4 +38,4 @@ def test_a_rows_peak_is_what_running_it_needs_not_what_building_it_took():
 
     row, _ = forward_row("r", "a row", "stock", build, (torch.randn(64, 256, device=device),), device, repeat=3)
     assert row["status"] == "ok", row.get("reason")
-    assert row["build_peak_bytes"] >= 512 * 2**20 > 16 * 2**20 > row["peak_bytes"] > 256 * 256 * 4
+    assert row["build_peak_bytes"] >= 512 * 2**20 > 128 * 2**20 > row["peak_bytes"] > 256 * 256 * 4
