@@ -249,7 +249,7 @@ class _Stateful(torch.nn.Module):
         return logits_and_token(logits)
 
 
-def _import_package(graph, folder: Path, name: str, device):
+def import_package(graph, folder: Path, name: str, device):
     import hoid
 
     hoid.export(graph, folder / name, trace_triton=False)  # the module doc says why
@@ -267,9 +267,9 @@ def hoid_export(lm, shape: Shape, ctx: Context, plan: Plan) -> Decoder:
     root = Path(plan.folder.name)
     begin = time.perf_counter()
     with phase("hoid-export: export and import the step's package"):
-        step_model = _import_package(plan.graph, root, f"hoid_step_{plan.key}", device)
+        step_model = import_package(plan.graph, root, f"hoid_step_{plan.key}", device)
     with phase("hoid-export: export and import the prefill's package"):
-        prefill_model = _import_package(plan.prefill_graph(), root, f"hoid_prefill_{plan.key}", device)
+        prefill_model = import_package(plan.prefill_graph(), root, f"hoid_prefill_{plan.key}", device)
     export_s = time.perf_counter() - begin
     state = empty_cache(plan.graph, device)
     step, prefill = _Stateful(step_model, state, 1), _Stateful(prefill_model, state, shape.prompt)

@@ -7,7 +7,8 @@ call warms (compiles, captures) and is the output the gate judges, then `time_ca
 (`hoid.testing.gate`): per sample (the output's first dim), the relative L2 against a float32 reference, and
 `judge_row` passes a row when its median and p99 are at most 1.5x eager bfloat16's (`add_row` keeps eager's
 as the baseline and judges the rest). `summarize` names the best
-stock row and each row's speedup over it. `hoid_plan` makes the graph every workload's hoid rows run.
+stock row and each row's speedup over it. `hoid_plan` makes the graph every workload's hoid rows run
+(`SharedPlan`: once a run), `export_row` the `hoid-export` row over it.
 """
 
 from __future__ import annotations
@@ -75,6 +76,58 @@ def hoid_plan(graph, device: torch.device, budget: str | None, *, target: str | 
     info.update(plan_s=time.perf_counter() - begin, nodes=len(graph.nodes), nodes_rewritten=len(planned.nodes),
                 kernels={k: kernels.count(k) for k in sorted(set(kernels))})
     return planned, info
+
+
+class SharedPlan:
+    """The plan a workload's hoid rows share: made once (`hoid_plan` over `make_graph()`) by the first row that
+    asks, so that `hoid` compiles and `hoid-export` exports the same graph after one optimize, not two."""
+
+    def __init__(self, make_graph: Callable, device: torch.device, budget: str | None, **plan_args):
+        self.make_graph, self.device, self.budget, self.plan_args = make_graph, device, budget, plan_args
+        self.made: tuple | None = None
+
+    def get(self) -> tuple:
+        """(graph, info): the planned graph and `hoid_plan`'s info, with the import's time and op counts."""
+        if self.made is None:
+            begin = time.perf_counter()
+            graph = self.make_graph()
+            imported = time.perf_counter()
+            planned, info = hoid_plan(graph, self.device, self.budget, **self.plan_args)
+            info.update(import_s=imported - begin, ops=graph.op_counts())
+            self.made = (planned, info)
+        return self.made[0], dict(self.made[1])
+
+
+def export_row(graph, kernels: dict, name: str, device: torch.device) -> tuple:
+    """(fn, info, close) of a `hoid-export` row: `graph` exported as a `hoid.export` package (its kernels opaque
+    ops: `decode_hoid.import_package`), imported as plain PyTorch and, on a GPU, under torch.compile
+    reduce-overhead, so that its CUDA graphs are what a user shipping the package runs. `fn` gives the first
+    output; `close` forgets the package's modules and deletes its folder."""
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from decode_hoid import import_package
+    from decode_stock import compile_stock
+
+    folder = tempfile.TemporaryDirectory(prefix=f"{name}_")
+    begin = time.perf_counter()
+    model = import_package(graph, Path(folder.name), name, device)
+    info = {"export_s": time.perf_counter() - begin, "kernels": kernels}
+
+    def forward(*inputs):
+        out = model(*inputs)
+        return out[0] if isinstance(out, (tuple, list)) else out
+
+    def close():
+        for module in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
+            del sys.modules[module]
+        folder.cleanup()
+
+    if device.type != "cuda":
+        return forward, dict(info, compiled="eager (CPU: reduce-overhead's CUDA graphs need CUDA)"), close
+    fn, compiled_info, restore = compile_stock(forward, "reduce-overhead", device, fullgraph=True)
+    return fn, dict(info, compiled=compiled_info), lambda: (restore(), close())
 
 
 def profile_of(compiled, inputs) -> dict:

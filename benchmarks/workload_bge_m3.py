@@ -11,7 +11,9 @@ lengths from a quarter of the tokens to all of them). Rows, each timed over the 
   (coordinate-descent tuning): `torch.compile` of that module, `fullgraph=True`, `dynamic=False`;
 - `hoid`: the imported graph (`embedding_graph`), planned by `hoid.search` for this device or, with
   `--optimize-budget`, by `hoid.optimize` (`forward_loop.hoid_plan`: its `plan` says which), then
-  `hoid.compile` (CUDA graph on a GPU); `build_s` is import + plan + compile, and the in-context profile follows.
+  `hoid.compile` (CUDA graph on a GPU); `build_s` is import + plan + compile, and the in-context profile follows;
+- `hoid-export`: the same plan (`forward_loop.SharedPlan`: one optimize a run) as a `hoid.export` package,
+  imported as plain PyTorch, under torch.compile reduce-overhead on a GPU (`forward_loop.export_row`).
 
 Gate (`hoid.testing.gate`): per sequence, the relative L2 of the embedding against a float32 reference (the
 same bfloat16 weights upcast); a row passes when its median and p99 are at most 1.5x eager bfloat16's.
@@ -42,10 +44,21 @@ sys.path.insert(1, str(HERE.parent))
 from decode import versions  # noqa: E402
 from decode_loop import release, result_name, save_json, sync  # noqa: E402
 from decode_stock import COMPILE_ROWS, compile_stock  # noqa: E402
-from forward_loop import add_row, forward_row, gate_word, hoid_plan, launched_lines, profile_of, summarize  # noqa: E402
+from forward_loop import (  # noqa: E402
+    SharedPlan,
+    add_row,
+    export_row,
+    forward_row,
+    gate_word,
+    launched_lines,
+    profile_of,
+    summarize,
+)
 
-ROWS = ("eager", *COMPILE_ROWS, "hoid")
-STOCK = ROWS[:-1]
+HOID = {"hoid": "hoid.search, or hoid.optimize with --optimize-budget (its plan) + hoid.compile",
+        "hoid-export": "hoid.export package as plain PyTorch (the hoid row's plan)"}
+ROWS = ("eager", *COMPILE_ROWS, *HOID)
+STOCK = ROWS[:-len(HOID)]
 
 
 def parse(argv=None) -> argparse.Namespace:
@@ -84,24 +97,24 @@ def stock_row(key: str, encoder, device: torch.device):
     return compile_stock(module, mode, device, fullgraph=True, cd=cd)
 
 
-def hoid_row(encoder, args, device: torch.device, inputs):
-    """(function, info): import, plan (`forward_loop.hoid_plan`), compile; the function returns the embedding."""
+def hoid_row(plan: SharedPlan, args, device: torch.device, inputs):
+    """(function, info): the plan (`forward_loop.SharedPlan`), compiled; the function returns the embedding."""
     import hoid
-    from hoid.models import embedding_graph
 
+    planned, info = plan.get()
     begin = time.perf_counter()
-    graph = embedding_graph(encoder, args.batch, args.tokens)
-    imported = time.perf_counter()
-    planned, info = hoid_plan(graph, device, args.optimize_budget, journal=args.out / f"journal-{args.model}.sqlite")
-    rewritten = time.perf_counter()
     compiled = hoid.compile(planned, device=device)
     compiled(*inputs)  # the first call binds and, on a GPU, captures: part of the build, as for torch.compile
     sync(device)
-    info.update(import_s=imported - begin, compile_s=time.perf_counter() - rewritten,
-                cuda_graph=compiled.use_cuda_graph, cuda_graph_reason=compiled.cuda_graph_reason,
-                fallbacks=compiled.fallbacks)
+    info.update(compile_s=time.perf_counter() - begin, cuda_graph=compiled.use_cuda_graph,
+                cuda_graph_reason=compiled.cuda_graph_reason, fallbacks=compiled.fallbacks)
     info["profile"] = profile_of(compiled, inputs) if device.type == "cuda" and not args.no_profile else None
     return (lambda *a: compiled(*a)[0]), info
+
+
+def hoid_export_row(plan: SharedPlan, device: torch.device):
+    planned, info = plan.get()
+    return export_row(planned, info["kernels"], "hoid_bge_m3", device)
 
 
 def _line(row: dict, best: float | None) -> str:
@@ -147,13 +160,17 @@ def main(argv=None) -> int:
 
     print(f"{args.model} on {device_name}: batch {args.batch} x {args.tokens} tokens "
           f"({result['shape']['real_tokens']} real)", flush=True)
+    from hoid.models import embedding_graph
+
+    plan = SharedPlan(lambda: embedding_graph(encoder, args.batch, args.tokens), device, args.optimize_budget,
+                      journal=args.out / f"journal-{args.model}.sqlite")
+    builders = {"hoid": lambda: hoid_row(plan, args, device, inputs),
+                "hoid-export": lambda: hoid_export_row(plan, device)}
     baseline = None
     with torch.no_grad():
         for key in args.keys:
-            build = (lambda k=key: stock_row(k, encoder, device)) if key != "hoid" else (
-                lambda: hoid_row(encoder, args, device, inputs))
-            name = "eager PyTorch" if key == "eager" else COMPILE_ROWS[key][0] if key in COMPILE_ROWS else \
-                "hoid.search, or hoid.optimize with --optimize-budget (its plan) + hoid.compile"
+            build = builders.get(key, lambda k=key: stock_row(k, encoder, device))
+            name = "eager PyTorch" if key == "eager" else COMPILE_ROWS[key][0] if key in COMPILE_ROWS else HOID[key]
             row, stats = forward_row(key, name, "stock" if key in STOCK else "hoid", build, inputs, device,
                                      repeat=args.repeat, reference=reference)
             if row["status"] == "ok":

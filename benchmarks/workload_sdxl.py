@@ -30,8 +30,6 @@ import argparse
 import copy
 import datetime
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 import torch
@@ -41,10 +39,18 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(1, str(HERE.parent))
 
 from decode import versions  # noqa: E402
-from decode_hoid import _import_package  # noqa: E402
 from decode_loop import open_device, release, result_name, save_json, sync  # noqa: E402
 from decode_stock import COMPILE_ROWS, compile_stock  # noqa: E402
-from forward_loop import add_row, forward_row, gate_word, hoid_plan, launched_lines, profile_of, summarize  # noqa: E402
+from forward_loop import (  # noqa: E402
+    SharedPlan,
+    add_row,
+    export_row,
+    forward_row,
+    gate_word,
+    launched_lines,
+    profile_of,
+    summarize,
+)
 
 HOID = {"hoid": "hoid.search, or hoid.optimize with --optimize-budget (its plan) + hoid.compile",
         "hoid-export": "hoid.export package as plain PyTorch"}
@@ -78,7 +84,7 @@ def parse(argv=None) -> argparse.Namespace:
 
 
 class Part:
-    """One of the two workloads: its model, module, inputs, graph builder, and the hoid graph once built."""
+    """One of the two workloads: its model, module, inputs, graph builder, and the plan its hoid rows share."""
 
     def __init__(self, part: str, args, device: torch.device):
         from hoid.models import build_model, diffusion
@@ -101,7 +107,8 @@ class Part:
             latents = torch.randn((1, self.model.config.latent_channels, side, side), generator=gen)
             self.inputs = [latents.to(device, torch.bfloat16)]
             self.make_graph = lambda: diffusion.vae_decode_graph(self.model, 1, self.size, self.size)
-        self.optimized = None  # (graph, info): what the hoid rows share, built by the first of them
+        self.plan = SharedPlan(self.make_graph, device, args.optimize_budget, search_seconds=args.search_seconds,
+                               journal=args.out / f"journal-sdxl-{part}.sqlite")
 
     def reference(self) -> torch.Tensor:
         """The float32 output: a float32 copy of the bf16 weights on the upcast inputs."""
@@ -122,23 +129,10 @@ def stock_row(key: str, part: Part, device: torch.device):
     return compile_stock(part.module, mode, device, fullgraph=False, cd=cd)
 
 
-def optimized(part: Part, args, device: torch.device):
-    """(graph, info): imported and searched (or hoid.optimize'd) once, shared by the hoid rows."""
-    if part.optimized is None:
-        begin = time.perf_counter()
-        graph = part.make_graph()
-        imported = time.perf_counter()
-        result_graph, info = hoid_plan(graph, device, args.optimize_budget, search_seconds=args.search_seconds,
-                                       journal=args.out / f"journal-sdxl-{part.part}.sqlite")
-        info.update(import_s=imported - begin, ops=graph.op_counts())
-        part.optimized = (result_graph, info)
-    return part.optimized
-
-
 def hoid_row(part: Part, args, device: torch.device):
     import hoid
 
-    graph, info = optimized(part, args, device)
+    graph, info = part.plan.get()
     compiled = hoid.compile(graph, device=device)
     info = dict(info, cuda_graph=compiled.use_cuda_graph, cuda_graph_reason=compiled.cuda_graph_reason,
                 fallbacks=compiled.fallbacks)
@@ -150,26 +144,8 @@ def hoid_row(part: Part, args, device: torch.device):
 
 
 def hoid_export_row(part: Part, args, device: torch.device):
-    graph, info = optimized(part, args, device)
-    folder = tempfile.TemporaryDirectory(prefix="hoid_sdxl_")
-    name = f"hoid_sdxl_{part.part}"
-    begin = time.perf_counter()
-    model = _import_package(graph, Path(folder.name), name, device)
-    info = {"export_s": time.perf_counter() - begin, "kernels": info["kernels"]}
-
-    def forward(*inputs):
-        out = model(*inputs)
-        return out[0] if isinstance(out, (tuple, list)) else out
-
-    def close():
-        for module in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
-            del sys.modules[module]
-        folder.cleanup()
-
-    if device.type != "cuda":
-        return forward, dict(info, compiled="eager (CPU: reduce-overhead's CUDA graphs need CUDA)"), close
-    fn, compiled_info, restore = compile_stock(forward, "reduce-overhead", device, fullgraph=True)
-    return fn, dict(info, compiled=compiled_info), lambda: (restore(), close())
+    graph, info = part.plan.get()
+    return export_row(graph, info["kernels"], f"hoid_sdxl_{part.part}", device)
 
 
 def _line(row: dict) -> str:

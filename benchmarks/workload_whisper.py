@@ -6,7 +6,9 @@
 bfloat16, random weights from `hoid.models.whisper` (no download). Each part runs, in one process: eager
 PyTorch; torch.compile reduce-overhead; max-autotune; max-autotune with coordinate-descent tuning; and hoid
 (`hoid.search` for the H200, or `hoid.optimize` with `--optimize-budget`: `forward_loop.hoid_plan`; then
-`hoid.compile`, with CUDA graphs on a GPU). Rows that need CUDA say so on the CPU.
+`hoid.compile`, with CUDA graphs on a GPU); and, for the encoder, hoid-export: the same plan (one optimize a
+part) as a `hoid.export` package run as plain PyTorch (`forward_loop.export_row`; the decode part says it has
+none yet). Rows that need CUDA say so on the CPU.
 
 - encoder: input_features [1, 128, 3000] -> states [1, 1500, 1280]; latency is the median of `--repeats`
   calls (`forward_loop.time_call`). Gate: the states' relative L2 against a float32 copy of the weights (the
@@ -39,6 +41,7 @@ sys.path.insert(1, str(HERE.parent))
 from decode_gate import Gate  # noqa: E402
 from decode_loop import (  # noqa: E402
     Decoder,
+    Skip,
     built,
     greedy,
     last_logits,
@@ -50,7 +53,7 @@ from decode_loop import (  # noqa: E402
     save_json,
 )
 from decode_stock import COMPILE_ROWS, compile_stock  # noqa: E402
-from forward_loop import NO_BASELINE, gate_word, hoid_plan, time_call  # noqa: E402
+from forward_loop import NO_BASELINE, SharedPlan, export_row, gate_word, time_call  # noqa: E402
 
 from hoid.testing.gate import ERROR_FACTOR  # noqa: E402
 
@@ -59,7 +62,12 @@ STOCK = {  # key -> (name, torch.compile mode or None for eager, coordinate-desc
     **{k: COMPILE_ROWS[k] for k in ("compile-reduce-overhead", "compile-max-autotune", "compile-max-autotune-cd")},
 }
 HOID = {"hoid": "hoid.search (the GPU at hand; on a CPU the H200), or hoid.optimize with --optimize-budget "
-                "(its plan) + hoid.compile"}
+                "(its plan) + hoid.compile",
+        "hoid-export": "hoid.export package as plain PyTorch (the hoid row's plan; the encoder's)"}
+# The decode step's package takes its self-attention cache as state and the cross K/V as inputs: the LLM
+# decoders' harness runs such packages (`decode_hoid.hoid_export`), this one does not yet.
+NO_DECODE_EXPORT = ("not built for the decode part: the step's package (state and cross K/V) runs in "
+                    "benchmarks/decode.py's harness only; the encoder's row is this run's")
 
 
 def parse(argv=None) -> argparse.Namespace:
@@ -97,12 +105,17 @@ def stock_fn(fn, key: str, device: torch.device):
     return compiled, close
 
 
-def hoid_compiled(graph, device: torch.device, budget: str | None, journal=None):
-    """(compiled callable, info): the graph planned (`forward_loop.hoid_plan`: `hoid.optimize` with `budget`,
-    else `hoid.search` for the GPU at hand, on a CPU for the H200) and compiled for `device`."""
+def hoid_plan_of(make_graph, args, device: torch.device, journal) -> SharedPlan:
+    """The part's plan (`forward_loop.SharedPlan`: `hoid.optimize` with `--optimize-budget`, else `hoid.search`
+    for the GPU at hand, on a CPU for the H200), made once for its hoid rows."""
+    return SharedPlan(make_graph, device, args.optimize_budget, target="h200", journal=journal)
+
+
+def hoid_compiled(plan: SharedPlan, device: torch.device):
+    """(compiled callable, info): the plan compiled for `device`."""
     import hoid
 
-    planned, info = hoid_plan(graph, device, budget, target="h200", journal=journal)
+    planned, info = plan.get()
     begin = time.perf_counter()
     compiled = hoid.compile(planned, device=device)
     info["compile_s"] = time.perf_counter() - begin
@@ -123,6 +136,7 @@ def encoder_part(model, args, device) -> list[dict]:
     module = whisper.EncoderForward(model).eval()
     reference = whisper.EncoderForward(copy.deepcopy(model).float()).eval()(features.float())
     release(device)
+    plan = hoid_plan_of(lambda: whisper.encoder_graph(model), args, device, args.out / "journal-whisper-encoder.sqlite")
     rows, held = [], {"eager": None}
     for key in [k for k in [*STOCK, *HOID] if k in args.keys or k == "eager"]:
         name = STOCK[key][0] if key in STOCK else HOID[key]
@@ -132,9 +146,13 @@ def encoder_part(model, args, device) -> list[dict]:
             if key in STOCK:
                 fn, close = stock_fn(module, key, device)
                 closers.extend([close] if close else [])
+            elif key == "hoid-export":
+                planned, info = plan.get()
+                fn, info, close = export_row(planned, info["kernels"], "hoid_whisper_encoder", device)
+                closers.append(close)
+                row.update(info)
             else:
-                compiled, info = hoid_compiled(whisper.encoder_graph(model), device, args.optimize_budget,
-                                               journal=args.out / "journal-whisper-encoder.sqlite")
+                compiled, info = hoid_compiled(plan, device)
                 row.update(info)
                 fn = lambda x, c=compiled: c(x)[0]  # noqa: E731
             row["build_s"] = time.perf_counter() - begin
@@ -188,8 +206,9 @@ def decode_part(model, args, device) -> list[dict]:
         return Decoder(prefill=fn, step=fn, close=close, **gated)
 
     def ours():
-        compiled, info = hoid_compiled(whisper.decode_step_graph(model, cache_len), device, args.optimize_budget,
-                                       journal=args.out / "journal-whisper-decode.sqlite")
+        plan = hoid_plan_of(lambda: whisper.decode_step_graph(model, cache_len), args, device,
+                            args.out / "journal-whisper-decode.sqlite")
+        compiled, info = hoid_compiled(plan, device)
         inputs = {"cross": cross}
 
         def logits(ids, pos):
@@ -216,6 +235,8 @@ def decode_part(model, args, device) -> list[dict]:
             after = eager_after if key == "eager" else None
             row = run_row(key, STOCK[key][0], "stock", lambda k=key: stock(k), start, args.new,
                           warmup=args.warmup, after=after)
+        elif key == "hoid-export":
+            row = record_row(key, HOID[key], "hoid", device, _no_decode_export)
         else:
             gate = held.get("gate")
             row = run_row(key, HOID[key], "hoid", ours, start, args.new, warmup=args.warmup,
@@ -225,6 +246,10 @@ def decode_part(model, args, device) -> list[dict]:
         rows.append(row)
         print(_line(row, "latency_s"), flush=True)
     return rows
+
+
+def _no_decode_export(row: dict, closers: list) -> None:
+    raise Skip(NO_DECODE_EXPORT)
 
 
 class DecodeGate(Gate):
@@ -253,7 +278,7 @@ def summary(rows: list[dict]) -> dict:
     ran = [r for r in rows if r.get("status") == "ok" and r.get("latency_s")]
     stock = [r for r in ran if r["group"] == "stock"]
     best = min(stock, key=lambda r: r["latency_s"]) if stock else None
-    ours = next((r for r in ran if r["group"] == "hoid"), None)
+    ours = next((r for r in ran if r["key"] == "hoid"), None)
     out = {"best_stock": None if best is None else {"key": best["key"], "latency_s": best["latency_s"]}}
     if best is not None and ours is not None:
         out["hoid_speedup"] = best["latency_s"] / ours["latency_s"]

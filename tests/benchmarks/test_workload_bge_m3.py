@@ -52,25 +52,32 @@ def test_rows_are_gated_against_the_float32_reference_by_eager_bf16(smoke):
     assert hoid_row["gate"]["baseline"] == baseline and hoid_row["errors"]["median"] <= 1.5 * baseline["median"]
     assert hoid_row["nodes"] > 0 and hoid_row["fallbacks"] == {}
     assert {"import_s", "plan_s", "compile_s"} <= set(hoid_row) and hoid_row["plan"] == "hoid.search (cpu)"
+    exported = rows["hoid-export"]  # the same plan as a package, plain PyTorch: gated as any row
+    assert exported["kernels"] == hoid_row["kernels"] and exported["export_s"] > 0
+    assert exported["gate"]["passed"] and not exported["failed"]
 
 
 @pytest.mark.slow
 def test_with_a_budget_hoids_plan_is_hoid_optimizes(tmp_path):
-    """Issue 25's hoid row: `hoid.optimize` with the offline proposers (here the CPU's few seconds), gated as
-    the search's plan is."""
-    argv = ["--tiny", "--device", "cpu", "--repeat", "2", "--rows", "eager,hoid", "--optimize-budget", "10s",
-            "--out", str(tmp_path / "out")]
+    """Issue 25's hoid rows: `hoid.optimize` with the offline proposers (here the CPU's few seconds), gated as
+    the search's plan is, and its plan exported."""
+    argv = ["--tiny", "--device", "cpu", "--repeat", "2", "--rows", "eager,hoid,hoid-export",
+            "--optimize-budget", "10s", "--out", str(tmp_path / "out")]
     env = {"HOID_CACHE": str(tmp_path / "cache.sqlite"), "HOID_JOURNAL": str(tmp_path / "journal.sqlite"),
            "HOID_KERNELS": str(tmp_path / "kernels")}
     code, stdout = run_main("workload_bge_m3", argv, env)
     assert code == 0, stdout[-3000:]
-    result = json.loads((tmp_path / "out" / "workload-bge-m3-tiny-eager_hoid.json").read_text())
-    ours = {r["key"]: r for r in result["rows"]}["hoid"]
+    result = json.loads((tmp_path / "out" / "workload-bge-m3-tiny-eager_hoid_hoid-export.json").read_text())
+    rows = {r["key"]: r for r in result["rows"]}
+    ours = rows["hoid"]
     assert ours["plan"].startswith("hoid.optimize (") and "# hoid optimize" in ours["search"]
     assert ours["plan_s"] > 0 and ours["gate"]["passed"] and not ours["failed"]
     # the optimize's journal comes back with the results, and its progress is in the log as it happens
     assert (tmp_path / "out" / "journal-bge-m3-tiny.sqlite").stat().st_size > 0
     assert "optimize embedding: baseline: seconds=" in stdout and "optimize (budget 10s): " in stdout
+    # both hoid rows run the one plan: a single optimize, whose kernels the package holds
+    assert stdout.count("optimize (budget 10s): ") == 1
+    assert rows["hoid-export"]["kernels"] == ours["kernels"] and rows["hoid-export"]["gate"]["passed"]
 
 
 def test_a_row_with_no_eager_row_beside_it_is_recorded_failed_and_said_not_judged():
