@@ -225,25 +225,30 @@ def hoid_compile(lm, shape: Shape, ctx: Context, plan: Plan) -> Decoder:
                    describe=describe)
 
 
-class _Stateful(torch.nn.Module):
+class Stateful(torch.nn.Module):
     """An exported package's model with the caches as module buffers: torch.compile's CUDA graphs keep a
     module that mutates its own buffers (not one that mutates its arguments). Returns (last logits, next
-    token). A state output that is not its input (an op the package runs functionally) is copied back."""
+    token). A state output that is not its input (an op the package runs functionally) is copied back.
+    `fixed`: inputs between the position and the state that stay the same for the whole decode (Whisper's
+    cross-attention K/V), held as buffers too."""
 
-    def __init__(self, model, state, tokens: int):
+    def __init__(self, model, state, tokens: int, fixed=()):
         super().__init__()
         self.model = model
+        for i, t in enumerate(fixed):
+            self.register_buffer(f"f{i}", t, persistent=False)
         for i, t in enumerate(state):
             self.register_buffer(f"s{i}", t, persistent=False)
-        self.count = len(state)
+        self.fixed, self.count = len(fixed), len(state)
         batch = state[0].shape[0]
         probe = torch.zeros((batch, tokens), dtype=torch.long, device=state[0].device)
-        outs = model(probe, torch.zeros((1,), dtype=torch.long, device=state[0].device), *state)
+        outs = model(probe, torch.zeros((1,), dtype=torch.long, device=state[0].device), *fixed, *state)
         self.copy_back = [i for i, (t, new) in enumerate(zip(state, outs[1:])) if new.data_ptr() != t.data_ptr()]
 
     def forward(self, ids, pos):
+        fixed = [getattr(self, f"f{i}") for i in range(self.fixed)]
         state = [getattr(self, f"s{i}") for i in range(self.count)]
-        logits, *new = self.model(ids, pos, *state)
+        logits, *new = self.model(ids, pos, *fixed, *state)
         for i in self.copy_back:
             state[i].copy_(new[i])
         return logits_and_token(logits)
@@ -272,7 +277,7 @@ def hoid_export(lm, shape: Shape, ctx: Context, plan: Plan) -> Decoder:
         prefill_model = import_package(plan.prefill_graph(), root, f"hoid_prefill_{plan.key}", device)
     export_s = time.perf_counter() - begin
     state = empty_cache(plan.graph, device)
-    step, prefill = _Stateful(step_model, state, 1), _Stateful(prefill_model, state, shape.prompt)
+    step, prefill = Stateful(step_model, state, 1), Stateful(prefill_model, state, shape.prompt)
     info = {"export_s": export_s, "copied_back_states": len(step.copy_back), "optimize": plan.optimize,
             "kernels": "opaque custom_ops (hoid.export trace_triton=False)"}
     restore = _count_mutation_analysis(info)

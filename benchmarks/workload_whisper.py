@@ -6,9 +6,9 @@
 bfloat16, random weights from `hoid.models.whisper` (no download). Each part runs, in one process: eager
 PyTorch; torch.compile reduce-overhead; max-autotune; max-autotune with coordinate-descent tuning; and hoid
 (`hoid.search` for the H200, or `hoid.optimize` with `--optimize-budget`: `forward_loop.hoid_plan`; then
-`hoid.compile`, with CUDA graphs on a GPU); and, for the encoder, hoid-export: the same plan (one optimize a
-part) as a `hoid.export` package run as plain PyTorch (`forward_loop.export_row`; the decode part says it has
-none yet). Rows that need CUDA say so on the CPU.
+`hoid.compile`, with CUDA graphs on a GPU); and hoid-export: the same plan (one optimize a part) as a
+`hoid.export` package run as plain PyTorch (the encoder's: `forward_loop.export_row`; the decode step's:
+`exported_step`, its cache and cross K/V as buffers). Rows that need CUDA say so on the CPU.
 
 - encoder: input_features [1, 128, 3000] -> states [1, 1500, 1280]; latency is the median of `--repeats`
   calls (`forward_loop.time_call`). Gate: the states' relative L2 against a float32 copy of the weights (the
@@ -41,10 +41,10 @@ sys.path.insert(1, str(HERE.parent))
 from decode_gate import Gate  # noqa: E402
 from decode_loop import (  # noqa: E402
     Decoder,
-    Skip,
     built,
     greedy,
     last_logits,
+    paired,
     peak_bytes,
     record_row,
     release,
@@ -63,11 +63,7 @@ STOCK = {  # key -> (name, torch.compile mode or None for eager, coordinate-desc
 }
 HOID = {"hoid": "hoid.search (the GPU at hand; on a CPU the H200), or hoid.optimize with --optimize-budget "
                 "(its plan) + hoid.compile",
-        "hoid-export": "hoid.export package as plain PyTorch (the hoid row's plan; the encoder's)"}
-# The decode step's package takes its self-attention cache as state and the cross K/V as inputs: the LLM
-# decoders' harness runs such packages (`decode_hoid.hoid_export`), this one does not yet.
-NO_DECODE_EXPORT = ("not built for the decode part: the step's package (state and cross K/V) runs in "
-                    "benchmarks/decode.py's harness only; the encoder's row is this run's")
+        "hoid-export": "hoid.export package as plain PyTorch (the hoid row's plan)"}
 
 
 def parse(argv=None) -> argparse.Namespace:
@@ -205,9 +201,10 @@ def decode_part(model, args, device) -> list[dict]:
                  "step_logits": lambda i, p: last_logits(logits(i, p))} if key == "eager" else {}
         return Decoder(prefill=fn, step=fn, close=close, **gated)
 
+    plan = hoid_plan_of(lambda: whisper.decode_step_graph(model, cache_len), args, device,
+                        args.out / "journal-whisper-decode.sqlite")
+
     def ours():
-        plan = hoid_plan_of(lambda: whisper.decode_step_graph(model, cache_len), args, device,
-                            args.out / "journal-whisper-decode.sqlite")
         compiled, info = hoid_compiled(plan, device)
         inputs = {"cross": cross}
 
@@ -225,6 +222,10 @@ def decode_part(model, args, device) -> list[dict]:
         return Decoder(prefill=step, step=step, prefill_logits=lambda i, p: last_logits(logits(i, p)),
                        step_logits=lambda i, p: last_logits(logits(i, p)), info=info, describe=describe)
 
+    def exported():
+        planned, info = plan.get()
+        return exported_step(planned, info["kernels"], cross, device)
+
     def eager_after(decoder, row, tokens):
         held["gate"] = DecodeGate(model, cache_len, cross, start, tokens)
         row["gate_baseline"] = held["gate"].set_baseline(decoder)
@@ -235,11 +236,10 @@ def decode_part(model, args, device) -> list[dict]:
             after = eager_after if key == "eager" else None
             row = run_row(key, STOCK[key][0], "stock", lambda k=key: stock(k), start, args.new,
                           warmup=args.warmup, after=after)
-        elif key == "hoid-export":
-            row = record_row(key, HOID[key], "hoid", device, _no_decode_export)
         else:
             gate = held.get("gate")
-            row = run_row(key, HOID[key], "hoid", ours, start, args.new, warmup=args.warmup,
+            build = ours if key == "hoid" else exported
+            row = run_row(key, HOID[key], "hoid", build, start, args.new, warmup=args.warmup,
                           after=(lambda d, r, t, g=gate: g.judge(d, r)) if gate else None)
         if row.get("steps_per_s"):
             row["latency_s"] = 1 / row["steps_per_s"]
@@ -248,8 +248,35 @@ def decode_part(model, args, device) -> list[dict]:
     return rows
 
 
-def _no_decode_export(row: dict, closers: list) -> None:
-    raise Skip(NO_DECODE_EXPORT)
+def exported_step(planned, kernels: dict, cross, device: torch.device) -> Decoder:
+    """The decode step's `hoid.export` package, plain PyTorch: the cross K/V and the self-attention cache as
+    the module's buffers (`decode_hoid.Stateful`), under torch.compile reduce-overhead on a GPU, as the LLM
+    decoders' hoid-export row runs theirs."""
+    import sys
+    import tempfile
+
+    from decode_hoid import Stateful, import_package
+
+    from hoid.models import empty_cache
+
+    folder, name = tempfile.TemporaryDirectory(prefix="hoid_whisper_step_"), "hoid_whisper_step"
+    begin = time.perf_counter()
+    model = import_package(planned, Path(folder.name), name, device)
+    info = {"export_s": time.perf_counter() - begin, "kernels": kernels}
+    step = Stateful(model, empty_cache(planned, device), 1, fixed=cross)
+    info["copied_back_states"] = len(step.copy_back)
+    if device.type == "cuda":
+        step = torch.compile(step, mode="reduce-overhead", fullgraph=True, dynamic=False)
+        info["compiled"] = "torch.compile reduce-overhead"
+    else:
+        info["compiled"] = "eager (CPU: reduce-overhead's CUDA graphs need CUDA)"
+
+    def close():
+        for module in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
+            del sys.modules[module]
+        folder.cleanup()
+
+    return paired(step, step, info=info, close=close)
 
 
 class DecodeGate(Gate):
