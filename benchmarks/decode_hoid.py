@@ -254,6 +254,12 @@ class Stateful(torch.nn.Module):
         return logits_and_token(logits)
 
 
+def forget_package(name: str) -> None:
+    """Drop an imported package's modules (`import_package`), so that a later one of the same name loads anew."""
+    for module in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
+        del sys.modules[module]
+
+
 def import_package(graph, folder: Path, name: str, device):
     import hoid
 
@@ -291,8 +297,7 @@ def hoid_export(lm, shape: Shape, ctx: Context, plan: Plan) -> Decoder:
     def close():
         restore()
         for name in (f"hoid_step_{plan.key}", f"hoid_prefill_{plan.key}"):
-            for module in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
-                del sys.modules[module]
+            forget_package(name)
 
     return paired(first, run, info=info, close=close)
 

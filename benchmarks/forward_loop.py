@@ -103,11 +103,10 @@ def export_row(graph, kernels: dict, name: str, device: torch.device) -> tuple:
     ops: `decode_hoid.import_package`), imported as plain PyTorch and, on a GPU, under torch.compile
     reduce-overhead, so that its CUDA graphs are what a user shipping the package runs. `fn` gives the first
     output; `close` forgets the package's modules and deletes its folder."""
-    import sys
     import tempfile
     from pathlib import Path
 
-    from decode_hoid import import_package
+    from decode_hoid import forget_package, import_package
     from decode_stock import compile_stock
 
     folder = tempfile.TemporaryDirectory(prefix=f"{name}_")
@@ -120,8 +119,7 @@ def export_row(graph, kernels: dict, name: str, device: torch.device) -> tuple:
         return out[0] if isinstance(out, (tuple, list)) else out
 
     def close():
-        for module in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
-            del sys.modules[module]
+        forget_package(name)
         folder.cleanup()
 
     if device.type != "cuda":

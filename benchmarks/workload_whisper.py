@@ -252,10 +252,9 @@ def exported_step(planned, kernels: dict, cross, device: torch.device) -> Decode
     """The decode step's `hoid.export` package, plain PyTorch: the cross K/V and the self-attention cache as
     the module's buffers (`decode_hoid.Stateful`), under torch.compile reduce-overhead on a GPU, as the LLM
     decoders' hoid-export row runs theirs."""
-    import sys
     import tempfile
 
-    from decode_hoid import Stateful, import_package
+    from decode_hoid import Stateful, forget_package, import_package
 
     from hoid.models import empty_cache
 
@@ -272,8 +271,7 @@ def exported_step(planned, kernels: dict, cross, device: torch.device) -> Decode
         info["compiled"] = "eager (CPU: reduce-overhead's CUDA graphs need CUDA)"
 
     def close():
-        for module in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
-            del sys.modules[module]
+        forget_package(name)
         folder.cleanup()
 
     return paired(step, step, info=info, close=close)
