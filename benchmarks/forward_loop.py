@@ -85,14 +85,24 @@ class SharedPlan:
     def __init__(self, make_graph: Callable, device: torch.device, budget: str | None, **plan_args):
         self.make_graph, self.device, self.budget, self.plan_args = make_graph, device, budget, plan_args
         self.made: tuple | None = None
+        self.failed: Exception | None = None
 
     def get(self) -> tuple:
-        """(graph, info): the planned graph and `hoid_plan`'s info, with the import's time and op counts."""
+        """(graph, info): the planned graph and `hoid_plan`'s info, with the import's time and op counts. A plan
+        that raised is not made again by the next row (a full-size optimize takes minutes of a GPU call): that
+        row fails at once, naming the first failure."""
+        if self.failed is not None:
+            raise RuntimeError(f"no plan: making it failed in an earlier row ({type(self.failed).__name__}: "
+                               f"{self.failed}); that row's error has the traceback") from self.failed
         if self.made is None:
             begin = time.perf_counter()
-            graph = self.make_graph()
-            imported = time.perf_counter()
-            planned, info = hoid_plan(graph, self.device, self.budget, **self.plan_args)
+            try:
+                graph = self.make_graph()
+                imported = time.perf_counter()
+                planned, info = hoid_plan(graph, self.device, self.budget, **self.plan_args)
+            except Exception as e:
+                self.failed = e
+                raise
             info.update(import_s=imported - begin, ops=graph.op_counts())
             self.made = (planned, info)
         return self.made[0], dict(self.made[1])

@@ -3,7 +3,7 @@ what a row's peak memory counts."""
 
 import pytest
 import torch
-from forward_loop import forward_row, launched_lines  # benchmarks/ is on the path (conftest.py)
+from forward_loop import SharedPlan, forward_row, launched_lines  # benchmarks/ is on the path (conftest.py)
 
 
 def test_the_best_stock_rows_and_hoids_kernels_are_listed_slowest_first():
@@ -20,6 +20,23 @@ def test_the_best_stock_rows_and_hoids_kernels_are_listed_slowest_first():
     assert lines[3].startswith("hoid: 241 launches, 10.50 ms") and len(lines) == 6
     assert lines[5] == "  x48      0.800 ms  direct_copy"
     assert launched_lines([{"key": "hoid"}], None) == []  # on the CPU no row records its kernels
+
+
+def test_a_plan_that_failed_is_not_made_again_by_the_next_row():
+    """The hoid and hoid-export rows share one plan: where its making raised (in the first row), the second
+    fails at once naming that failure, rather than spending a GPU call's minutes on the same optimize."""
+    calls = []
+
+    def make_graph():
+        calls.append(1)
+        raise ValueError("the import found an op it lacks")
+
+    plan = SharedPlan(make_graph, torch.device("cpu"), None)
+    with pytest.raises(ValueError, match="lacks"):
+        plan.get()
+    with pytest.raises(RuntimeError, match="failed in an earlier row \\(ValueError: the import found an op"):
+        plan.get()
+    assert len(calls) == 1
 
 
 @pytest.mark.gpu
