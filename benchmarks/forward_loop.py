@@ -78,6 +78,11 @@ def hoid_plan(graph, device: torch.device, budget: str | None, *, target: str | 
     return planned, info
 
 
+# A forward workload's hoid rows, key -> what it runs (each script's stock rows come before them)
+HOID_ROWS = {"hoid": "hoid.search, or hoid.optimize with --optimize-budget (its plan) + hoid.compile",
+             "hoid-export": "hoid.export package as plain PyTorch (the hoid row's plan)"}
+
+
 class SharedPlan:
     """The plan a workload's hoid rows share: made once (`hoid_plan` over `make_graph()`) by the first row that
     asks, so that `hoid` compiles and `hoid-export` exports the same graph after one optimize, not two."""

@@ -45,6 +45,7 @@ from decode import versions  # noqa: E402
 from decode_loop import release, result_name, save_json, sync  # noqa: E402
 from decode_stock import COMPILE_ROWS, compile_stock  # noqa: E402
 from forward_loop import (  # noqa: E402
+    HOID_ROWS,
     SharedPlan,
     add_row,
     export_row,
@@ -55,10 +56,8 @@ from forward_loop import (  # noqa: E402
     summarize,
 )
 
-HOID = {"hoid": "hoid.search, or hoid.optimize with --optimize-budget (its plan) + hoid.compile",
-        "hoid-export": "hoid.export package as plain PyTorch (the hoid row's plan)"}
-ROWS = ("eager", *COMPILE_ROWS, *HOID)
-STOCK = ROWS[:-len(HOID)]
+ROWS = ("eager", *COMPILE_ROWS, *HOID_ROWS)
+STOCK = ROWS[:-len(HOID_ROWS)]
 
 
 def parse(argv=None) -> argparse.Namespace:
@@ -170,7 +169,7 @@ def main(argv=None) -> int:
     with torch.no_grad():
         for key in args.keys:
             build = builders.get(key, lambda k=key: stock_row(k, encoder, device))
-            name = "eager PyTorch" if key == "eager" else COMPILE_ROWS[key][0] if key in COMPILE_ROWS else HOID[key]
+            name = HOID_ROWS.get(key) or (COMPILE_ROWS[key][0] if key in COMPILE_ROWS else "eager PyTorch")
             row, stats = forward_row(key, name, "stock" if key in STOCK else "hoid", build, inputs, device,
                                      repeat=args.repeat, reference=reference)
             if row["status"] == "ok":

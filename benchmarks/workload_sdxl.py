@@ -42,6 +42,7 @@ from decode import versions  # noqa: E402
 from decode_loop import open_device, release, result_name, save_json, sync  # noqa: E402
 from decode_stock import COMPILE_ROWS, compile_stock  # noqa: E402
 from forward_loop import (  # noqa: E402
+    HOID_ROWS,
     SharedPlan,
     add_row,
     export_row,
@@ -52,9 +53,7 @@ from forward_loop import (  # noqa: E402
     summarize,
 )
 
-HOID = {"hoid": "hoid.search, or hoid.optimize with --optimize-budget (its plan) + hoid.compile",
-        "hoid-export": "hoid.export package as plain PyTorch"}
-ROWS = ("eager", *COMPILE_ROWS, *HOID)
+ROWS = ("eager", *COMPILE_ROWS, *HOID_ROWS)
 PARTS = ("unet", "vae")
 
 
@@ -178,7 +177,7 @@ def run_part(name: str, args, device: torch.device, device_name: str) -> dict:
     with torch.no_grad():
         for key in args.keys:
             if key in builders:
-                build, group, title = (lambda b=builders[key]: b(part, args, device)), "hoid", HOID[key]
+                build, group, title = (lambda b=builders[key]: b(part, args, device)), "hoid", HOID_ROWS[key]
             else:
                 build, group = (lambda k=key: stock_row(k, part, device)), "stock"
                 title = "eager (diffusers)" if key == "eager" else COMPILE_ROWS[key][0]

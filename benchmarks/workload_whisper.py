@@ -53,7 +53,7 @@ from decode_loop import (  # noqa: E402
     save_json,
 )
 from decode_stock import COMPILE_ROWS, compile_stock  # noqa: E402
-from forward_loop import NO_BASELINE, SharedPlan, export_row, gate_word, time_call  # noqa: E402
+from forward_loop import HOID_ROWS, NO_BASELINE, SharedPlan, export_row, gate_word, time_call  # noqa: E402
 
 from hoid.testing.gate import ERROR_FACTOR  # noqa: E402
 
@@ -61,9 +61,9 @@ STOCK = {  # key -> (name, torch.compile mode or None for eager, coordinate-desc
     "eager": ("eager PyTorch", None, False),
     **{k: COMPILE_ROWS[k] for k in ("compile-reduce-overhead", "compile-max-autotune", "compile-max-autotune-cd")},
 }
-HOID = {"hoid": "hoid.search (the GPU at hand; on a CPU the H200), or hoid.optimize with --optimize-budget "
-                "(its plan) + hoid.compile",
-        "hoid-export": "hoid.export package as plain PyTorch (the hoid row's plan)"}
+# its plan is made for the H200 where there is no GPU (hoid_plan_of), which the row's name says
+HOID = {**HOID_ROWS, "hoid": "hoid.search (the GPU at hand; on a CPU the H200), or hoid.optimize with "
+                             "--optimize-budget (its plan) + hoid.compile"}
 
 
 def parse(argv=None) -> argparse.Namespace:
