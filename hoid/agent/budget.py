@@ -108,9 +108,7 @@ class Shares:
 
     def share_spent(self) -> str | None:
         """Why the one-by-one proposer whose turn it is must give way to the next, else None."""
-        if self._turn_ends is None or time.monotonic() < self._turn_ends:
-            return None
-        return "its share of the budget's minutes is spent"
+        return _past(self._turn_ends)
 
     def turn_over(self) -> str | None:
         """Why the proposer whose turn it is may evaluate no more (the minutes, or its share of them)."""
@@ -123,11 +121,7 @@ class Shares:
 
     def tails_over(self) -> str | None:
         """Why the batch whose turn it is may measure no more of its sweeps' tails, else None."""
-        if (spent := self.out_of_time()) is not None:
-            return spent
-        if self._tails_end is not None and time.monotonic() >= self._tails_end:
-            return "its share of the budget's minutes is spent"
-        return None
+        return self.out_of_time() or _past(self._tails_end)
 
     def _share_ends(self, turns_left: int) -> float | None:
         """When a turn that begins now ends: an equal share of the minutes left; the last turn, never early."""
@@ -135,3 +129,10 @@ class Shares:
             return None
         left = max(self.budget.minutes * 60 - self.spend.minutes * 60, 0.0)
         return time.monotonic() + left / turns_left
+
+
+def _past(end: float | None) -> str | None:
+    """Why a share that ends at `end` (monotonic clock; None: no share) allows no more, else None."""
+    if end is None or time.monotonic() < end:
+        return None
+    return "its share of the budget's minutes is spent"
