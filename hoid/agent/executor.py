@@ -117,8 +117,10 @@ def evaluate(executor, spec, region, params: dict, sweep, checked=None) -> Evalu
     `checked`: the passing verdict of an earlier evaluation of the same kernel at the same region (a sweep's
     tail measured after its first params, `together.py`; a check run ahead, `evaluations.py`): not checked
     again."""
-    check = Evaluation(checked, check_s=0.0) if checked is not None else check_candidate(executor, spec, region,
-                                                                                         params)
+    if checked is not None:
+        check = Evaluation(checked, check_s=0.0)
+    else:
+        check = check_candidate(executor, spec, region, params)
     if check.error or not check.verdict.ok:
         return check
     start = time.perf_counter()
