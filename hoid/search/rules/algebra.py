@@ -102,6 +102,11 @@ RULES = (
     Rule("mul-one", "(rewrite (Mul x (Absent) (Float 1.0)) x :when ((= (dtype x) d) (is-float d)))",
          "x * 1.0 = x for float x",
          _unary_example("f32", lambda b, x: b.exp(b.mul(x, 1.0)))),
+    # diffusers divides every residual sum and attention output by a scale factor that SDXL sets to 1.0:
+    # 157 launches of an exact no-op in a UNet step (0.8 ms of 44 on the H100, 12-06)
+    Rule("div-one", "(rewrite (Div x (Absent) (Float 1.0)) x :when ((= (dtype x) d) (is-float d)))",
+         "x / 1.0 = x for float x",
+         _unary_example("f32", lambda b, x: b.exp(b.div(x, 1.0)))),
     Rule("add-zero", "(rewrite (Add x (Absent) (Float 0.0)) x :when ((= (dtype x) d) (is-float d)))",
          "x + 0.0 = x for float x",
          _unary_example("f32", lambda b, x: b.exp(b.add(x, 0.0)))),
