@@ -125,13 +125,17 @@ def _index(pattern: Graph) -> dict:
 NODE = object()  # marks the keys of `bind` that record which e-node a pattern node matched
 
 
-def _perturbed(value):
-    """Another value of the same kind, to see where an attr lands in a pattern's nodes."""
+def _perturbed(value) -> tuple:
+    """Other values of the same kind, to see where an attr lands in a pattern's nodes: several, as an attr
+    may constrain which build (a group norm's group count must divide the channels: 2 * 8 + 1 does not
+    divide 16, 2 * 8 does)."""
     if isinstance(value, bool):
-        return not value
-    if isinstance(value, (int, float)):
-        return value * 2 + 1
-    return None
+        return (not value,)
+    if isinstance(value, int):
+        return tuple(v for v in (value * 2 + 1, value * 2, value // 2, value + 1) if v != value)
+    if isinstance(value, float):
+        return (value * 2 + 1,)
+    return ()
 
 
 def attr_sites(pattern, types, attrs: dict) -> dict[str, list[tuple[int, str]]]:
@@ -142,17 +146,15 @@ def attr_sites(pattern, types, attrs: dict) -> dict[str, list[tuple[int, str]]]:
     base = pattern.graph(types, attrs)
     sites: dict[str, list[tuple[int, str]]] = {}
     for name, value in attrs.items():
-        other = _perturbed(value)
-        if other is None:
-            continue
-        try:
-            probe = pattern.graph(types, {**attrs, name: other})
-        except (HoidError, ValueError, IndexError):
-            continue
-        if [n.op for n in probe.nodes] != [n.op for n in base.nodes]:
-            continue
-        sites[name] = [(i, k) for i, (a, b) in enumerate(zip(base.nodes, probe.nodes, strict=True))
-                       for k in a.attrs if a.attrs[k] == value and b.attrs.get(k) == other]
+        for other in _perturbed(value):
+            try:
+                probe = pattern.graph(types, {**attrs, name: other})
+            except (HoidError, ValueError, IndexError):
+                continue  # not a value the pattern builds with at these types: try the next
+            if [n.op for n in probe.nodes] == [n.op for n in base.nodes]:
+                sites[name] = [(i, k) for i, (a, b) in enumerate(zip(base.nodes, probe.nodes, strict=True))
+                               for k in a.attrs if a.attrs[k] == value and b.attrs.get(k) == other]
+            break
     return sites
 
 

@@ -200,3 +200,15 @@ def test_the_merged_heads_attention_matches_with_or_without_transformers_contigu
     space.saturate(default_rulesets())
     report = apply_library(space, [get("triton.prefill_attention_merged")])
     assert report.injected == {"triton.prefill_attention_merged": 1}, report
+
+
+def test_an_attr_the_types_constrain_is_still_found_in_the_pattern():
+    """A group count must divide the channels: the first other value tried (2 * 8 + 1) does not build at 16
+    channels, so the next ones are tried until one does; without the site, no group norm matched."""
+    from hoid.ir import TensorType
+    from hoid.kernels.library.triton_group_norm import GROUP_NORM_SILU
+    from hoid.search.library import attr_sites
+
+    types = [TensorType((2, 16, 4, 4), "f32"), TensorType((16,), "f32"), TensorType((16,), "f32")]
+    sites = attr_sites(GROUP_NORM_SILU, types, {"num_groups": 8, "eps": 1e-6})
+    assert sites == {"num_groups": [(0, "num_groups")], "eps": [(0, "eps")]}

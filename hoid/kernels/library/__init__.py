@@ -26,6 +26,7 @@ from . import (
     triton_embedding,
     triton_gemm,
     triton_gemv,
+    triton_group_norm,
     triton_moe_experts,
     triton_prefill_attention,
     triton_prelude_attention,
@@ -60,6 +61,8 @@ TRITON_SPECS = (
     triton_prelude_attention.QK_NORM_ROPE_ATTENTION_SPEC,
     triton_prelude_attention.ROPE_ATTENTION_SPEC,
     triton_moe_experts.SPEC,
+    triton_group_norm.SPEC,
+    triton_group_norm.SILU_SPEC,
 )
 
 for _spec in TRITON_SPECS:
