@@ -39,22 +39,33 @@ class Evaluations:
         self._held[key] = self._start(key, spec, region, sweep, checked)
         return self._held[key]
 
-    def check_ahead(self, items) -> None:
+    def check_ahead(self, items, stop=lambda: None) -> None:
         """The checks of the kernel-source candidates among `items` ((key, spec, region, sweep)), each in its
         child process, `isolated_at_once` at a time, where this process evaluates (no pool: a pool's workers
         check and measure on their own GPUs already); each one's submit then only measures it, one at a time
         as before and never beside a check (a child's kernels on the GPU would disturb a timing). The H100's
-        BGE-M3 run (12-05) checked codegen's 10 kernels one after another: 55 s of its 4-minute budget."""
+        BGE-M3 run (12-05) checked codegen's 10 kernels one after another: 55 s of its 4-minute budget.
+
+        `stop()` says why no more may start (the budget's minutes: `Shares.turn_over`), else None: a check
+        not yet begun then is not run, and the candidate's submit checks it if its turn ever comes. Without
+        it, SDXL's 3-minute run (H100, 12-06) began codegen's 44 checks with its minutes already spent and
+        waited 107 s for them, to decide none."""
         if self.isolated_at_once < 2 or hasattr(self.executor, "workers"):
             return
         todo = [(key, spec, region, sweep) for key, spec, region, sweep in items
                 if from_source(spec) and key not in self._held and key not in self._checked]
-        if len(todo) < 2:
+        if len(todo) < 2 or stop() is not None:
             return
+
+        def check_unless_stopped(spec, region, sweep) -> Evaluation | None:
+            return None if stop() is not None else self._check(spec, region, sweep)
+
         with ThreadPoolExecutor(self.isolated_at_once, thread_name_prefix="hoid-check") as pool:
-            futures = [(key, pool.submit(self._check, spec, region, sweep)) for key, spec, region, sweep in todo]
+            futures = [(key, pool.submit(check_unless_stopped, spec, region, sweep))
+                       for key, spec, region, sweep in todo]
         for key, future in futures:
-            self._checked[key] = future.result()
+            if (checked := future.result()) is not None:
+                self._checked[key] = checked
 
     def hold(self, key: str, evaluation: Evaluation) -> None:
         """Hold `evaluation`, already known, for `key`'s turn (a sweep's tail that failed: its first

@@ -178,7 +178,8 @@ def _evaluate(run, proposer: str, proposals: list[Proposal], context: Context) -
         key, region = p.key(proposer), context.region(p.region)
         if not run.already_decided(key, p.kernel, region):
             undecided.append((i, p, key, region, p.sweep[:1] if first_only else p.sweep))
-    run.evaluations.check_ahead([(key, p.kernel, region, sweep) for _, p, key, region, sweep in undecided[:room]])
+    run.evaluations.check_ahead([(key, p.kernel, region, sweep) for _, p, key, region, sweep in undecided[:room]],
+                                stop=run.shares.turn_over)
     fresh = []
     for i, proposal, key, region, sweep in undecided:
         if room is not None and len(fresh) >= room or run.shares.turn_over() is not None:

@@ -128,3 +128,20 @@ def test_one_at_a_time_or_a_library_kernel_is_checked_in_its_submit_as_before():
     two = Evaluations(executor, get_device("h200"), isolated_at_once=2)
     two.check_ahead([("a", SLOW_RMSNORM, REGION, ()), ("b", SLOW_RMSNORM, REGION, ())])
     assert executor.checks == []  # a library kernel is checked in this process, where it is submitted
+
+
+def test_checks_ahead_stop_starting_once_the_minutes_are_spent():
+    """Only the checks begun before `stop` says so run; the others wait for their submit (if their turn ever
+    comes): a spent budget no longer waits for a batch's every check."""
+    executor = Timed()
+    evaluations = Evaluations(executor, get_device("h200"), isolated_at_once=2)
+    specs = [_source_spec(i) for i in range(6)]
+    evaluations.check_ahead([(s.id, s, REGION, ()) for s in specs],
+                            stop=lambda: "budget spent: 1 minutes" if len(executor.checks) >= 2 else None)
+    assert 2 <= len(executor.checks) < 6
+    checked = len(executor.checks)
+    evaluations.submit(specs[-1].id, specs[-1], REGION, ()).result()
+    assert len(executor.checks) == checked + 1  # not checked ahead: its submit checks it
+    spent = Evaluations(Timed(), get_device("h200"), isolated_at_once=2)
+    spent.check_ahead([(s.id, s, REGION, ()) for s in specs], stop=lambda: "budget spent: 1 minutes")
+    assert spent.executor.checks == []
