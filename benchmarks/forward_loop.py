@@ -126,7 +126,8 @@ def export_row(graph, kernels: dict, name: str, device: torch.device) -> tuple:
 
     folder = tempfile.TemporaryDirectory(prefix=f"{name}_")
     begin = time.perf_counter()
-    model = import_package(graph, Path(folder.name), name, device)
+    with phase(f"{name}: export and import the package"):
+        model = import_package(graph, Path(folder.name), name, device)
     info = {"export_s": time.perf_counter() - begin, "kernels": kernels}
 
     def forward(*inputs):

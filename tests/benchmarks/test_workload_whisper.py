@@ -40,6 +40,8 @@ def test_both_parts_run_every_row_or_say_they_need_cuda(smoke):
         assert summary["best_stock"]["key"] == "eager"
         assert summary["hoid_speedup"] == pytest.approx(rows["eager"]["latency_s"] / rows["hoid"]["latency_s"])
     assert "| decode | hoid vs best stock (eager) |" in stdout
+    # the encoder's rows log their phases: a GPU call cut at its limit says in its log where the time went
+    assert "hoid-export: build ..." in stdout and "hoid_whisper_encoder: export and import the package:" in stdout
 
 
 @pytest.mark.slow
