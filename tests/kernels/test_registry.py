@@ -76,3 +76,16 @@ def test_a_user_kernel_registered_before_the_first_lookup_replaces_the_library_o
             hoid.kernels.library = library["hoid.kernels.library"]
         elif hasattr(hoid.kernels, "library"):
             del hoid.kernels.library
+
+
+def test_every_triton_and_cute_launch_is_a_top_level_function_of_its_module():
+    """`hoid.export` copies a Triton or CuTe kernel's module and calls its launch by name (a torch vendor kernel
+    it traces instead): a launch built by a closure (the group norm's first draft) exported nothing
+    (ExportError at the first package that held it)."""
+    import importlib
+
+    from hoid.kernels.registry import library_kernels
+
+    for spec in (s for s in library_kernels().values() if s.backend != "torch"):
+        module = importlib.import_module(spec.launch.__module__)
+        assert getattr(module, spec.launch.__name__, None) is spec.launch, spec.id

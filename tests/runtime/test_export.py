@@ -167,3 +167,28 @@ def test_trace_triton_false_makes_every_triton_kernel_an_opaque_op(tmp_path):
     assert "traceable=True" in traced and "traceable=True" not in opaque
     assert opaque.count("@_op(") == traced.count("@_op(")  # the same kernels, only how torch sees them differs
     assert json.loads((opaque_pkg / "meta.json").read_text())["trace_triton"] is False
+
+
+def test_a_kernel_with_a_workspace_exports_and_runs_without_hoid(tmp_path):
+    """A ResNet block's group norm + SiLU as `triton.group_norm_silu`, whose launch takes a workspace (its rows'
+    chunk statistics): the package holds the kernel's module, plans the buffer, and matches hoid.compile
+    eager, compiled and exported, where hoid cannot be imported."""
+    from hoid.kernels import KernelSet, all_kernels
+    from hoid.search.cost import AnalyticCost, MeasuredCost
+
+    g = torch.Generator().manual_seed(0)
+    b = hoid.GraphBuilder("resnet_norm")
+    x = b.input("x", (2, 8, 6, 6), "f32")
+    weight, bias = (b.weight(n, (8,), "f32", torch.randn(8, generator=g)) for n in ("w", "b"))
+    graph = b.build(b.silu(b.group_norm(x, weight, bias, num_groups=4, eps=1e-5)))
+    cheap_kernels = MeasuredCost(lambda call: 1e-9 if call.op == "kernel" else None, fallback=AnalyticCost())
+    kernels = KernelSet.empty().with_library(all_kernels()["triton.group_norm_silu"])
+    graph = hoid.search.rewrite(graph, device="h200", kernels=kernels, cost=cheap_kernels)
+    assert [n.attrs["kernel"] for n in graph.nodes if n.op == "kernel"] == ["triton.group_norm_silu"]
+    package = hoid.export(graph, tmp_path / "group_norm_pkg")
+    inputs = [torch.randn(2, 8, 6, 6, generator=g)]
+    ref = hoid.compile(graph, device="cpu")(*[t.clone() for t in inputs])
+    (got,) = _run_fresh(tmp_path, [{"package": package, "inputs": inputs, "backend": "aot_eager"}])
+    assert not got["hoid_loaded"] and got["custom_ops"]
+    for how in ("eager", "compiled", "exported"):
+        torch.testing.assert_close(got[how][0], ref[0], rtol=1e-5, atol=1e-5)

@@ -112,25 +112,36 @@ def _workspace(types, attrs, params):
     return (TensorType((2, rows, cdiv(n_cols, choose(n_cols, params["block"]))), "f32"),)
 
 
-def _launcher(silu: bool):
-    def launch(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, out: torch.Tensor, *, num_groups: int,
-               eps: float = 1e-5, block="auto", num_warps="auto", workspace=None) -> None:
-        """out <- group_norm(x, weight, bias) (then silu, for group_norm_silu); destination-passing."""
-        rows = x.shape[0] * num_groups
-        n_cols = x.numel() // max(rows, 1)
-        spatial = x.numel() // max(x.shape[0] * x.shape[1], 1)
-        block = choose(n_cols, block)
-        n_chunks = cdiv(n_cols, block)
-        shape = (2, rows, n_chunks)
-        stats = workspace[0] if workspace else torch.empty(shape, dtype=torch.float32, device=x.device)
-        if tuple(stats.shape) != shape:
-            raise ValueError(f"group_norm: workspace {tuple(stats.shape)} given, these params need {shape}")
-        warps, grid = _warps(block, num_warps), (rows, n_chunks)
-        group_norm_chunk_stats[grid](x, stats[0], stats[1], n_cols, n_chunks, BLOCK=block, num_warps=warps)
-        group_norm_chunk_write[grid](x, weight, bias, out, stats[0], stats[1], n_cols, n_chunks, spatial,
-                                     x.shape[1] // num_groups, num_groups, float(eps), BLOCK=block,
-                                     CHUNKS=next_power_of_2(n_chunks), SILU=silu, num_warps=warps)
-    return launch
+def launch_rows(x, weight, bias, out, *, num_groups: int, eps: float, block, num_warps, workspace, silu: bool) -> None:
+    """Both kernels' launches: the chunks' statistics, then the write (with the SiLU where `silu`)."""
+    rows = x.shape[0] * num_groups
+    n_cols = x.numel() // max(rows, 1)
+    spatial = x.numel() // max(x.shape[0] * x.shape[1], 1)
+    block = choose(n_cols, block)
+    n_chunks = cdiv(n_cols, block)
+    shape = (2, rows, n_chunks)
+    stats = workspace[0] if workspace else torch.empty(shape, dtype=torch.float32, device=x.device)
+    if tuple(stats.shape) != shape:
+        raise ValueError(f"group_norm: workspace {tuple(stats.shape)} given, these params need {shape}")
+    warps, grid = _warps(block, num_warps), (rows, n_chunks)
+    group_norm_chunk_stats[grid](x, stats[0], stats[1], n_cols, n_chunks, BLOCK=block, num_warps=warps)
+    group_norm_chunk_write[grid](x, weight, bias, out, stats[0], stats[1], n_cols, n_chunks, spatial,
+                                 x.shape[1] // num_groups, num_groups, float(eps), BLOCK=block,
+                                 CHUNKS=next_power_of_2(n_chunks), SILU=silu, num_warps=warps)
+
+
+def launch(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, out: torch.Tensor, *, num_groups: int,
+           eps: float = 1e-5, block="auto", num_warps="auto", workspace=None) -> None:
+    """out <- group_norm(x, weight, bias) (destination-passing)."""
+    launch_rows(x, weight, bias, out, num_groups=num_groups, eps=eps, block=block, num_warps=num_warps,
+                workspace=workspace, silu=False)
+
+
+def launch_silu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, out: torch.Tensor, *, num_groups: int,
+                eps: float = 1e-5, block="auto", num_warps="auto", workspace=None) -> None:
+    """out <- silu(group_norm(x, weight, bias)) (destination-passing)."""
+    launch_rows(x, weight, bias, out, num_groups=num_groups, eps=eps, block=block, num_warps=num_warps,
+                workspace=workspace, silu=True)
 
 
 def _compile(silu: bool):
@@ -182,7 +193,7 @@ PARAMS = (Param("block", BLOCK_CHOICES, "auto"), Param("num_warps", WARPS_CHOICE
 
 
 def _spec(kernel_id: str, pattern: Pattern, *, silu: bool, doc: str) -> KernelSpec:
-    return KernelSpec(id=kernel_id, pattern=pattern, backend="triton", launch=_launcher(silu),
+    return KernelSpec(id=kernel_id, pattern=pattern, backend="triton", launch=launch_silu if silu else launch,
                       constraints=CONSTRAINTS, params=PARAMS, deterministic=True, examples=_examples,
                       compile=_compile(silu), resolve=_resolve, launches=2, workspace=_workspace, doc=doc)
 
