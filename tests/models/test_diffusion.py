@@ -204,8 +204,8 @@ def test_the_full_size_vae_decoder_has_the_published_shapes():
 def test_the_search_keeps_the_convs_and_computes_the_same():
     """hoid.search of the guidance step for the H200: every linear layer with its bias in one launch (addmm,
     or the GEMV's bias epilogue at the embeddings' two rows), each group norm followed by a SiLU (the resnets')
-    as one kernel with it, the convolutions and the transformer blocks' group norms left as torch's calls
-    (cuDNN on the GPU), and the same noise prediction."""
+    as one kernel with it, each GEGLU one kernel, the convolutions and the transformer blocks' group norms left
+    as torch's calls (cuDNN on the GPU), and the same noise prediction."""
     _, graph = unet()
     result = hoid.search.search(graph, device="h200")
     assert str(result.report.saturation.stop_reason) == "saturated"
@@ -214,9 +214,10 @@ def test_the_search_keeps_the_convs_and_computes_the_same():
     # 8 transformer layers: q/k/v without bias; both attentions' out, GEGLU in and out with; 4 proj_in/out;
     # 8 resnets' time projections; the time and added-condition embeddings' 2 + 2 linears. The last 12 take
     # one row per image (2 of them): the small-M GEMV's (triton.linear_bias), the rest a GEMM's
-    # 21 group norms: 17 followed by a SiLU (8 resnets' two, the output's), 4 before a transformer block's proj_in
-    assert sorted(kernels) == (["torch.linear_bias"] * (8 * 4 + 4 * 2) + ["triton.group_norm_silu"] * 17
-                               + ["triton.linear_bias"] * (8 + 4))
+    # 21 group norms: 17 followed by a SiLU (8 resnets' two, the output's), 4 before a transformer block's proj_in;
+    # each of the 8 layers' GEGLU (its chunk and gelu * product) one kernel after its projection
+    assert sorted(kernels) == (["torch.linear_bias"] * (8 * 4 + 4 * 2) + ["triton.geglu_merged"] * 8
+                               + ["triton.group_norm_silu"] * 17 + ["triton.linear_bias"] * (8 + 4))
     assert (ops["conv"], ops["group_norm"], ops["sdpa"]) == (25, 4, 16)
     inputs = diffusion.unet_inputs(graph, seed=8)
     assert rel_error(hoid.run(result.graph, *inputs)[0], hoid.run(graph, *inputs)[0]) < TOL

@@ -25,6 +25,7 @@ from . import (
     triton_decode_attention_onelaunch,
     triton_embedding,
     triton_gemm,
+    triton_geglu,
     triton_gemv,
     triton_group_norm,
     triton_moe_experts,
@@ -63,6 +64,7 @@ TRITON_SPECS = (
     triton_moe_experts.SPEC,
     triton_group_norm.SPEC,
     triton_group_norm.SILU_SPEC,
+    triton_geglu.SPEC,
 )
 
 for _spec in TRITON_SPECS:
