@@ -6,7 +6,8 @@ submits them, two per worker, so that no worker waits while the loop decides one
 proposer's order. A batch (`together.py`) submits its proposals too, and what it leaves undecided keeps
 its evaluation here for its own turn: a batch that gains nothing checks and measures no kernel twice.
 Without a pool, a batch's kernel-source candidates (generated, a directory's) are checked ahead, several
-isolated children at once, and then measured one at a time (`check_ahead`).
+isolated children at once, and then measured one at a time (`check_ahead`), a chunk at a time
+(`checks_per_chunk`), so that minutes ending inside a batch leave what was checked and measured decided.
 """
 
 from __future__ import annotations
@@ -38,6 +39,12 @@ class Evaluations:
         `checked`: the passing verdict of an earlier evaluation at the same region (not checked again)."""
         self._held[key] = self._start(key, spec, region, sweep, checked)
         return self._held[key]
+
+    @property
+    def checks_per_chunk(self) -> int:
+        """How many candidates a batch checks ahead before it measures them: twice the checks at once, so that
+        the children stay busy through a chunk and a budget ending mid-batch leaves most of it decided."""
+        return 2 * max(self.isolated_at_once, 1)
 
     def check_ahead(self, items, stop=lambda: None) -> None:
         """The checks of the kernel-source candidates among `items` ((key, spec, region, sweep)), each in its

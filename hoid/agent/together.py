@@ -178,13 +178,18 @@ def _evaluate(run, proposer: str, proposals: list[Proposal], context: Context) -
         key, region = p.key(proposer), context.region(p.region)
         if not run.already_decided(key, p.kernel, region):
             undecided.append((i, p, key, region, p.sweep[:1] if first_only else p.sweep))
-    run.evaluations.check_ahead([(key, p.kernel, region, sweep) for _, p, key, region, sweep in undecided[:room]],
-                                stop=run.shares.turn_over)
+    # checked ahead a chunk at a time, each chunk measured before the next is checked: where the minutes end
+    # inside the batch, those checked and measured are still decided (all checks first, SDXL's codegen batch
+    # checked until its minutes were spent and measured none)
+    items = [(key, p.kernel, region, sweep) for _, p, key, region, sweep in undecided[:room]]
+    chunk = run.evaluations.checks_per_chunk
     fresh = []
-    for i, proposal, key, region, sweep in undecided:
+    for n, (i, proposal, key, region, sweep) in enumerate(undecided):
         if room is not None and len(fresh) >= room or run.shares.turn_over() is not None:
             # out of attempts or time: what was evaluated is still decided, together
             return _results(fresh), len(proposals) - i
+        if n % chunk == 0:
+            run.evaluations.check_ahead(items[n:n + chunk], stop=run.shares.turn_over)
         pending = run.evaluations.held(key) or run.evaluations.submit(key, proposal.kernel, region, sweep)
         fresh.append((proposal, key, region, pending))
     return _results(fresh), 0

@@ -145,3 +145,32 @@ def test_checks_ahead_stop_starting_once_the_minutes_are_spent():
     spent = Evaluations(Timed(), get_device("h200"), isolated_at_once=2)
     spent.check_ahead([(s.id, s, REGION, ()) for s in specs], stop=lambda: "budget spent: 1 minutes")
     assert spent.executor.checks == []
+
+
+def test_a_batch_checks_a_chunk_ahead_then_measures_it_before_the_next():
+    """`together._evaluate` with checks ahead: a chunk (twice the checks at once) is checked, then measured,
+    then the next; where the minutes end after the first chunk, its candidates are evaluated (decided
+    together) and the rest are not reached."""
+    from hoid.agent import together
+    from hoid.agent.proposer import Proposal
+
+    executor = Timed()
+    evaluations = Evaluations(executor, get_device("h200"), isolated_at_once=2)
+    specs = [_source_spec(i) for i in range(7)]
+    proposals = [Proposal(REGION.key, s, ()) for s in specs]
+    spent = {"after": None}
+
+    def turn_over():
+        return "budget spent: 1 minutes" if spent["after"] is not None and len(executor.measures) >= spent["after"] \
+            else None
+
+    run = SimpleNamespace(attempts_left=lambda: None, already_decided=lambda *a: False, evaluations=evaluations,
+                          shares=SimpleNamespace(tails_wait=lambda: False, turn_over=turn_over))
+    context = SimpleNamespace(region=lambda key: REGION)
+    spent["after"] = evaluations.checks_per_chunk  # the minutes end once the first chunk is measured
+    evaluated, not_reached = together._evaluate(run, "codegen", proposals, context)
+    assert evaluations.checks_per_chunk == 4
+    assert len(evaluated) == 4 and not_reached == 3
+    assert [m[0] for m in executor.measures] == [s.id for s in specs[:4]]
+    # the first chunk's four checks ran at once, before any measurement; nothing of the rest was checked
+    assert len(executor.checks) == 4 and max(end for *_, end in executor.checks) < executor.measures[0][1]
