@@ -33,7 +33,7 @@ def _projections(count: int, dtype: str = "f32"):
 
 
 def _geglu():
-    """GEGLU as diffusers writes it: one projection cut in two halves, the first gating the second."""
+    """GEGLU as diffusers writes it: one projection cut in two halves, the second (through a GELU) gating the first."""
     b = GraphBuilder("example")
     x = b.input("x", (1, 2, 8), "f32")
     h = b.matmul(x, b.transpose(b.weight("proj", (12, 8), "f32"), dim0=0, dim1=1))
@@ -88,7 +88,8 @@ RULES = (
     # a split's pieces are slices of its input: torch returns views, but the IR's split makes each piece
     # a contiguous copy, so a chunk read only by elementwise ops (SDXL's 70 GEGLUs: 4.5 ms of a 44 ms
     # UNet step on the H100, 12-06) copies its input whole for nothing; with both in the e-class, the
-    # cost models price the views at zero and the copy where a kernel needs contiguous pieces
+    # cost models price the views at zero and the copy where a kernel needs contiguous pieces (two or three
+    # pieces, one rule each: a rule matches the sizes' vector by its length; a longer split stays a copy)
     Rule("split2-as-slices",
          """(rule ((= p (Split m (Ints v) (Int d))) (= (vec-length v) 2)
                    (= n1 (vec-get v 0)) (= n2 (vec-get v 1)))
