@@ -1,6 +1,8 @@
 """The cases `benchmarks/kernel_table.py` runs: each library Triton kernel at the decode shapes of Qwen3-1.7B,
-Qwen3-4B and Llama-3.1-8B (batch 1, one token) and at large shapes (>= 64 MB moved), with the torch
-eager function it replaces (also what `torch.compile` compiles) and the bytes it must move at least.
+Qwen3-4B and Llama-3.1-8B (batch 1, one token), at large shapes (>= 64 MB moved) and at SDXL's UNet shapes
+(the group norms and GEGLUs of a 1024 x 1024 step with guidance), with the torch eager function it replaces
+(also what `torch.compile` compiles: for SDXL's, the fusions Inductor makes in its UNet) and the bytes it
+must move at least.
 
 `scale` shrinks every size (for a smoke run on the CPU under the Triton interpreter).
 """
@@ -97,6 +99,7 @@ def build_cases(device: str = "cuda", dtype=torch.bfloat16, scale: int = 1) -> l
         S, filled = CACHE_LEN // scale, max(1, FILLED // scale)
         cases += _decode_cases(model, H, I, HQ, HKV, D, V, S, filled, t, device)
     cases += _large_cases(scale, t, device)
+    cases += _sdxl_cases(scale, t)
     return cases
 
 
@@ -189,6 +192,34 @@ def _large_cases(scale, t, device) -> list[Case]:
         Case("triton.linear", "large", f"M=16, {H}->{I}", lambda: ([t(16, H), t(I, H)], {}), F.linear,
              2 * (16 * H + I * H + 16 * I), candidates=gemv_candidates(16)),
     ]
+
+
+def _sdxl_cases(scale, t) -> list[Case]:
+    """SDXL's UNet at 1024 x 1024, batch 2 (guidance): a ResNet block's group norm + SiLU at each level's
+    width (the rows of 20,480 to 491,520 values that torch's kernel gives one program each), and the GEGLU
+    of a transformer block at the two levels that have them. `scale` shrinks the spatial dims and tokens
+    only, so the channels stay multiples of the 32 groups."""
+    side = max(2, 128 // scale)
+
+    def group_norm_silu(x, w, b, num_groups, eps):
+        return F.silu(F.group_norm(x, num_groups, w, b, eps))
+
+    def geglu(x):
+        hidden, gate = x.chunk(2, dim=-1)
+        return hidden * F.gelu(gate)
+
+    norm_cases = [
+        Case("triton.group_norm_silu", "SDXL UNet", f"group norm + SiLU, 2x{c}x{h}x{h}",
+             lambda c=c, h=h: ([t(2, c, h, h), t(c), t(c)], {"num_groups": 32, "eps": 1e-5}), group_norm_silu,
+             2 * 2 * 2 * c * h * h + 2 * 2 * c)
+        for c, h in ((320, side), (640, max(1, side // 2)), (1280, max(1, side // 4)), (960, side))
+    ]
+    geglu_cases = [
+        Case("triton.geglu_merged", "SDXL UNet", f"GEGLU, 2x{n}x{2 * inner}",
+             lambda n=n, inner=inner: ([t(2, n, 2 * inner)], {}), geglu, 2 * 2 * 3 * n * inner)
+        for n, inner in ((max(1, 4096 // scale), 2560), (max(1, 1024 // scale), 5120))
+    ]
+    return norm_cases + geglu_cases
 
 
 def gemv_candidates(m: int) -> list[dict]:
