@@ -36,9 +36,10 @@ from . import _constraints as C
 from ._triton_build import compile_for, pointer_type
 from ._triton_compile import cdiv, example_floats, next_power_of_2, tl, triton_kernel
 
-BLOCK_CHOICES = ("auto", 1024, 2048, 4096, 8192)
+BLOCK_CHOICES = ("auto", 1024, 2048, 4096, 8192, 16384)
 WARPS_CHOICES = ("auto", 4, 8, 16)
 MAX_CHUNKS = 1024  # a row's chunk figures are combined in one tile of the second launch
+MAX_BLOCK = 16384  # values a program holds (32 a thread at 16 warps)
 
 
 @triton_kernel
@@ -84,9 +85,14 @@ def group_norm_chunk_write(x_ptr, w_ptr, b_ptr, out_ptr, mean_ptr, m2_ptr, n_col
 
 
 def choose(n_cols: int, block="auto") -> int:
-    """The chunk length: 4096 values (8 KB of bf16 a program; SDXL's rows are 5 to 120 chunks, 320 to 7680
-    programs a launch), grown to a power of 2 where a row would pass MAX_CHUNKS chunks."""
-    block = 4096 if block == "auto" else block
+    """The chunk length. "auto": 4096 values (8 KB of bf16 a program; SDXL's UNet rows are 5 to 120 chunks,
+    320 to 7680 programs a launch), doubled up to MAX_BLOCK while a row passes 256 chunks: every program of
+    the write reads its row's chunk figures, 8 bytes a chunk, which at the VAE's rows of 4M values and 1024
+    chunks would be as many bytes as the chunk itself. A block too short for MAX_CHUNKS grows to fit."""
+    if block == "auto":
+        block = 4096
+        while cdiv(n_cols, block) > 256 and block < MAX_BLOCK:
+            block *= 2
     if cdiv(n_cols, block) > MAX_CHUNKS:
         block = next_power_of_2(cdiv(n_cols, MAX_CHUNKS))
     return block
@@ -146,19 +152,19 @@ def launch_silu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, out: 
 
 
 def _compile(silu: bool):
+    """Both launches at the UNet's chunks (4096 values, 4 warps, a tile of 64 chunk figures) and the VAE's
+    (16384 values, 16 warps, 256 figures)."""
     def build(arch: str):
         ptr, f32 = pointer_type("bf16"), pointer_type("f32")
-        return [
-            compile_for(group_norm_chunk_stats, arch, {"x_ptr": ptr, "mean_ptr": f32, "m2_ptr": f32,
-                                                       "n_cols": "i32", "n_chunks": "i32"},
-                        {"BLOCK": 4096}, num_warps=4, divisible_by_16=("n_cols",)),
-            compile_for(group_norm_chunk_write, arch,
-                        {"x_ptr": ptr, "w_ptr": ptr, "b_ptr": ptr, "out_ptr": ptr, "mean_ptr": f32, "m2_ptr": f32,
-                         "n_cols": "i32", "n_chunks": "i32", "spatial": "i32", "channels_per_group": "i32",
-                         "groups": "i32", "eps": "fp32"},
-                        {"BLOCK": 4096, "CHUNKS": 64, "SILU": silu}, num_warps=4,
-                        divisible_by_16=("n_cols", "spatial")),
-        ]
+        stats = {"x_ptr": ptr, "mean_ptr": f32, "m2_ptr": f32, "n_cols": "i32", "n_chunks": "i32"}
+        write = {"x_ptr": ptr, "w_ptr": ptr, "b_ptr": ptr, "out_ptr": ptr, "mean_ptr": f32, "m2_ptr": f32,
+                 "n_cols": "i32", "n_chunks": "i32", "spatial": "i32", "channels_per_group": "i32", "groups": "i32",
+                 "eps": "fp32"}
+        return [built for block, chunks, warps in ((4096, 64, 4), (MAX_BLOCK, 256, 16)) for built in (
+            compile_for(group_norm_chunk_stats, arch, stats, {"BLOCK": block}, num_warps=warps,
+                        divisible_by_16=("n_cols",)),
+            compile_for(group_norm_chunk_write, arch, write, {"BLOCK": block, "CHUNKS": chunks, "SILU": silu},
+                        num_warps=warps, divisible_by_16=("n_cols", "spatial")))]
     return build
 
 
@@ -187,8 +193,8 @@ GROUP_NORM_SILU = Pattern(
 CONSTRAINTS = (
     C.float_dtype(GROUP_NORM.operands, "x", "weight", "bias"),
     C.contiguous(GROUP_NORM.operands, "x", "weight", "bias"),
-    Constraint("x: under 2^31 values (32-bit sizes), more than one a group",
-               lambda t, attrs: t[0].numel < 2**31 and _rows(t, attrs)[1] > 1),
+    Constraint(f"x: under 2^31 values (32-bit sizes), more than one and at most {MAX_CHUNKS * MAX_BLOCK} a group",
+               lambda t, attrs: t[0].numel < 2**31 and 1 < _rows(t, attrs)[1] <= MAX_CHUNKS * MAX_BLOCK),
 )
 PARAMS = (Param("block", BLOCK_CHOICES, "auto"), Param("num_warps", WARPS_CHOICES, "auto"))
 

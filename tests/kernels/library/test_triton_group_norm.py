@@ -43,8 +43,10 @@ def test_silu_is_applied_to_the_rounded_norm_as_the_unfused_ops_round():
 
 
 def test_auto_chunks_stay_within_one_combining_tile():
-    assert triton_group_norm.choose(163840) == 4096  # SDXL's longest row: 40 chunks
-    assert triton_group_norm.choose(2**24) == 2**14  # 1024 chunks at most
+    assert triton_group_norm.choose(491520) == 4096  # SDXL UNet's longest row: 120 chunks
+    assert triton_group_norm.choose(4 * 1024 * 1024) == 16384  # the VAE's 4 channels of 1024 x 1024: 256 chunks
+    assert triton_group_norm.choose(2**24) == 2**14  # 1024 chunks of the longest block: the most a row may have
+    assert triton_group_norm.choose(2**20, 256) == 1024  # a block too short for one tile of chunks grows
 
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.id)
