@@ -21,9 +21,9 @@ def _inputs(shape, groups, dtype, offset=0.0):
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda s: s.id)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
-@pytest.mark.parametrize("block", ["auto", 1024])  # one chunk a row; rows of 2-3 chunks, the last one short
+@pytest.mark.parametrize("block", ["auto", 1024])  # one chunk a row; two, the second short
 def test_matches_float64_reference(spec, dtype, block):
-    inputs, attrs = _inputs((2, 6, 20, 30), 3, dtype)  # rows of 2 x 600 values
+    inputs, attrs = _inputs((2, 6, 20, 30), 3, dtype)  # rows of 2 channels x 600 values
     assert_matches(spec, inputs, attrs, {"block": block})
 
 
@@ -35,7 +35,7 @@ def test_a_large_mean_does_not_cancel_the_variance(spec):
     assert_matches(spec, inputs, attrs, {"block": 1024})
 
 
-def test_silu_is_applied_to_the_rounded_norm_as_the_unfused_ops_round():
+def test_the_fused_silu_agrees_with_torch_s_two_ops_in_f16():
     inputs, attrs = _inputs((2, 4, 8, 8), 2, torch.float16)
     (got,) = launch(triton_group_norm.SILU_SPEC, inputs, attrs)
     want = F.silu(F.group_norm(*inputs[:1], 2, inputs[1], inputs[2], 1e-5))
