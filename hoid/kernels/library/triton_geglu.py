@@ -24,7 +24,8 @@ from ..pattern import Pattern
 from ..spec import KernelSpec, Param
 from . import _constraints as C
 from ._triton_build import compile_for, pointer_type
-from ._triton_compile import cdiv, example_floats, next_power_of_2, tl, triton_kernel
+from ._triton_compile import cdiv, example_floats, tl, triton_kernel
+from .triton_silu_mul import row_config
 
 BLOCK_CHOICES = ("auto", 256, 512, 1024, 2048, 4096)
 WARPS_CHOICES = ("auto", 1, 2, 4, 8)
@@ -41,20 +42,15 @@ def geglu_rows(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):
     tl.store(out_ptr + row * n_cols + cols, (hidden.to(tl.float32) * gelu).to(out_ptr.dtype.element_ty), mask=mask)
 
 
-def _config(n_cols: int, block, num_warps) -> tuple[int, int]:
-    block = min(next_power_of_2(n_cols), 1024) if block == "auto" else block
-    return block, max(1, min(8, block // 256)) if num_warps == "auto" else num_warps
-
-
 def _resolve(types, attrs, params, target) -> dict:
-    block, warps = _config(types[0].shape[-1] // 2, params["block"], params["num_warps"])
+    block, warps = row_config(types[0].shape[-1] // 2, params["block"], params["num_warps"])
     return {**params, "block": block, "num_warps": warps}
 
 
 def launch(x: torch.Tensor, out: torch.Tensor, *, block="auto", num_warps="auto") -> None:
     """out <- x[..., :I] * gelu(x[..., I:]) (destination-passing)."""
     n_cols = x.shape[-1] // 2
-    block, warps = _config(n_cols, block, num_warps)
+    block, warps = row_config(n_cols, block, num_warps)
     n_rows = out.numel() // max(n_cols, 1)
     geglu_rows[(n_rows, cdiv(n_cols, block))](x, out, n_cols, BLOCK=block, num_warps=warps)
 

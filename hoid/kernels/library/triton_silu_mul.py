@@ -35,7 +35,9 @@ def silu_mul_rows(gate_ptr, up_ptr, out_ptr, n_cols, in_row_stride, BLOCK: tl.co
     tl.store(out_ptr + row * n_cols + cols, (silu * up).to(out_ptr.dtype.element_ty), mask=mask)
 
 
-def _config(n_cols: int, block, num_warps) -> tuple[int, int]:
+def row_config(n_cols: int, block, num_warps) -> tuple[int, int]:
+    """(block, warps) of a gated activation over rows of `n_cols` outputs, "auto" resolved: a block up to 1024
+    columns, a warp per 256 of them (`triton_geglu` launches the same way)."""
     block = min(next_power_of_2(n_cols), 1024) if block == "auto" else block
     return block, max(1, min(8, block // 256)) if num_warps == "auto" else num_warps
 
@@ -43,13 +45,13 @@ def _config(n_cols: int, block, num_warps) -> tuple[int, int]:
 def _resolver(halves: bool):
     def resolve(types, attrs, params, target) -> dict:
         n_cols = types[0].shape[-1] // (2 if halves else 1)
-        block, warps = _config(n_cols, params["block"], params["num_warps"])
+        block, warps = row_config(n_cols, params["block"], params["num_warps"])
         return {**params, "block": block, "num_warps": warps}
     return resolve
 
 
 def _launch_rows(gate, up, out, n_cols: int, in_row_stride: int, block, num_warps) -> None:
-    block, warps = _config(n_cols, block, num_warps)
+    block, warps = row_config(n_cols, block, num_warps)
     n_rows = out.numel() // max(n_cols, 1)
     silu_mul_rows[(n_rows, cdiv(n_cols, block))](gate, up, out, n_cols, in_row_stride, BLOCK=block,
                                                   num_warps=warps)
