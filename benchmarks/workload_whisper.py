@@ -344,18 +344,18 @@ def main(argv=None) -> int:
               "parts": {}, "complete": False}
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / output_name(name, args)
-    save = lambda: save_json(path, result)  # noqa: E731
     parts = {"encoder": encoder_part, "decode": decode_part}
+
+    def saved(part: str, rows: list[dict]) -> None:  # each part's rows so far, written as each row finishes
+        result["parts"][part] = {"rows": rows, **summary(rows)}
+        save_json(path, result)
+
     with torch.no_grad():
         for part in args.parts:
             print(f"{name} {part} on {device_name}:", flush=True)
-            def saved(rows, part=part):
-                result["parts"][part] = {"rows": rows, **summary(rows)}
-                save()
-
-            saved(parts[part](model, args, device, saved))
+            parts[part](model, args, device, lambda rows, part=part: saved(part, rows))
     result["complete"] = True
-    save()
+    save_json(path, result)
     print(table(result))
     print(f"wrote {path}")
     errors = [f"{p} {r['key']}" for p, v in result["parts"].items() for r in v["rows"] if r.get("status") == "error"]
