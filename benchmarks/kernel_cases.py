@@ -214,6 +214,16 @@ def _sdxl_cases(scale, t) -> list[Case]:
              2 * 2 * 2 * c * h * h + 2 * 2 * c)
         for c, h in ((320, side), (640, max(1, side // 2)), (1280, max(1, side // 4)), (960, side))
     ]
+    def group_norm_nhwc_silu(x, w, b, num_groups, eps):  # torch's on a channels-last tensor, moved back
+        return F.silu(F.group_norm(x.permute(0, 3, 1, 2), num_groups, w, b, eps)).permute(0, 2, 3, 1).contiguous()
+
+    # the same norms channels-last (`search/rules/channels_last.py`: between NHWC convolutions)
+    norm_cases += [
+        Case("triton.group_norm_nhwc_silu", "SDXL UNet", f"group norm + SiLU NHWC, 2x{h}x{h}x{c}",
+             lambda c=c, h=h: ([t(2, h, h, c), t(c), t(c)], {"num_groups": 32, "eps": 1e-5}), group_norm_nhwc_silu,
+             2 * 2 * 2 * c * h * h + 2 * 2 * c)
+        for c, h in ((320, side), (640, max(1, side // 2)), (1280, max(1, side // 4)), (960, side))
+    ]
     geglu_cases = [
         Case("triton.geglu_merged", "SDXL UNet", f"GEGLU, 2x{n}x{2 * inner}",
              lambda n=n, inner=inner: ([t(2, n, 2 * inner)], {}), geglu, 2 * 2 * 3 * n * inner)

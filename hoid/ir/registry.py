@@ -205,11 +205,20 @@ def _check_value(op: str, attr: Attr, value: Any) -> Any:
             return value
     elif k == "params":
         if isinstance(value, dict) and all(isinstance(key, str) for key in value):
-            bad = [key for key, v in value.items() if not isinstance(v, (int, float, bool, str, type(None)))]
+            # a pattern's `ints`/`floats` attrs (a convolution's stride) ride here too: as tuples, hashable
+            out = {key: tuple(v) if _numbers(v) else v for key, v in value.items()}
+            bad = [key for key, v in out.items() if not isinstance(v, (int, float, bool, str, type(None), tuple))]
             if not bad:
-                return dict(value)
-            raise GraphError(f"{where}: parameter {bad[0]!r} must be an int, float, bool, str or none")
+                return out
+            raise GraphError(f"{where}: parameter {bad[0]!r} must be an int, float, bool, str, none or a list of "
+                             "numbers")
     raise GraphError(f"{where} is {value!r} ({type(value).__name__}); expected {_kind_words(attr)}")
+
+
+def _numbers(value) -> bool:
+    """A list or tuple of ints and floats (no bools)."""
+    return isinstance(value, (list, tuple)) and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
 
 
 def _kind_words(attr: Attr) -> str:

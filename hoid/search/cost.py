@@ -62,11 +62,12 @@ def measured_as(call: OpCall) -> tuple[str, str, dict] | None:
     torch call), or None where the library has none."""
     if call.op == "kernel":
         return call.attrs["kernel"], call.attrs["version"], call.attrs["params"]
-    spec = _torch_kernel(call.op, len(call.inputs))
+    spec = torch_kernel_for(call.op, len(call.inputs))
     return (spec.id, spec.version, spec.default_params()) if spec is not None else None
 
 
-def _torch_kernel(op: str, arity: int):
+def torch_kernel_for(op: str, arity: int):
+    """The library's torch kernel of `op` called with `arity` operands: what prices and lays out a plain op."""
     from ..kernels import kernels_for
 
     return next((k for k in kernels_for(op) if k.backend == "torch" and len(k.pattern.operands) == arity), None)
@@ -246,7 +247,8 @@ def node_costs(snapshot: Snapshot, kernels: Mapping[str, KernelImpl], cost: Cost
         key = _call_key(snapshot, node)
         if key not in priced:
             tiebreak = KERNEL_TIEBREAK if node.op == KERNEL else 0.0
-            priced[key] = float(cost(op_call(snapshot, node, kernels))) + tiebreak
+            call = op_call(snapshot, node, kernels)
+            priced[key] = float(cost(_as_copy(call) if _moves_channels(call) else call)) + tiebreak
         costs[nid] = priced[key]
     return costs
 
@@ -259,6 +261,23 @@ def _call_key(snapshot: Snapshot, node: ENode) -> tuple:
                if node.eclass in snapshot.outputs_of else (node.eclass,))
     return (node.op, tuple(operand_type(snapshot, node, c) for c in snapshot.operands(node)),
             tuple(types.get(c) for c in results), attr_key(node.attrs))
+
+
+# NCHW <-> NHWC (`rules/channels_last.py`): the permutes at the ends of a channels-last chain.
+_CHANNEL_PERMUTES = ((0, 3, 1, 2), (0, 2, 3, 1))
+
+
+def _moves_channels(call: OpCall) -> bool:
+    return call.op == "permute" and len(call.inputs[0].shape) == 4 and tuple(call.attrs["dims"]) in _CHANNEL_PERMUTES
+
+
+def _as_copy(call: OpCall) -> OpCall:
+    """A permute between NCHW and NHWC as what it costs where it is read: the copy its reader makes (a kernel
+    that wants contiguous operands, or a torch op, whose result the IR declares contiguous). Priced as the
+    view it is, extraction would cross layouts for nothing at every op; priced as a copy, a channels-last
+    chain is chosen where its convolutions' gain pays for the copies at its ends."""
+    strided = get_op("permute").infer(list(call.inputs), call.attrs)
+    return OpCall("contiguous", (strided,), call.outputs, {})
 
 
 # Views that change a layout: after them a reshape may find no view and copy.
@@ -282,6 +301,8 @@ def operand_type(snapshot: Snapshot, node: ENode, cls: str) -> TensorType | None
             continue
         if producer.op not in _PERMUTING or len(inner) != 1 or snapshot.types.get(inner[0]) is None:
             return base
+        if producer.op == "permute" and tuple(producer.attrs["dims"]) in _CHANNEL_PERMUTES and base.rank == 4:
+            return base  # that permute is priced as its copy already (`_as_copy`): the reshape reads the copy
         layouts.add(get_op(producer.op).infer([snapshot.types[inner[0]]], dict(producer.attrs)).strides)
     return TensorType(base.shape, base.dtype, layouts.pop()) if len(layouts) == 1 else base
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 from ..errors import GraphError
 from ..ir import Graph, Node, Value
 from ..ir.registry import infer_node
+from .cost import torch_kernel_for
 from .encode import Encoding
 from .snapshot import ABSENT, INPUT, KERNEL, OUT, Snapshot
 
@@ -78,9 +79,12 @@ class _Decoder:
         if node.op == KERNEL:
             impl = self.encoding.kernels[node.attrs["key"]]
             op, attrs = "kernel", impl.node_attrs()
-            operands = self.laid_out_for(impl, operands)
+            operands = self.laid_out_for(self.spec_of(impl.kernel), impl.attrs, operands)
         else:
             op, attrs = node.op, dict(node.attrs)
+            # a plain op is priced by its torch kernel's measurement (`cost.measured_as`): it runs on the
+            # layout that kernel was measured on (a channels-last convolution's permuted weight copied once)
+            operands = self.laid_out_for(torch_kernel_for(op, len(operands)), attrs, operands)
         types, attrs = infer_node(op, [v.type for v in operands], attrs)
         multi = cls in self.snapshot.outputs_of
         if multi:
@@ -100,17 +104,20 @@ class _Decoder:
         return outputs if multi else outputs[0]
 
 
-    def laid_out_for(self, impl, operands: list[Value]) -> list[Value]:
-        """`operands` as the kernel takes them: strided ones copied contiguous where its spec asks so."""
+    @staticmethod
+    def spec_of(kernel_id: str):
         from ..kernels.registry import get
 
-        types = [v.type for v in operands]
         try:
-            spec = get(impl.kernel)
+            return get(kernel_id)
         except Exception:  # noqa: BLE001  a kernel unknown here: `bind` names it where it is run
-            return operands
-        if all(t.is_contiguous for t in types) or spec.rejects(types, impl.attrs) is None or \
-                spec.rejects([t.contiguous() for t in types], impl.attrs) is not None:
+            return None
+
+    def laid_out_for(self, spec, attrs: dict, operands: list[Value]) -> list[Value]:
+        """`operands` as `spec` takes them: strided ones copied contiguous where it asks so."""
+        types = [v.type for v in operands]
+        if spec is None or all(t.is_contiguous for t in types) or spec.rejects(types, attrs) is None or \
+                spec.rejects([t.contiguous() for t in types], attrs) is not None:
             return operands
         laid = []
         for v in operands:

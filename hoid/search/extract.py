@@ -265,6 +265,11 @@ def ilp(problem: Problem, *, time_limit: float = 10.0, max_cuts: int = 20) -> tu
             continue
         add_row([(index[m], 1.0) for m in problem.classes[needed]] + [(index[n], -1.0) for n in problem.classes[cls]],
                 0.0)
+    # two e-nodes that each use the other's class are a cycle: forbidden up front rather than cut one solve at
+    # a time (an invertible pair, NCHW = P(NHWC) and NHWC = Q(NCHW), makes one per value of a channels-last
+    # chain: SDXL's UNet kept choosing them past 20 cuts, where each solve costs half a second)
+    for a, b in two_cycles(problem, free):
+        add_row([(index[a], -1.0), (index[b], -1.0)], -1.0)
     if not nodes:  # every class the roots need is free: nothing to decide
         walked = walk(problem, dict(free))
         if isinstance(walked, dict):
@@ -291,6 +296,20 @@ def ilp(problem: Problem, *, time_limit: float = 10.0, max_cuts: int = 20) -> tu
         # forbid this cycle: not all of its nodes at once
         add_row([(index[n], -1.0) for n in walked], 1.0 - len(walked))
     raise RuntimeError(f"the ILP kept choosing cycles after {max_cuts} cuts")
+
+
+def two_cycles(problem: Problem, free) -> list[tuple[str, str]]:
+    """Pairs of e-nodes (outside the free classes) of two classes, each using the other's class."""
+    uses: dict[tuple[str, str], list[str]] = {}  # (class, child class) -> its e-nodes that use the child
+    for cls, members in problem.classes.items():
+        if cls in free:
+            continue
+        for n in members:
+            for child in set(problem.children[n]):
+                if child != cls and child not in free:
+                    uses.setdefault((cls, child), []).append(n)
+    return [(a, b) for (cls, child), ns in uses.items() if cls < child
+            for a in ns for b in uses.get((child, cls), ())]
 
 
 def _greedy_choice(problem: Problem) -> dict[str, str]:

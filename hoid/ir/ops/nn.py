@@ -195,6 +195,33 @@ register_op(OpDef(
 ))
 
 
+def _group_norm_nhwc_infer(types, attrs):
+    x, *affine = types
+    require_min_rank(x, 2, "x ([N, ..., C])")
+    moved = TensorType((x.shape[0], x.shape[-1], *x.shape[1:-1]), x.dtype)
+    _group_norm_infer([moved, *affine], attrs)
+    return x.contiguous()
+
+
+def _group_norm_nhwc_sample(rng):
+    (x, *affine), attrs = _group_norm_sample(rng)
+    return [TensorType((x.shape[0], *x.shape[2:], x.shape[1]), x.dtype), *affine], attrs
+
+
+register_op(OpDef(
+    name="group_norm_nhwc",
+    operands=("x", "weight?", "bias?"),
+    attrs=(Attr("num_groups", "int"), Attr("eps", "float", 1e-5)),
+    infer=_group_norm_nhwc_infer,
+    reference=lambda x, weight=None, bias=None, *, num_groups, eps:
+        F.group_norm(x.movedim(-1, 1), num_groups, weight, bias, eps).movedim(1, -1).contiguous(),
+    flops=per_output_element(8),
+    sample=_group_norm_nhwc_sample,
+    category="nn",
+    doc="group_norm with the channels last: x [N, ..., C] (a channels-last convolution's output)",
+))
+
+
 # --- rope, sdpa ------------------------------------------------------------------------------------
 
 def _rope_infer(types, attrs):

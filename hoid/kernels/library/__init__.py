@@ -10,6 +10,8 @@ from . import (
     cute_gemm,
     cute_gemv,
     cute_gemv_split,
+    torch_conv,
+    torch_group_norm_nhwc,
     torch_linear_bias,
     torch_linear_bias_gelu,
     torch_matmul,
@@ -28,6 +30,7 @@ from . import (
     triton_gemm,
     triton_gemv,
     triton_group_norm,
+    triton_group_norm_nhwc,
     triton_moe_experts,
     triton_prefill_attention,
     triton_prelude_attention,
@@ -64,6 +67,8 @@ TRITON_SPECS = (
     triton_moe_experts.SPEC,
     triton_group_norm.SPEC,
     triton_group_norm.SILU_SPEC,
+    triton_group_norm_nhwc.SPEC,
+    triton_group_norm_nhwc.SILU_SPEC,
     triton_geglu.SPEC,
 )
 
@@ -90,7 +95,8 @@ for _spec in CUTE_SPECS:
 # The vendor kernels: a correct, measurable fallback for every pattern the library implements.
 TORCH_SPECS = tuple(m.SPEC for m in (torch_matmul, torch_sdpa, torch_sdpa_masked, torch_rmsnorm, torch_rope,
                                      torch_silu_mul, torch_swiglu_merged, torch_softmax, torch_linear_bias,
-                                     torch_linear_bias_gelu))
+                                     torch_linear_bias_gelu, torch_conv, torch_group_norm_nhwc)) + (
+    torch_conv.NHWC_SPEC,)
 
 for _spec in TORCH_SPECS:
     register_library(_spec)

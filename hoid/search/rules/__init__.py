@@ -74,12 +74,14 @@ class RuleSet:
 
 
 def default_rulesets() -> list[RuleSet]:
-    """algebra, patterns and layout: what `hoid.search.rewrite` saturates before the library rules."""
+    """algebra, patterns, layout and channels-last: what `hoid.search.rewrite` saturates before the library
+    rules."""
     from .algebra import ALGEBRA
+    from .channels_last import CHANNELS_LAST
     from .layout import LAYOUT
     from .patterns import PATTERNS
 
-    return [ALGEBRA, PATTERNS, LAYOUT]
+    return [ALGEBRA, PATTERNS, LAYOUT, CHANNELS_LAST]
 
 
 __all__ = ["Rule", "RuleSet", "default_rulesets"]
