@@ -160,3 +160,22 @@ def test_a_conv_nhwc_type_is_the_nchw_one_permuted():
     (nchw,), _ = infer_node("conv", [TensorType((2, 4, 9, 7), "f32"), TensorType((6, 2, 3, 3), "f32")],
                             {"stride": (2, 1), "padding": (1, 0), "dilation": (1, 1), "groups": 2})
     assert out.shape == (nchw.shape[0], *nchw.shape[2:], nchw.shape[1])
+
+
+def test_the_vae_decoder_resizes_channels_last_between_its_convolutions():
+    """The tiny VAE decoder where NCHW convolutions cost 3x: every convolution NHWC, and the upsamplers between
+    NHWC convolutions resize as the tensors lie (`interpolate_nhwc`), not through two copies. The mid block's
+    attention reads its input as [N, C, H*W] (a view of NCHW), so the resnets around it stay NCHW-bound and the
+    first upsampler with them."""
+    pytest.importorskip("diffusers")
+    import torch
+
+    from hoid.models import build_model, diffusion
+
+    graph = diffusion.vae_decode_graph(build_model("sdxl-vae-decoder-tiny"), 1, 64, 64)
+    rewritten = _extract(graph, _CheaperChannelsLast)
+    ops = rewritten.op_counts()
+    assert ops["conv_nhwc"] == graph.op_counts()["conv"] and "conv" not in ops
+    assert ops["interpolate_nhwc"] == 2 and ops["interpolate"] == 1
+    x = torch.randn(graph.runtime_inputs[0].type.shape, generator=torch.Generator().manual_seed(0))
+    assert rel_error(hoid.run(rewritten, x)[0], hoid.run(graph, x)[0]) < 1e-5

@@ -237,3 +237,34 @@ register_op(OpDef(
     category="nn",
     doc="resize the spatial dims to size: nearest (rank 3 or 4) or bilinear (rank 4)",
 ))
+
+
+def _interpolate_nhwc_infer(types, attrs):
+    (x,) = types
+    require_rank(x, 4, "x ([N, H, W, C])")
+    out = _interpolate_infer([TensorType(tuple(x.shape[d] for d in _TO_NCHW), x.dtype)], attrs)
+    return TensorType(tuple(out.shape[d] for d in _TO_NHWC), out.dtype)
+
+
+def _interpolate_nhwc_sample(rng):
+    while True:
+        (x,), attrs = _interpolate_sample(rng)
+        if x.rank == 4:
+            return [TensorType(tuple(x.shape[d] for d in _TO_NHWC), x.dtype)], attrs
+
+
+register_op(OpDef(
+    name="interpolate_nhwc",
+    operands=("x",),
+    attrs=(Attr("size", "ints"), Attr("mode", "str", "nearest", choices=("nearest", "bilinear")),
+           Attr("align_corners", "bool", False)),
+    infer=_interpolate_nhwc_infer,
+    # torch resizes a channels-last tensor as it lies and returns it channels-last: the permute back is contiguous
+    reference=lambda x, size, mode, align_corners: F.interpolate(
+        x.permute(_TO_NCHW), size=list(size), mode=mode,
+        align_corners=align_corners if mode == "bilinear" else None).permute(_TO_NHWC).contiguous(),
+    flops=per_output_element(8),
+    sample=_interpolate_nhwc_sample,
+    category="nn",
+    doc="interpolate with the channels last: x [N, H, W, C] resized to size in H and W (a UNet's upsampler)",
+))

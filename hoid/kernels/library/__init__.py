@@ -12,6 +12,7 @@ from . import (
     cute_gemv_split,
     torch_conv,
     torch_group_norm_nhwc,
+    torch_interpolate,
     torch_linear_bias,
     torch_linear_bias_gelu,
     torch_matmul,
@@ -95,8 +96,8 @@ for _spec in CUTE_SPECS:
 # The vendor kernels: a correct, measurable fallback for every pattern the library implements.
 TORCH_SPECS = tuple(m.SPEC for m in (torch_matmul, torch_sdpa, torch_sdpa_masked, torch_rmsnorm, torch_rope,
                                      torch_silu_mul, torch_swiglu_merged, torch_softmax, torch_linear_bias,
-                                     torch_linear_bias_gelu, torch_conv, torch_group_norm_nhwc)) + (
-    torch_conv.NHWC_SPEC,)
+                                     torch_linear_bias_gelu, torch_conv, torch_group_norm_nhwc,
+                                     torch_interpolate)) + (torch_conv.NHWC_SPEC, torch_interpolate.NHWC_SPEC)
 
 for _spec in TORCH_SPECS:
     register_library(_spec)

@@ -12,9 +12,9 @@ inverse). The rules:
   once when weights are bound);
 - P and Q cancel, so a chain conv -> ... -> conv needs no permute where every op on the way has an NHWC form:
   unary and binary elementwise ops (a binary one also with an operand that broadcasts over H and W, the
-  time embedding [N, C, 1, 1]: its Q is a view), group norm (`group_norm_nhwc`), and the skip connections'
-  concat along the channels; the transformer blocks' own `permute(x, Q)` then meets an NHWC value and
-  cancels too.
+  time embedding [N, C, 1, 1]: its Q is a view), group norm (`group_norm_nhwc`), the upsamplers'
+  `interpolate` (`interpolate_nhwc`), and the skip connections' concat along the channels; the transformer
+  blocks' own `permute(x, Q)` then meets an NHWC value and cancels too.
 
 Only rank-4 values under P take part, so the e-graph grows by at most one NHWC twin per such value (no
 composition of arbitrary permutes). The cost models price P and Q of a computed value as the copy a kernel
@@ -147,6 +147,13 @@ RULES = (
                     (union e (Permute z {P}))))""",
          "group_norm(permute(y, P)) = permute(group_norm_nhwc(y), P)",
          _block, needs=("conv-channels-last", "add-channels-last-broadcast")),
+    # resizing P(y) in H and W is P of resizing y's middle dims (torch's upsampling runs channels-last as is)
+    Rule("interpolate-channels-last",
+         f"""(rule ((= e (Interpolate (Permute y {P}) sz md ac)) (= s (shape e)) (= d (dtype e)))
+                   ((let z (InterpolateNhwc y sz md ac)) (set (shape z) {_nhwc('s')}) (set (dtype z) d)
+                    (union e (Permute z {P}))))""",
+         "interpolate(permute(y, P)) = permute(interpolate_nhwc(y), P)",
+         _after_conv(lambda b, h, g, x: b.interpolate(h, size=(8, 8), mode="nearest")), needs=("conv-channels-last",)),
     # two channels-last tensors joined along the channels are joined along their last dim
     Rule("concat-channels-last",
          f"""(rule ((= e (Concat (TCons (Permute a {P}) (TCons (Permute c {P}) (TNil))) (Int 1)))

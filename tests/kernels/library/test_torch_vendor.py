@@ -26,7 +26,7 @@ def assert_matches(spec: KernelSpec, inputs: list[torch.Tensor], attrs: dict) ->
         torch.testing.assert_close(g, w, msg=lambda m: f"{spec.id} differs from the interpreter: {m}")
 
 PATTERNS = {"matmul", "sdpa", "rmsnorm", "rope", "silu_mul", "swiglu_merged", "softmax", "linear_bias",
-            "linear_bias_gelu", "conv", "conv_nhwc", "group_norm_nhwc"}
+            "linear_bias_gelu", "conv", "conv_nhwc", "group_norm_nhwc", "interpolate", "interpolate_nhwc"}
 
 
 def test_every_fused_pattern_and_vendor_op_has_a_torch_kernel():
