@@ -265,11 +265,14 @@ def ilp(problem: Problem, *, time_limit: float = 10.0, max_cuts: int = 20) -> tu
             continue
         add_row([(index[m], 1.0) for m in problem.classes[needed]] + [(index[n], -1.0) for n in problem.classes[cls]],
                 0.0)
-    # two e-nodes that each use the other's class are a cycle: forbidden up front rather than cut one solve at
-    # a time (an invertible pair, NCHW = P(NHWC) and NHWC = Q(NCHW), makes one per value of a channels-last
-    # chain: SDXL's UNet kept choosing them past 20 cuts, where each solve costs half a second)
+    # two e-nodes a in A and b in B that each use the other's class are a cycle: an invertible pair (NCHW =
+    # P(NHWC), NHWC = Q(NCHW)) makes one per value of a channels-last chain. Cut one solve at a time, SDXL's
+    # UNet ran past 20 cuts; forbidden as `x_a + x_b <= 1`, the relaxation still took both at one half (each
+    # class's need met by the other's half) and proved nothing in HiGHS's 10 s. Written as "a needs B
+    # computed by another of its e-nodes than b" (and the other way), a half of a asks a half of real work.
     for a, b in two_cycles(problem, free):
-        add_row([(index[a], -1.0), (index[b], -1.0)], -1.0)
+        for node, other, cls in ((a, b, problem.eclass[b]), (b, a, problem.eclass[a])):
+            add_row([(index[m], 1.0) for m in problem.classes[cls] if m != other] + [(index[node], -1.0)], 0.0)
     if not nodes:  # every class the roots need is free: nothing to decide
         walked = walk(problem, dict(free))
         if isinstance(walked, dict):
