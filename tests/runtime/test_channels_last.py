@@ -49,3 +49,17 @@ def test_a_channels_last_chain_compiles_to_the_same_values_with_its_weights_laid
     weight_copies = [n for n in copies if n.outputs[0].name in static]
     assert len(weight_copies) == 2
     assert len([n for n in copies if n.outputs[0].name not in static]) == 1
+
+
+def test_a_channels_last_chain_exports_to_a_package_that_computes_the_same(tmp_path, monkeypatch):
+    """The package's code for conv_nhwc and group_norm_nhwc is traced from their references like any op's."""
+    import importlib
+
+    graph = _chain()
+    hoid.export(_channels_last(graph), tmp_path / "pkg_channels_last")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    model = importlib.import_module("pkg_channels_last").load("cpu")
+    x = torch.randn(2, 8, 6, 6, generator=torch.Generator().manual_seed(2))
+    got = model(x)
+    got = got[0] if isinstance(got, (tuple, list)) else got
+    torch.testing.assert_close(got, hoid.run(graph, x)[0], rtol=1e-5, atol=1e-5)
