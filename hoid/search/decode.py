@@ -9,7 +9,9 @@ two documents shows what changed.
 The e-graph knows shapes and dtypes, not layouts: a kernel is matched on contiguous types, and the way
 back may hand it a strided view instead (the slice of a merged matmul that its e-class also holds). Where
 its spec rejects that layout and accepts the contiguous one, the decoder puts a `contiguous` copy in front
-of it (the one node it adds that no e-class chose); a spec that rejects both is left for `bind` to name.
+of it (the one node it adds that no e-class chose); a spec that rejects both is left for `bind` to name. A
+plain op gets the layout of the torch kernel that prices it (`cost.measured_as`): a channels-last
+convolution's permuted weight is copied (once, when weights are bound), as it was when that kernel was timed.
 """
 
 from __future__ import annotations
