@@ -224,6 +224,17 @@ def _sdxl_cases(scale, t) -> list[Case]:
              2 * 2 * 2 * c * h * h + 2 * 2 * c)
         for c, h in ((320, side), (640, max(1, side // 2)), (1280, max(1, side // 4)), (960, side))
     ]
+    def add_layer_norm(x, residual, w, b, eps):
+        summed = x + residual
+        return summed, F.layer_norm(summed, w.shape, w, b, eps)
+
+    # a transformer layer's residual add and the layer norm after it (Inductor fuses the two)
+    norm_cases += [
+        Case("triton.add_layer_norm", "SDXL UNet", f"residual add + layer norm, 2x{n}x{c}",
+             lambda n=n, c=c: ([t(2, n, c), t(2, n, c), t(c), t(c)], {"eps": 1e-5}), add_layer_norm,
+             2 * 2 * 4 * n * c + 2 * 2 * c)
+        for n, c in ((max(1, 4096 // scale), 640), (max(1, 1024 // scale), 1280))
+    ]
     geglu_cases = [
         Case("triton.geglu_merged", "SDXL UNet", f"GEGLU, 2x{n}x{2 * inner}",
              lambda n=n, inner=inner: ([t(2, n, 2 * inner)], {}), geglu, 2 * 2 * 3 * n * inner)

@@ -204,10 +204,10 @@ def test_the_full_size_vae_decoder_has_the_published_shapes():
 def test_the_search_keeps_the_convs_and_computes_the_same():
     """hoid.search of the guidance step for the H200: every linear layer with its bias in one launch (addmm,
     or the GEMV's bias epilogue at the embeddings' two rows), each group norm followed by a SiLU (the resnets')
-    as one kernel with it, each GEGLU one kernel, the convolutions and the transformer blocks' group norms left
-    as torch's calls (cuDNN on the GPU), in either layout (`search/rules/channels_last.py`: where a chain holds
-    a transformer block, NHWC spares its entry's and exit's copies, which the roofline counts), and the same
-    noise prediction."""
+    as one kernel with it, each residual add with the layer norm after it, each GEGLU one kernel, the
+    convolutions and the transformer blocks' group norms left as torch's calls (cuDNN on the GPU), in either
+    layout (`search/rules/channels_last.py`: where a chain holds a transformer block, NHWC spares its entry's
+    and exit's copies, which the roofline counts), and the same noise prediction."""
     _, graph = unet()
     result = hoid.search.search(graph, device="h200")
     assert str(result.report.saturation.stop_reason) == "saturated"
@@ -219,9 +219,12 @@ def test_the_search_keeps_the_convs_and_computes_the_same():
     # 21 group norms: 17 followed by a SiLU (8 resnets' two, the output's), 4 before a transformer block's proj_in;
     # each of the 8 layers' GEGLU (its chunk and gelu * product) one kernel after its projection
     norms = [k for k in kernels if k in ("triton.group_norm_silu", "triton.group_norm_nhwc_silu")]
+    # each transformer layer's three layer norms with the residual add before them, but the first of each
+    # block's two layers (after proj_in: no add) as one kernel
     assert sorted(k for k in kernels if k not in norms) == (
-        ["torch.linear_bias"] * (8 * 4 + 4 * 2) + ["triton.geglu_merged"] * 8 + ["triton.linear_bias"] * (8 + 4))
-    assert len(norms) == 17
+        ["torch.linear_bias"] * (8 * 4 + 4 * 2) + ["triton.add_layer_norm"] * (8 * 3 - 4)
+        + ["triton.geglu_merged"] * 8 + ["triton.linear_bias"] * (8 + 4))
+    assert len(norms) == 17 and ops["layer_norm"] == 4
     either = lambda op: ops.get(op, 0) + ops.get(f"{op}_nhwc", 0)  # noqa: E731
     assert (either("conv"), either("group_norm"), ops["sdpa"]) == (25, 4, 16)
     inputs = diffusion.unet_inputs(graph, seed=8)

@@ -23,6 +23,7 @@ from . import (
     torch_silu_mul,
     torch_softmax,
     torch_swiglu_merged,
+    triton_add_layer_norm,
     triton_add_rmsnorm,
     triton_decode_attention,
     triton_decode_attention_onelaunch,
@@ -44,6 +45,7 @@ from . import (
 TRITON_SPECS = (
     triton_rmsnorm.SPEC,
     triton_add_rmsnorm.SPEC,
+    triton_add_layer_norm.SPEC,
     triton_silu_mul.SILU_MUL_SPEC,
     triton_silu_mul.SWIGLU_MERGED_SPEC,
     triton_softmax.SPEC,
