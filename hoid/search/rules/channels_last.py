@@ -55,7 +55,7 @@ def _block():
 
 
 def _after_conv(build):
-    """`build(b, h, g)` over two 1x1 convolutions' outputs h and g [1, 3, 4, 4] (and the input, x)."""
+    """`build(b, h, g, x)`: over two 1x1 convolutions' outputs h and g [1, 3, 4, 4] of the input x."""
     def example():
         b = GraphBuilder("example")
         x = b.input("x", (1, 2, 4, 4), "f32")
