@@ -24,6 +24,7 @@ from ..errors import GraphError
 from ..ir import TensorType
 from ..ir.graph import attr_key
 from ..ir.ops.kernel import KernelImpl
+from ..ir.ops.spatial import TO_NCHW, TO_NHWC
 from ..ir.registry import get_op
 from ..measure.devices import H200, Device
 from ..measure.roofline import op_floor, op_time
@@ -264,11 +265,11 @@ def _call_key(snapshot: Snapshot, node: ENode) -> tuple:
 
 
 # NCHW <-> NHWC (`rules/channels_last.py`): the permutes at the ends of a channels-last chain.
-_CHANNEL_PERMUTES = ((0, 3, 1, 2), (0, 2, 3, 1))
+_CHANNEL_PERMUTES = (TO_NCHW, TO_NHWC)
 
 
 def _moves_channels(call: OpCall) -> bool:
-    return call.op == "permute" and len(call.inputs[0].shape) == 4 and tuple(call.attrs["dims"]) in _CHANNEL_PERMUTES
+    return call.op == "permute" and tuple(call.attrs["dims"]) in _CHANNEL_PERMUTES  # 4 dims: a rank-4 operand
 
 
 def _as_copy(call: OpCall) -> OpCall:
@@ -301,7 +302,7 @@ def operand_type(snapshot: Snapshot, node: ENode, cls: str) -> TensorType | None
             continue
         if producer.op not in _PERMUTING or len(inner) != 1 or snapshot.types.get(inner[0]) is None:
             return base
-        if producer.op == "permute" and tuple(producer.attrs["dims"]) in _CHANNEL_PERMUTES and base.rank == 4:
+        if producer.op == "permute" and tuple(producer.attrs["dims"]) in _CHANNEL_PERMUTES:
             return base  # that permute is priced as its copy already (`_as_copy`): the reshape reads the copy
         layouts.add(get_op(producer.op).infer([snapshot.types[inner[0]]], dict(producer.attrs)).strides)
     return TensorType(base.shape, base.dtype, layouts.pop()) if len(layouts) == 1 else base

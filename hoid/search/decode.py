@@ -85,8 +85,10 @@ class _Decoder:
         else:
             op, attrs = node.op, dict(node.attrs)
             # a plain op is priced by its torch kernel's measurement (`cost.measured_as`): it runs on the
-            # layout that kernel was measured on (a channels-last convolution's permuted weight copied once)
-            operands = self.laid_out_for(torch_kernel_for(op, len(operands)), attrs, operands)
+            # layout that kernel was measured on (a channels-last convolution's permuted weight copied once);
+            # looked up only for strided operands, which few plain ops have
+            if not all(v.type.is_contiguous for v in operands):
+                operands = self.laid_out_for(torch_kernel_for(op, len(operands)), attrs, operands)
         types, attrs = infer_node(op, [v.type for v in operands], attrs)
         multi = cls in self.snapshot.outputs_of
         if multi:

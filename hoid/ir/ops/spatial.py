@@ -104,34 +104,42 @@ register_op(OpDef(
 ))
 
 
-# Channels-last: the same convolution on x [N, H, W, C] with its weight [C_out, kH, kW, C_in/groups], as cuDNN
-# runs it natively. Why an op: on NCHW tensors cuDNN's Hopper kernels convert each input to NHWC and each
-# output back (79 + 40 launches, 3.0 ms of SDXL's 35 ms UNet step on the H100, 12-06); the rules in
-# `search/rules/channels_last.py` keep the tensors between convolutions channels-last instead.
-_TO_NCHW, _TO_NHWC = (0, 3, 1, 2), (0, 2, 3, 1)
+# Channels-last twins of the 2-d ops that run NHWC natively: the same computation on x [N, H, W, C] (a
+# convolution's weight [C_out, kH, kW, C_in/groups]). Why: on NCHW tensors cuDNN's Hopper convolutions convert
+# each input to NHWC and each output back (79 + 40 launches, 3.0 ms of SDXL's 35 ms UNet step on the H100,
+# 12-06); the rules in `search/rules/channels_last.py` keep the tensors between convolutions channels-last.
+TO_NCHW, TO_NHWC = (0, 3, 1, 2), (0, 2, 3, 1)  # permute(x, TO_NCHW) of an NHWC x is its NCHW value
 
 
-def _conv_nhwc_infer(types, attrs):
-    x, w, *bias = types
-    require_rank(x, 4, "x ([N, H, W, C])")
-    require_rank(w, 4, "weight ([C_out, kH, kW, C_in/groups])")
-    nchw = [TensorType(tuple(t.shape[d] for d in _TO_NCHW), t.dtype) for t in (x, w)]
-    out = _conv_infer(nchw + list(bias), attrs)
-    return TensorType(tuple(out.shape[d] for d in _TO_NHWC), out.dtype)
+def permuted(t: TensorType, order: tuple[int, ...]) -> TensorType:
+    """t's type with its dims reordered: `order[i]` is the dim that lands at i."""
+    return TensorType(tuple(t.shape[d] for d in order), t.dtype)
 
 
-def _conv_nhwc_reference(x, weight, bias=None, **attrs):
-    # both permuted views are channels-last NCHW tensors: cuDNN runs them as they lie, and its output is
-    # channels-last too, so the permute back is contiguous (`contiguous` returns it as it is)
-    return F.conv2d(x.permute(_TO_NCHW), weight.permute(_TO_NCHW), bias, **attrs).permute(_TO_NHWC).contiguous()
+def channels_last_twin(infer, reference, sample, names: tuple[str, ...]) -> dict:
+    """The `infer`, `reference` and `sample` (OpDef fields) of the NHWC twin of a 2-d NCHW op whose leading
+    operands `names` are laid out NCHW (the rest, a bias, are not): each the NCHW op's own, over the permuted
+    operands."""
+    laid = len(names)
 
+    def twin_infer(types, attrs):
+        for t, name in zip(types, names, strict=False):
+            require_rank(t, 4, f"{name} (NHWC order)")
+        return permuted(infer([permuted(t, TO_NCHW) for t in types[:laid]] + list(types[laid:]), attrs), TO_NHWC)
 
-def _conv_nhwc_sample(rng):
-    while True:
-        ins, attrs = _conv_sample(rng)
-        if ins[0].rank == 4:
-            permuted = [TensorType(tuple(t.shape[d] for d in _TO_NHWC), t.dtype) for t in ins[:2]]
-            return permuted + ins[2:], attrs
+    def twin_reference(*tensors, **attrs):
+        # the permuted views are channels-last NCHW tensors: torch (cuDNN) runs them as they lie and returns
+        # channels-last, so the permute back is contiguous (`contiguous` returns it as it is)
+        nchw = [t.permute(TO_NCHW) for t in tensors[:laid]] + list(tensors[laid:])
+        return reference(*nchw, **attrs).permute(TO_NHWC).contiguous()
+
+    def twin_sample(rng):
+        while True:
+            ins, attrs = sample(rng)
+            if ins[0].rank == 4:
+                return [permuted(t, TO_NHWC) for t in ins[:laid]] + ins[laid:], attrs
+
+    return {"infer": twin_infer, "reference": twin_reference, "sample": twin_sample}
 
 
 register_op(OpDef(
@@ -139,10 +147,8 @@ register_op(OpDef(
     operands=("x", "weight", "bias?"),
     attrs=(Attr("stride", "ints"), Attr("padding", "ints"), Attr("dilation", "ints"),
            Attr("groups", "int", 1)),
-    infer=_conv_nhwc_infer,
-    reference=_conv_nhwc_reference,
     flops=_conv_flops,
-    sample=_conv_nhwc_sample,
+    **channels_last_twin(_conv_infer, _by_spatial_rank(F.conv1d, F.conv2d), _conv_sample, ("x", "weight")),
     category="nn",
     doc="2-d convolution channels-last: x [N, H, W, C], weight [C_out, kH, kW, C_in/groups] -> [N, H', W', C_out]",
 ))
@@ -199,6 +205,15 @@ def _interpolate_infer(types, attrs):
     return _resized(x, attrs, "size")
 
 
+_INTERPOLATE_ATTRS = (Attr("size", "ints"), Attr("mode", "str", "nearest", choices=("nearest", "bilinear")),
+                      Attr("align_corners", "bool", False))
+
+
+def _interpolate_reference(x, size, mode, align_corners):
+    # torch refuses align_corners (even False) with 'nearest'
+    return F.interpolate(x, size=list(size), mode=mode, align_corners=align_corners if mode == "bilinear" else None)
+
+
 def _adaptive_pool_sample(rng):
     x, n = _spatial_sample(rng)
     return [x], {"output_size": tuple(rng.randint(1, 6) for _ in range(n))}
@@ -226,12 +241,9 @@ register_op(OpDef(
 register_op(OpDef(
     name="interpolate",
     operands=("x",),
-    attrs=(Attr("size", "ints"), Attr("mode", "str", "nearest", choices=("nearest", "bilinear")),
-           Attr("align_corners", "bool", False)),
+    attrs=_INTERPOLATE_ATTRS,
     infer=_interpolate_infer,
-    # torch refuses align_corners (even False) with 'nearest'.
-    reference=lambda x, size, mode, align_corners: F.interpolate(
-        x, size=list(size), mode=mode, align_corners=align_corners if mode == "bilinear" else None),
+    reference=_interpolate_reference,
     flops=per_output_element(8),
     sample=_interpolate_sample,
     category="nn",
@@ -239,32 +251,12 @@ register_op(OpDef(
 ))
 
 
-def _interpolate_nhwc_infer(types, attrs):
-    (x,) = types
-    require_rank(x, 4, "x ([N, H, W, C])")
-    out = _interpolate_infer([TensorType(tuple(x.shape[d] for d in _TO_NCHW), x.dtype)], attrs)
-    return TensorType(tuple(out.shape[d] for d in _TO_NHWC), out.dtype)
-
-
-def _interpolate_nhwc_sample(rng):
-    while True:
-        (x,), attrs = _interpolate_sample(rng)
-        if x.rank == 4:
-            return [TensorType(tuple(x.shape[d] for d in _TO_NHWC), x.dtype)], attrs
-
-
 register_op(OpDef(
     name="interpolate_nhwc",
     operands=("x",),
-    attrs=(Attr("size", "ints"), Attr("mode", "str", "nearest", choices=("nearest", "bilinear")),
-           Attr("align_corners", "bool", False)),
-    infer=_interpolate_nhwc_infer,
-    # torch resizes a channels-last tensor as it lies and returns it channels-last: the permute back is contiguous
-    reference=lambda x, size, mode, align_corners: F.interpolate(
-        x.permute(_TO_NCHW), size=list(size), mode=mode,
-        align_corners=align_corners if mode == "bilinear" else None).permute(_TO_NHWC).contiguous(),
+    attrs=_INTERPOLATE_ATTRS,
     flops=per_output_element(8),
-    sample=_interpolate_nhwc_sample,
+    **channels_last_twin(_interpolate_infer, _interpolate_reference, _interpolate_sample, ("x",)),
     category="nn",
     doc="interpolate with the channels last: x [N, H, W, C] resized to size in H and W (a UNet's upsampler)",
 ))

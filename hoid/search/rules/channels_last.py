@@ -25,11 +25,12 @@ gain pays for the permutes at the chain's ends.
 from __future__ import annotations
 
 from ...ir import GraphBuilder
+from ...ir.ops.spatial import TO_NCHW, TO_NHWC
 from ...ir.registry import get_op
-from ..language import constructor_name
+from ..language import constructor_name, int_vec
 from . import Rule, RuleSet
 
-P, Q = "(Ints (vec-of 0 3 1 2))", "(Ints (vec-of 0 2 3 1))"
+P, Q = f"(Ints {int_vec(TO_NCHW)})", f"(Ints {int_vec(TO_NHWC)})"
 # the NHWC shape of an NCHW shape `s`
 _NHWC = "(vec-of (vec-get {s} 0) (vec-get {s} 2) (vec-get {s} 3) (vec-get {s} 1))"
 
