@@ -206,3 +206,17 @@ def test_dumps_refuses_a_node_without_outputs():
     graph = Graph("g", [GraphInput(x)], [Node("exp", (x,), {}, ())], [x])
     with pytest.raises(hoid.GraphError, match="no outputs"):
         dumps(graph)
+
+
+def test_a_kernel_node_s_attrs_hold_lists_of_numbers_as_tuples_and_round_trip():
+    """A convolution's stride and padding ride a kernel node's `attrs` (the pattern's attrs it is launched
+    with): lists become tuples (hashable, as node keys need) and come back so from the document."""
+    b = GraphBuilder()
+    body_builder = GraphBuilder("body")
+    body = body_builder.build(body_builder.exp(body_builder.input("x", (3,), "f32")))
+    x = b.input("x", (3,), "f32")
+    graph = b.build(b.kernel(x, body=body, kernel="torch.conv", attrs={"stride": [2, 1], "scale": [0.5]}))
+    assert graph.nodes[0].attrs["attrs"] == {"stride": (2, 1), "scale": (0.5,)}
+    assert loads(assert_round_trip(graph)).nodes[0].attrs["attrs"] == {"stride": (2, 1), "scale": (0.5,)}
+    with pytest.raises(hoid.GraphError, match="'nested' must be an int, float, bool, str, none or a list of numbers"):
+        b.kernel(x, body=body, kernel="k", attrs={"nested": [[1]]})
