@@ -43,7 +43,7 @@ from ..pattern import Pattern, op_pattern
 from ..spec import Constraint, KernelSpec, Param
 from . import _constraints as C
 from ._triton_build import compile_for, pointer_type
-from ._triton_compile import cdiv, example_floats, next_power_of_2, tl, triton_kernel
+from ._triton_compile import cdiv, device_function, example_floats, next_power_of_2, tl, triton_kernel
 
 BLOCK_CHOICES = ("auto", 2048, 4096, 8192, 16384)  # values a tile (a warp per 1024 of them, 4 to 16)
 BLOCK_C_CHOICES = ("auto", 32, 64, 128, 256)  # channels a tile
@@ -88,6 +88,18 @@ def group_norm_nhwc_chunk_stats(x_ptr, mean_ptr, lo_ptr, m2_ptr, spatial, channe
     tl.store(m2_ptr + at, tl.sum(m2 + seen * d * d, axis=0), mask=has_col)
 
 
+@device_function
+def _figure_tile(base, c0, k0, channels_per_group, n_chunks, stride_chunks, spatial, chunk_rows,
+                 BLOCK_CG: tl.constexpr, BLOCK_K: tl.constexpr):
+    """A tile of a group's chunk figures, channels c0.. by chunks k0..: their addresses from `base`, the loads'
+    mask (the padded run), which of them the statistics wrote, and each chunk's row count ([1, BLOCK_K])."""
+    c, k = c0 + tl.arange(0, BLOCK_CG), k0 + tl.arange(0, BLOCK_K)
+    load = (c < channels_per_group)[:, None] & (k < stride_chunks)[None, :]
+    at = base + c[:, None] * stride_chunks + k[None, :]
+    written = load & (k < n_chunks)[None, :]
+    return at, load, written, tl.minimum(spatial - k * chunk_rows, chunk_rows).to(tl.float32)[None, :]
+
+
 @triton_kernel
 def group_norm_nhwc_group_stats(mean_ptr, lo_ptr, m2_ptr, group_mean_ptr, group_lo_ptr, group_rstd_ptr, spatial,
                                 channels_per_group, n_chunks, stride_chunks, chunk_rows, eps,
@@ -103,28 +115,23 @@ def group_norm_nhwc_group_stats(mean_ptr, lo_ptr, m2_ptr, group_mean_ptr, group_
     acc = tl.zeros([BLOCK_CG, BLOCK_K], dtype=tl.float32)
     for c0 in range(0, channels_per_group, BLOCK_CG):
         for k0 in range(0, n_chunks, BLOCK_K):
-            c, k = c0 + tl.arange(0, BLOCK_CG), k0 + tl.arange(0, BLOCK_K)
-            load = (c < channels_per_group)[:, None] & (k < stride_chunks)[None, :]
-            at = base + c[:, None] * stride_chunks + k[None, :]
+            at, load, written, count = _figure_tile(base, c0, k0, channels_per_group, n_chunks, stride_chunks,
+                                                    spatial, chunk_rows, BLOCK_CG, BLOCK_K)
             m, lo = tl.load(mean_ptr + at, mask=load), tl.load(lo_ptr + at, mask=load)
-            written = load & (k < n_chunks)[None, :]
             offset = (tl.where(written, m, first) - first) + tl.where(written, lo, 0.0)
-            acc += tl.minimum(spatial - k * chunk_rows, chunk_rows).to(tl.float32)[None, :] * offset
+            acc += count * offset
     offset = tl.sum(tl.sum(acc, axis=1), axis=0) / total
     mean = first + offset
     mean_lo = offset - (mean - first)  # exact (Fast2Sum: |offset| is far below |first|)
     acc = tl.zeros([BLOCK_CG, BLOCK_K], dtype=tl.float32)
     for c0 in range(0, channels_per_group, BLOCK_CG):
         for k0 in range(0, n_chunks, BLOCK_K):
-            c, k = c0 + tl.arange(0, BLOCK_CG), k0 + tl.arange(0, BLOCK_K)
-            load = (c < channels_per_group)[:, None] & (k < stride_chunks)[None, :]
-            at = base + c[:, None] * stride_chunks + k[None, :]
+            at, load, written, count = _figure_tile(base, c0, k0, channels_per_group, n_chunks, stride_chunks,
+                                                    spatial, chunk_rows, BLOCK_CG, BLOCK_K)
             m, lo, m2 = tl.load(mean_ptr + at, mask=load), tl.load(lo_ptr + at, mask=load), \
                 tl.load(m2_ptr + at, mask=load)
-            written = load & (k < n_chunks)[None, :]
             shifted = (tl.where(written, m, mean) - mean) + (tl.where(written, lo, mean_lo) - mean_lo)
-            count = tl.minimum(spatial - k * chunk_rows, chunk_rows).to(tl.float32)
-            acc += tl.where(written, m2, 0.0) + count[None, :] * shifted * shifted
+            acc += tl.where(written, m2, 0.0) + count * shifted * shifted
     tl.store(group_mean_ptr + row, mean)
     tl.store(group_lo_ptr + row, mean_lo)
     tl.store(group_rstd_ptr + row, tl.rsqrt(tl.sum(tl.sum(acc, axis=1), axis=0) / total + eps))
