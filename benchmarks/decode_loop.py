@@ -48,16 +48,33 @@ def progress(text: str) -> None:
     print(f"[{elapsed():7.1f} s] {text}", flush=True)
 
 
+# A phase that runs past this many seconds has every thread's Python stack written to stderr (and again each
+# time as long again): Whisper's exported encoder stalled in its first compiled calls twice on the H100 (12-06),
+# each time after the compile-reduce-overhead row, and the call's limit cut the run with no word of where.
+STALL_S = float(os.environ.get("HOID_BENCH_STALL_S", "150"))
+_open_phases: list[str] = []
+
+
 @contextmanager
 def phase(what: str):
-    """`progress` lines at the start and the end of `what`, the end with its seconds."""
+    """`progress` lines at the start and the end of `what`, the end with its seconds; past `STALL_S`, the
+    stacks (`faulthandler`), so that a stall names its place in the log."""
+    import faulthandler
+    import sys
+
     progress(f"{what} ...")
     begin = time.perf_counter()
     ok = False
+    _open_phases.append(what)
+    faulthandler.dump_traceback_later(STALL_S, repeat=True, file=sys.stderr)
     try:
         yield
         ok = True
     finally:
+        _open_phases.pop()
+        faulthandler.cancel_dump_traceback_later()
+        if _open_phases:  # the phase around this one is watched again, from now
+            faulthandler.dump_traceback_later(STALL_S, repeat=True, file=sys.stderr)
         progress(f"{what}: {time.perf_counter() - begin:.1f} s" + ("" if ok else " (raised)"))
 
 

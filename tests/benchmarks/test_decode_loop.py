@@ -126,3 +126,25 @@ def test_the_optimize_log_ends_with_what_was_skipped_and_what_the_budget_left_un
     assert "optimize step: baseline: seconds=0.5" in out and "region skipped" not in out
     assert "optimize step: 1 regions skipped by codegen" in out
     assert out.rstrip().endswith("optimize step: not reached: codegen: no turn (budget spent: 1 minutes)")
+
+
+def test_a_phase_that_stalls_writes_where_it_is_and_a_quick_one_writes_nothing(monkeypatch, capfd):
+    import time
+
+    import decode_loop
+
+    monkeypatch.setattr(decode_loop, "STALL_S", 0.3)
+
+    def waits_in_here():
+        time.sleep(0.8)
+
+    with decode_loop.phase("outer"):
+        with decode_loop.phase("quick"):
+            pass
+        waits_in_here()  # the outer phase is watched again once the inner one has ended
+    err = capfd.readouterr().err
+    assert "most recent call first" in err and "waits_in_here" in err
+    with decode_loop.phase("quick"):
+        pass
+    time.sleep(0.5)  # nothing armed after the last phase
+    assert "most recent call first" not in capfd.readouterr().err
