@@ -224,6 +224,28 @@ def _sdxl_cases(scale, t) -> list[Case]:
              2 * 2 * 2 * c * h * h + 2 * 2 * c)
         for c, h in ((320, side), (640, max(1, side // 2)), (1280, max(1, side // 4)), (960, side))
     ]
+    def bias_group_norm_nhwc_silu(x, shift, w, b, num_groups, eps):  # the bias pass, then the norm as above
+        return group_norm_nhwc_silu(x + shift, w, b, num_groups, eps)
+
+    # with the convolution's bias (+ time embedding) added as the norm reads (`conv-nhwc-bias-apart`): the
+    # VAE's widest at 1024 x 1024 and the UNet's first stage
+    norm_cases += [
+        Case("triton.bias_group_norm_nhwc_silu", model, f"bias + group norm + SiLU NHWC, {n}x{h}x{h}x{c}",
+             lambda n=n, c=c, h=h, shift=shift: ([t(n, h, h, c), t(*shift), t(c), t(c)],
+                                                 {"num_groups": 32, "eps": 1e-5}),
+             bias_group_norm_nhwc_silu, 2 * 2 * n * c * h * h + 2 * 3 * c)
+        for model, n, c, h, shift in (("SDXL UNet", 2, 320, side, (2, 1, 1, 320)),
+                                      ("SDXL VAE", 1, 128, max(2, 1024 // scale), (128,)))
+    ]
+
+    # a ResNet block's second convolution's bias and the skip after it, in one pass (`triton.bias_residual_add`)
+    norm_cases += [
+        Case("triton.bias_residual_add", model, f"bias + residual add NHWC, {n}x{h}x{h}x{c}",
+             lambda n=n, c=c, h=h: ([t(n, h, h, c), t(n, h, h, c), t(c)], {}), lambda r, x, b: r + (x + b),
+             2 * 3 * n * c * h * h + 2 * c)
+        for model, n, c, h in (("SDXL UNet", 2, 320, side), ("SDXL VAE", 1, 128, max(2, 1024 // scale)))
+    ]
+
     def add_layer_norm(x, residual, w, b, eps):
         summed = x + residual
         return summed, F.layer_norm(summed, w.shape, w, b, eps)

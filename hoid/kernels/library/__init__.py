@@ -25,6 +25,7 @@ from . import (
     torch_swiglu_merged,
     triton_add_layer_norm,
     triton_add_rmsnorm,
+    triton_bias_residual_add,
     triton_decode_attention,
     triton_decode_attention_onelaunch,
     triton_embedding,
@@ -72,7 +73,10 @@ TRITON_SPECS = (
     triton_group_norm.SILU_SPEC,
     triton_group_norm_nhwc.SPEC,
     triton_group_norm_nhwc.SILU_SPEC,
+    triton_group_norm_nhwc.BIAS_SPEC,
+    triton_group_norm_nhwc.BIAS_SILU_SPEC,
     triton_geglu.SPEC,
+    triton_bias_residual_add.SPEC,
 )
 
 for _spec in TRITON_SPECS:
@@ -99,7 +103,8 @@ for _spec in CUTE_SPECS:
 TORCH_SPECS = tuple(m.SPEC for m in (torch_matmul, torch_sdpa, torch_sdpa_masked, torch_rmsnorm, torch_rope,
                                      torch_silu_mul, torch_swiglu_merged, torch_softmax, torch_linear_bias,
                                      torch_linear_bias_gelu, torch_conv, torch_group_norm_nhwc,
-                                     torch_interpolate)) + (torch_conv.NHWC_SPEC, torch_interpolate.NHWC_SPEC)
+                                     torch_interpolate)) + (torch_conv.NHWC_SPEC, torch_conv.NHWC_NOBIAS_SPEC,
+                                                     torch_interpolate.NHWC_SPEC)
 
 for _spec in TORCH_SPECS:
     register_library(_spec)

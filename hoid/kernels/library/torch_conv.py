@@ -18,7 +18,7 @@ from ..pattern import op_pattern
 from . import _constraints as C
 from ._torch_vendor import reference_launch, source_of, vendor_spec
 
-_CONV, _CONV_NHWC = op_pattern("conv"), op_pattern("conv_nhwc")
+_CONV, _CONV_NHWC, _CONV_NHWC_NOBIAS = op_pattern("conv"), op_pattern("conv_nhwc"), op_pattern("conv_nhwc", 2)
 _MODULE = sys.modules[__name__]
 
 # cuDNN chooses its algorithm by heuristics (benchmark mode may pick another run to run): not bitwise stable.
@@ -39,4 +39,16 @@ NHWC_SPEC = vendor_spec(
                  C.contiguous(_CONV_NHWC.operands, "x", "weight")),
     deterministic=False,
     doc="2-d convolution channels-last through torch (cuDNN's NHWC kernels, no layout conversion)",
+)
+
+# without its bias: the channels-last rules set a bias apart for the group norm after it to add
+# (`search/rules/channels_last.py`), and a plain op is priced by the torch kernel of its arity
+NHWC_NOBIAS_SPEC = vendor_spec(
+    "torch.conv_nhwc_nobias", _CONV_NHWC_NOBIAS, reference_launch("conv_nhwc"),
+    # the same code as NHWC_SPEC's, called otherwise: its pattern's operands tell the versions apart
+    source=source_of(_MODULE, get_op("conv_nhwc").reference, F.conv2d) + f"\n{_CONV_NHWC_NOBIAS.operands}",
+    constraints=(C.float_dtype(_CONV_NHWC_NOBIAS.operands, "x", "weight"),
+                 C.contiguous(_CONV_NHWC_NOBIAS.operands, "x", "weight")),
+    deterministic=False,
+    doc="2-d convolution channels-last without a bias through torch (cuDNN's NHWC kernels, no bias pass)",
 )

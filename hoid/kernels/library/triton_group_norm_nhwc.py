@@ -1,6 +1,7 @@
 """GroupNorm with the channels last, in Triton, alone (`triton.group_norm_nhwc`) or with the SiLU that follows
 it in a ResNet block (`triton.group_norm_nhwc_silu`): the op `group_norm_nhwc(x, weight, bias)` over
-x [N, *spatial, C], contiguous.
+x [N, *spatial, C], contiguous. Both again of x + shift (`triton.bias_group_norm_nhwc(_silu)`), shift [C] (the
+convolution's bias, which torch adds in a pass of its own) or [N, 1, ..., 1, C] (with a time embedding).
 
 Why: SDXL's UNet spends 3 ms of a 35 ms step (H100) in cuDNN's conversions of each convolution's input to
 NHWC and its output back; the search keeps the tensors between convolutions channels-last instead
@@ -27,8 +28,11 @@ chunks, channels): never a sum of squares less a squared mean, which a large mea
 y = (x - mean) * (rstd * weight) + bias rounded once. One step further: a group's mean comes from cg
 channels' figures, each rounded to float32, which at a mean of 1000 and a spread of 3 left it 1 ulp off
 (2e-5 of the spread), so means travel as pairs hi + lo (the refinement kept apart) down to the write's
-(x - hi) - lo. With the SiLU, the rounded norm is read back in float32 and its SiLU rounded again, as the
-unfused ops round.
+(x - hi) - lo. A shift is one value a (sample, channel): it moves each channel's mean pair (TwoSum, the
+rounding kept in lo) and none of its deviations, and the write takes x + shift as an exact pair, so that neither
+a large mean nor a large bias rounds the other's low bits away (the sum is not rounded to x's dtype first, as
+the float64 oracle does not round it). With the SiLU, the rounded norm is read back in float32 and its SiLU
+rounded again, as the unfused ops round.
 """
 
 from __future__ import annotations
@@ -52,14 +56,35 @@ MAX_CHUNKS = 1024  # chunks along S a sample's statistics may have: the workspac
 PAD = 16  # the figures' chunk axis is padded to this: each (sample, channel) run starts 64-byte aligned
 
 
+@device_function
+def _shift(shift_ptr, n, cols, has_col, shift_stride_n, SHIFT: tl.constexpr):
+    """Sample n's addend of each channel (a [C] bias: stride 0 across samples), float32; zeros without one."""
+    if SHIFT:
+        return tl.load(shift_ptr + n.to(tl.int64) * shift_stride_n + cols, mask=has_col, other=0.0).to(tl.float32)
+    return tl.zeros([cols.shape[0]], dtype=tl.float32)
+
+
+@device_function
+def _mean_shifted(hi, lo, shift, SHIFT: tl.constexpr):
+    """A channel's mean pair (hi, lo) moved by its shift, the sum's rounding error carried into lo (TwoSum):
+    the shift is one value a channel, so it moves the channel's mean and none of its deviations."""
+    if SHIFT:
+        moved = hi + shift
+        back = moved - hi
+        return moved, lo + ((hi - (moved - back)) + (shift - back))
+    return hi, lo
+
+
 @triton_kernel
-def group_norm_nhwc_chunk_stats(x_ptr, mean_ptr, lo_ptr, m2_ptr, spatial, channels, n_cblocks, n_chunks,
-                                chunk_tiles, stride_chunks, BLOCK_S: tl.constexpr, BLOCK_C: tl.constexpr):
+def group_norm_nhwc_chunk_stats(x_ptr, shift_ptr, mean_ptr, lo_ptr, m2_ptr, spatial, channels, n_cblocks, n_chunks,
+                                chunk_tiles, stride_chunks, shift_stride_n, BLOCK_S: tl.constexpr,
+                                BLOCK_C: tl.constexpr, SHIFT: tl.constexpr):
     pid = tl.program_id(0)
     cblock, chunk, n = pid % n_cblocks, (pid // n_cblocks) % n_chunks, pid // (n_cblocks * n_chunks)
     cols = cblock * BLOCK_C + tl.arange(0, BLOCK_C)
     has_col = cols < channels
     x_ptr += n.to(tl.int64) * spatial * channels
+    shift = _shift(shift_ptr, n, cols, has_col, shift_stride_n, SHIFT)
     first = chunk * chunk_tiles * BLOCK_S
     tiles = tl.minimum(chunk_tiles, tl.cdiv(spatial - first, BLOCK_S))
     # Welford's update at each position of the tile, over the chunk's tiles: no reduction across threads in
@@ -83,9 +108,10 @@ def group_norm_nhwc_chunk_stats(x_ptr, mean_ptr, lo_ptr, m2_ptr, spatial, channe
     lo = tl.sum(seen * (mean - hi[None, :]), axis=0) / count
     d = (mean - hi[None, :]) - lo[None, :]
     at = (n.to(tl.int64) * channels + cols) * stride_chunks + chunk
+    tl.store(m2_ptr + at, tl.sum(m2 + seen * d * d, axis=0), mask=has_col)
+    hi, lo = _mean_shifted(hi, lo, shift, SHIFT)
     tl.store(mean_ptr + at, hi, mask=has_col)
     tl.store(lo_ptr + at, lo, mask=has_col)
-    tl.store(m2_ptr + at, tl.sum(m2 + seen * d * d, axis=0), mask=has_col)
 
 
 @device_function
@@ -138,9 +164,9 @@ def group_norm_nhwc_group_stats(mean_ptr, lo_ptr, m2_ptr, group_mean_ptr, group_
 
 
 @triton_kernel
-def group_norm_nhwc_write(x_ptr, w_ptr, b_ptr, out_ptr, group_mean_ptr, group_lo_ptr, group_rstd_ptr, spatial,
-                          channels, channels_per_group, groups, n_cblocks, n_tiles, BLOCK_S: tl.constexpr,
-                          BLOCK_C: tl.constexpr, SILU: tl.constexpr):
+def group_norm_nhwc_write(x_ptr, shift_ptr, w_ptr, b_ptr, out_ptr, group_mean_ptr, group_lo_ptr, group_rstd_ptr,
+                          spatial, channels, channels_per_group, groups, n_cblocks, n_tiles, shift_stride_n,
+                          BLOCK_S: tl.constexpr, BLOCK_C: tl.constexpr, SILU: tl.constexpr, SHIFT: tl.constexpr):
     pid = tl.program_id(0)
     cblock, tile, n = pid % n_cblocks, (pid // n_cblocks) % n_tiles, pid // (n_cblocks * n_tiles)
     cols = cblock * BLOCK_C + tl.arange(0, BLOCK_C)
@@ -154,8 +180,18 @@ def group_norm_nhwc_write(x_ptr, w_ptr, b_ptr, out_ptr, group_mean_ptr, group_lo
     mean_lo = tl.load(group_lo_ptr + group, mask=has_col, other=0.0)
     scale = tl.load(group_rstd_ptr + group, mask=has_col, other=0.0) * \
         tl.load(w_ptr + cols, mask=has_col, other=0.0).to(tl.float32)
-    shift = tl.load(b_ptr + cols, mask=has_col, other=0.0).to(tl.float32)
-    y = ((x - mean[None, :]) - mean_lo[None, :]) * scale[None, :] + shift[None, :]
+    beta = tl.load(b_ptr + cols, mask=has_col, other=0.0).to(tl.float32)
+    if SHIFT:
+        # x + shift as an exact pair (TwoSum): either may be the larger (a large mean, or a large bias over a
+        # small spread), and a rounded sum would lose the other's low bits; each half less the mean's
+        added = _shift(shift_ptr, n, cols, has_col, shift_stride_n, SHIFT)[None, :]
+        total = x + added
+        back = total - x
+        low = (x - (total - back)) + (added - back)
+        centered = (total - mean[None, :]) + (low - mean_lo[None, :])
+    else:
+        centered = (x - mean[None, :]) - mean_lo[None, :]
+    y = centered * scale[None, :] + beta[None, :]
     if SILU:
         y = y.to(out_ptr.dtype.element_ty).to(tl.float32)
         e = tl.exp(-tl.abs(y))  # the sigmoid from exp(-|y|) <= 1: no overflow
@@ -253,9 +289,12 @@ def _workspace(types, attrs, params):
     return tuple(TensorType(shape, "f32") for shape in shapes)
 
 
-def launch_tiles(x, weight, bias, out, *, num_groups: int, eps: float, workspace, silu: bool, **params) -> None:
-    """The three launches: the chunks' statistics, the groups', then the write (with the SiLU where `silu`)."""
+def launch_tiles(x, weight, bias, out, *, num_groups: int, eps: float, workspace, silu: bool, shift=None,
+                 **params) -> None:
+    """The three launches: the chunks' statistics, the groups', then the write (with the SiLU where `silu`);
+    with a `shift` ([C] or [N, 1, ..., 1, C]), the norm is of x + shift, as the add before it rounds it."""
     n, spatial, channels = _dims(x.shape)
+    shift_stride_n = 0 if shift is None or shift.dim() == 1 else channels
     p = plan(spatial, channels, **params)
     shapes = _workspace_shapes(n, channels, num_groups, p)
     if workspace:
@@ -267,17 +306,19 @@ def launch_tiles(x, weight, bias, out, *, num_groups: int, eps: float, workspace
         figures, groups = (torch.empty(shape, dtype=torch.float32, device=x.device) for shape in shapes)
     cg, (s, w) = channels // num_groups, (p.stats, p.write)
     cblocks = cdiv(channels, s.channels)
+    # without a shift, x stands in for its pointer: SHIFT=False compiles every use of it away
+    shift_or_x = x if shift is None else shift
     group_norm_nhwc_chunk_stats[(n * p.chunks * cblocks,)](
-        x, *figures, spatial, channels, cblocks, p.chunks, p.tiles, p.stride_chunks,
-        BLOCK_S=s.rows, BLOCK_C=s.channels, num_warps=s.num_warps)
+        x, shift_or_x, *figures, spatial, channels, cblocks, p.chunks, p.tiles, p.stride_chunks, shift_stride_n,
+        BLOCK_S=s.rows, BLOCK_C=s.channels, SHIFT=shift is not None, num_warps=s.num_warps)
     block_cg, block_k, warps = _group_tile(cg, p.chunks)
     group_norm_nhwc_group_stats[(n * num_groups,)](
         *figures, *groups, spatial, cg, p.chunks, p.stride_chunks, p.tiles * s.rows,
         float(eps), BLOCK_CG=block_cg, BLOCK_K=block_k, num_warps=warps)
     cblocks, n_tiles = cdiv(channels, w.channels), cdiv(spatial, w.rows)
     group_norm_nhwc_write[(n * n_tiles * cblocks,)](
-        x, weight, bias, out, *groups, spatial, channels, cg, num_groups, cblocks, n_tiles,
-        BLOCK_S=w.rows, BLOCK_C=w.channels, SILU=silu, num_warps=w.num_warps)
+        x, shift_or_x, weight, bias, out, *groups, spatial, channels, cg, num_groups, cblocks, n_tiles, shift_stride_n,
+        BLOCK_S=w.rows, BLOCK_C=w.channels, SILU=silu, SHIFT=shift is not None, num_warps=w.num_warps)
 
 
 def launch(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, out: torch.Tensor, *, num_groups: int,
@@ -296,22 +337,40 @@ def launch_silu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, out: 
                  block_c=block_c, stats_block=stats_block, stats_block_c=stats_block_c, tiles=tiles)
 
 
-def _compile(silu: bool):
+def launch_bias(x: torch.Tensor, shift: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, out: torch.Tensor, *,
+                num_groups: int, eps: float = 1e-5, block="auto", block_c="auto", stats_block="auto",
+                stats_block_c="auto", tiles="auto", workspace=None) -> None:
+    """out <- group_norm_nhwc(x + shift, weight, bias) (destination-passing)."""
+    launch_tiles(x, weight, bias, out, num_groups=num_groups, eps=eps, workspace=workspace, silu=False, shift=shift,
+                 block=block, block_c=block_c, stats_block=stats_block, stats_block_c=stats_block_c, tiles=tiles)
+
+
+def launch_bias_silu(x: torch.Tensor, shift: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
+                     out: torch.Tensor, *, num_groups: int, eps: float = 1e-5, block="auto", block_c="auto",
+                     stats_block="auto", stats_block_c="auto", tiles="auto", workspace=None) -> None:
+    """out <- silu(group_norm_nhwc(x + shift, weight, bias)) (destination-passing)."""
+    launch_tiles(x, weight, bias, out, num_groups=num_groups, eps=eps, workspace=workspace, silu=True, shift=shift,
+                 block=block, block_c=block_c, stats_block=stats_block, stats_block_c=stats_block_c, tiles=tiles)
+
+
+def _compile(silu: bool, shift: bool):
     """The three launches at their "auto" tiles: the statistics' (128 x 64, 8 warps), then the groups' and
     the write's at SDXL UNet's first stage (C = 320, cg = 10: 16 chunks, write tiles of 64 x 64) and at the
     VAE's largest (C = 128, cg = 4: 1024 chunks, write tiles of 32 x 128)."""
     def build(arch: str):
         ptr, f32 = pointer_type("bf16"), pointer_type("f32")
-        stats = {"x_ptr": ptr, "mean_ptr": f32, "lo_ptr": f32, "m2_ptr": f32, "spatial": "i32",
+        stats = {"x_ptr": ptr, "shift_ptr": ptr, "mean_ptr": f32, "lo_ptr": f32, "m2_ptr": f32, "spatial": "i32",
                  "channels": "i32", "n_cblocks": "i32", "n_chunks": "i32", "chunk_tiles": "i32",
-                 "stride_chunks": "i32"}
+                 "stride_chunks": "i32", "shift_stride_n": "i32"}
         group = {"mean_ptr": f32, "lo_ptr": f32, "m2_ptr": f32, "group_mean_ptr": f32, "group_lo_ptr": f32,
                  "group_rstd_ptr": f32, "spatial": "i32", "channels_per_group": "i32", "n_chunks": "i32",
                  "stride_chunks": "i32", "chunk_rows": "i32", "eps": "fp32"}
-        write = {"x_ptr": ptr, "w_ptr": ptr, "b_ptr": ptr, "out_ptr": ptr, "group_mean_ptr": f32,
+        write = {"x_ptr": ptr, "shift_ptr": ptr, "w_ptr": ptr, "b_ptr": ptr, "out_ptr": ptr, "group_mean_ptr": f32,
                  "group_lo_ptr": f32, "group_rstd_ptr": f32, "spatial": "i32", "channels": "i32",
-                 "channels_per_group": "i32", "groups": "i32", "n_cblocks": "i32", "n_tiles": "i32"}
-        builds = [compile_for(group_norm_nhwc_chunk_stats, arch, stats, {"BLOCK_S": 128, "BLOCK_C": 64},
+                 "channels_per_group": "i32", "groups": "i32", "n_cblocks": "i32", "n_tiles": "i32",
+                 "shift_stride_n": "i32"}
+        builds = [compile_for(group_norm_nhwc_chunk_stats, arch, stats, {"BLOCK_S": 128, "BLOCK_C": 64,
+                                                                         "SHIFT": shift},
                               num_warps=8, divisible_by_16=("channels", "stride_chunks"))]
         for block_s, block_c, cg, chunks in ((64, 64, 10, 16), (32, 128, 4, 1024)):
             block_cg, block_k, warps = _group_tile(cg, chunks)
@@ -319,7 +378,7 @@ def _compile(silu: bool):
                 compile_for(group_norm_nhwc_group_stats, arch, group, {"BLOCK_CG": block_cg, "BLOCK_K": block_k},
                             num_warps=warps, divisible_by_16=("stride_chunks",)),
                 compile_for(group_norm_nhwc_write, arch, write, {"BLOCK_S": block_s, "BLOCK_C": block_c,
-                                                                 "SILU": silu}, num_warps=4,
+                                                                 "SILU": silu, "SHIFT": shift}, num_warps=4,
                             divisible_by_16=("channels",))]
         return builds
     return build
@@ -336,35 +395,81 @@ def _examples(rng: random.Random):
             {"num_groups": groups, "eps": rng.choice((1e-5, 1e-6))})
 
 
+def _shift_shapes(x: TensorType) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The addends a launch takes for x [N, ..., C]: a bias [C], or [N, 1, ..., 1, C] (bias + time embedding)."""
+    return (x.shape[-1],), (x.shape[0], *(1,) * (x.rank - 2), x.shape[-1])
+
+
+def _bias_examples(rng: random.Random):
+    """`_examples` with the addend after x, of either shape."""
+    (x, weight, bias), attrs = _examples(rng)
+    return [x, TensorType(rng.choice(_shift_shapes(x)), x.dtype), weight, bias], attrs
+
+
 def _group_norm_nhwc_silu(b: GraphBuilder, ins: list[Value], attrs: dict) -> Value:
     return b.silu(b.op("group_norm_nhwc", *ins, num_groups=attrs["num_groups"], eps=attrs.get("eps", 1e-5)))
 
 
+def _bias_group_norm_nhwc(b: GraphBuilder, ins: list[Value], attrs: dict) -> Value:
+    x, shift, weight, bias = ins
+    return b.op("group_norm_nhwc", b.add(x, shift), weight, bias, num_groups=attrs["num_groups"],
+                eps=attrs.get("eps", 1e-5))
+
+
+def _bias_group_norm_nhwc_silu(b: GraphBuilder, ins: list[Value], attrs: dict) -> Value:
+    return b.silu(_bias_group_norm_nhwc(b, ins, attrs))
+
+
+_ATTRS = (Attr("num_groups", "int"), Attr("eps", "float", 1e-5))
 GROUP_NORM_NHWC = op_pattern("group_norm_nhwc", 3)
 GROUP_NORM_NHWC_SILU = Pattern(
-    "group_norm_nhwc_silu", ("x", "weight", "bias"), _group_norm_nhwc_silu,
-    attrs=(Attr("num_groups", "int"), Attr("eps", "float", 1e-5)),
+    "group_norm_nhwc_silu", ("x", "weight", "bias"), _group_norm_nhwc_silu, attrs=_ATTRS,
     doc="silu(group_norm_nhwc(x, weight, bias)): a channels-last ResNet block's norm and activation",
 )
+# The convolution's bias before the norm (torch adds it in a pass of its own: 42 launches, 6.8 ms of SDXL's
+# VAE on the H100, 12-06), with the time embedding where a UNet's ResNet block adds one (the rules of
+# `search/rules/channels_last.py` set the bias apart and join the two addends)
+BIAS_GROUP_NORM_NHWC = Pattern(
+    "bias_group_norm_nhwc", ("x", "shift", "weight", "bias"), _bias_group_norm_nhwc, attrs=_ATTRS,
+    doc="group_norm_nhwc(x + shift, weight, bias), shift [C] or [N, 1, ..., 1, C]: a convolution's bias before it",
+)
+BIAS_GROUP_NORM_NHWC_SILU = Pattern(
+    "bias_group_norm_nhwc_silu", ("x", "shift", "weight", "bias"), _bias_group_norm_nhwc_silu, attrs=_ATTRS,
+    doc="silu(group_norm_nhwc(x + shift, weight, bias)): a ResNet block's bias (+ time embedding), norm, activation",
+)
 
+_SIZE = Constraint("x: under 2^31 values (32-bit offsets within a sample and program ids)",
+                   lambda t, attrs: t[0].numel < 2**31)
 CONSTRAINTS = (
     C.float_dtype(GROUP_NORM_NHWC.operands, "x", "weight", "bias"),
     C.contiguous(GROUP_NORM_NHWC.operands, "x", "weight", "bias"),
-    Constraint("x: under 2^31 values (32-bit offsets within a sample and program ids)",
-               lambda t, attrs: t[0].numel < 2**31),
+    _SIZE,
+)
+BIAS_CONSTRAINTS = (
+    C.float_dtype(BIAS_GROUP_NORM_NHWC.operands, "x", "shift", "weight", "bias"),
+    C.contiguous(BIAS_GROUP_NORM_NHWC.operands, "x", "shift", "weight", "bias"),
+    C.shape_holds("shift: [C] or [N, 1, ..., 1, C] of x [N, ..., C]", lambda t: t[1].shape in _shift_shapes(t[0])),
+    _SIZE,
 )
 PARAMS = (Param("block", BLOCK_CHOICES, "auto"), Param("block_c", BLOCK_C_CHOICES, "auto"),
           Param("stats_block", BLOCK_CHOICES, "auto"), Param("stats_block_c", BLOCK_C_CHOICES, "auto"),
           Param("tiles", TILES_CHOICES, "auto"))
 
 
-def _spec(kernel_id: str, pattern: Pattern, *, silu: bool, doc: str) -> KernelSpec:
-    return KernelSpec(id=kernel_id, pattern=pattern, backend="triton", launch=launch_silu if silu else launch,
-                      constraints=CONSTRAINTS, params=PARAMS, deterministic=True, examples=_examples,
-                      compile=_compile(silu), resolve=_resolve, launches=3, workspace=_workspace, doc=doc)
+def _spec(kernel_id: str, pattern: Pattern, *, silu: bool, shift: bool, doc: str) -> KernelSpec:
+    launch_of = {(False, False): launch, (True, False): launch_silu, (False, True): launch_bias,
+                 (True, True): launch_bias_silu}[silu, shift]
+    return KernelSpec(id=kernel_id, pattern=pattern, backend="triton", launch=launch_of,
+                      constraints=BIAS_CONSTRAINTS if shift else CONSTRAINTS, params=PARAMS, deterministic=True,
+                      examples=_bias_examples if shift else _examples, compile=_compile(silu, shift),
+                      resolve=_resolve, launches=3, workspace=_workspace, doc=doc)
 
 
-SPEC = _spec("triton.group_norm_nhwc", GROUP_NORM_NHWC, silu=False,
+SPEC = _spec("triton.group_norm_nhwc", GROUP_NORM_NHWC, silu=False, shift=False,
              doc="GroupNorm channels-last over tiles of rows x channels: chunk statistics, groups', then the write")
-SILU_SPEC = _spec("triton.group_norm_nhwc_silu", GROUP_NORM_NHWC_SILU, silu=True,
+SILU_SPEC = _spec("triton.group_norm_nhwc_silu", GROUP_NORM_NHWC_SILU, silu=True, shift=False,
                   doc="GroupNorm channels-last then SiLU in the same three launches")
+BIAS_SPEC = _spec("triton.bias_group_norm_nhwc", BIAS_GROUP_NORM_NHWC, silu=False, shift=True,
+                  doc="GroupNorm channels-last of x plus a per-channel (or per-sample channel) bias, one pass fewer")
+BIAS_SILU_SPEC = _spec("triton.bias_group_norm_nhwc_silu", BIAS_GROUP_NORM_NHWC_SILU, silu=True, shift=True,
+                       doc="bias + GroupNorm channels-last + SiLU in the same three launches")

@@ -154,3 +154,67 @@ def test_both_join_a_channels_last_norm_and_activation_in_the_e_graph():
     space.saturate(default_rulesets())
     specs = [*SPECS, triton_group_norm.SPEC, triton_group_norm.SILU_SPEC]
     assert apply_library(space, specs).injected == {"triton.group_norm_nhwc": 1, "triton.group_norm_nhwc_silu": 1}
+
+
+BIAS_SPECS = (triton_group_norm_nhwc.BIAS_SPEC, triton_group_norm_nhwc.BIAS_SILU_SPEC)
+
+
+def _bias_inputs(shape, groups, dtype, per_sample):
+    """`_inputs` with the addend after x: [C], or [N, 1, ..., 1, C] (a bias + a time embedding)."""
+    (x, w, b), attrs = _inputs(shape, groups, dtype)
+    shift_shape = (shape[0], *(1,) * (len(shape) - 2), shape[-1]) if per_sample else (shape[-1],)
+    shift = (torch.randn(shift_shape, generator=torch.Generator().manual_seed(1)) * 2).to(dtype)
+    return [x, shift, w, b], attrs
+
+
+@pytest.mark.parametrize("spec", BIAS_SPECS, ids=lambda s: s.id)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("per_sample", [False, True], ids=["bias", "bias+temb"])
+@pytest.mark.parametrize(("shape", "groups", "params"), [CASES[1], CASES[3], CASES[4]],
+                         ids=lambda c: str(c).replace(" ", ""))
+def test_with_a_bias_matches_float64_reference(spec, dtype, per_sample, shape, groups, params):
+    inputs, attrs = _bias_inputs(shape, groups, dtype, per_sample)
+    assert_matches(spec, inputs, attrs, params)
+
+
+@pytest.mark.parametrize("per_sample", [False, True], ids=["bias", "bias+temb"])
+def test_with_a_bias_is_the_add_then_norm_in_f16(per_sample):
+    """torch's ops over the sum in float32 (the kernel keeps it unrounded, as the float64 oracle does), within
+    f16's rounding of the output."""
+    inputs, attrs = _bias_inputs((2, 8, 8, 40), 4, torch.float16, per_sample)
+    (got,) = launch(triton_group_norm_nhwc.BIAS_SILU_SPEC, inputs, attrs, _small(128, 256))
+    x, shift, w, b = inputs
+
+    def norm_silu(values):
+        return F.silu(F.group_norm(values.movedim(-1, 1), 4, w.float(), b.float(), 1e-5).movedim(1, -1))
+
+    want = norm_silu(x.float() + shift.float())
+    assert ((got.float() - want).abs() <= 2e-3 * (1 + want.abs())).all()  # f16's rounding of each
+    # the shift is not lost: 10 channels a group, each moved apart
+    assert (got.float() - norm_silu(x.float())).abs().max() > 0.1
+
+
+def test_with_a_bias_refuses_one_of_another_shape_and_says_why():
+    attrs = {"num_groups": 2, "eps": 1e-5}
+    x, affine = TensorType((2, 8, 4), "f32"), [TensorType((4,), "f32")] * 2
+    spec = triton_group_norm_nhwc.BIAS_SPEC
+    assert spec.rejects([x, TensorType((4,), "f32"), *affine], attrs) is None
+    assert spec.rejects([x, TensorType((2, 1, 4), "f32"), *affine], attrs) is None
+    assert "shift: [C] or [N, 1, ..., 1, C]" in spec.rejects([x, TensorType((8, 4), "f32"), *affine], attrs)
+
+
+@pytest.mark.parametrize("spec", BIAS_SPECS, ids=lambda s: s.id)
+def test_a_shift_moves_a_large_mean_without_rounding_it_away(spec):
+    """At a mean of 1000 and a spread of 3, x + shift rounded to float32 is up to 3e-5 off (1e-5 of the
+    spread, beyond float32's check); the shift moves each channel's mean pair instead, exactly."""
+    (x, shift, w, b), attrs = _bias_inputs((1, 40, 40, 8), 2, torch.float32, per_sample=False)
+    inputs = [x + 1000.0, shift, w, b]
+    (got,) = launch(spec, inputs, attrs)
+    (want,) = reference(spec, inputs, attrs)
+    assert ((got.double() - want).norm() / want.norm()).item() <= 2e-6
+
+
+@pytest.mark.parametrize("spec", BIAS_SPECS, ids=lambda s: s.id)
+def test_with_a_bias_own_examples_pass(spec):
+    verdict = check_kernel(spec, examples=2, trials=3, seed=5, timing_runs=TIMING_RUNS)
+    assert verdict.ok, verdict.reason
