@@ -11,7 +11,7 @@ inverse). The rules:
 - a convolution is P of its NHWC form over Q of its input (and of its weight: a weight-only value, laid out
   once when weights are bound);
 - the NHWC form's bias is an add of its own (a [C] bias broadcasts over [N, H, W, C]), joined with a time
-  embedding where one follows, so that the group norm after it can add it as it reads;
+  embedding where one follows, so that the group norm or the residual add after it can add it as it reads;
 - P and Q cancel, so a chain conv -> ... -> conv needs no permute where every op on the way has an NHWC form:
   unary and binary elementwise ops (a binary one also with an operand that broadcasts over H and W, the
   time embedding [N, C, 1, 1]: its Q is a view), group norm (`group_norm_nhwc`), the upsamplers'
@@ -148,11 +148,11 @@ RULES = (
                    (union e (Add z b (NoAttr)))))""",
          "conv_nhwc(x, w, b) = conv_nhwc(x, w) + b", _block, needs=("conv-channels-last",)),
     # a ResNet block's time embedding [N, 1, 1, C] (under Q) joins the bias [C] before both meet the image:
-    # one addend a (sample, channel) for the norm to take in
+    # one addend a (sample, channel) for the norm to take in (t's C and b's alike: t + b keeps t's shape)
     Rule("bias-joins-time-embedding",
          """(rule ((= e (Add (Add y b (NoAttr)) t (NoAttr))) (= sb (shape b)) (= (vec-length sb) 1)
                    (= st (shape t)) (= (vec-length st) 4) (= (vec-get st 1) 1) (= (vec-get st 2) 1)
-                   (= d (dtype e)) (= d (dtype b)) (= d (dtype t)))
+                   (= (vec-get st 3) (vec-get sb 0)) (= d (dtype e)) (= d (dtype b)) (= d (dtype t)))
                   ((let u (Add t b (NoAttr))) (set (shape u) st) (set (dtype u) d) (union e (Add y u (NoAttr)))))""",
          "(y + b) + t = y + (t + b), b a bias [C] and t an addend [N, 1, 1, C]", _block,
          needs=("conv-channels-last", "add-channels-last-broadcast", "conv-nhwc-bias-apart")),
