@@ -292,7 +292,7 @@ def _workspace(types, attrs, params):
 def launch_tiles(x, weight, bias, out, *, num_groups: int, eps: float, workspace, silu: bool, shift=None,
                  **params) -> None:
     """The three launches: the chunks' statistics, the groups', then the write (with the SiLU where `silu`);
-    with a `shift` ([C] or [N, 1, ..., 1, C]), the norm is of x + shift, as the add before it rounds it."""
+    with a `shift` ([C] or [N, 1, ..., 1, C]), the norm is of x + shift, kept exact (never rounded)."""
     n, spatial, channels = _dims(x.shape)
     shift_stride_n = 0 if shift is None or shift.dim() == 1 else channels
     p = plan(spatial, channels, **params)
