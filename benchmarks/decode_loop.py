@@ -60,13 +60,12 @@ def phase(what: str):
     """`progress` lines at the start and the end of `what`, the end with its seconds; past `STALL_S`, the
     stacks (`faulthandler`), so that a stall names its place in the log."""
     import faulthandler
-    import sys
 
     progress(f"{what} ...")
     begin = time.perf_counter()
     ok = False
     _open_phases.append(what)
-    faulthandler.dump_traceback_later(STALL_S, repeat=True, file=sys.stderr)
+    _watch()
     try:
         yield
         ok = True
@@ -74,8 +73,22 @@ def phase(what: str):
         _open_phases.pop()
         faulthandler.cancel_dump_traceback_later()
         if _open_phases:  # the phase around this one is watched again, from now
-            faulthandler.dump_traceback_later(STALL_S, repeat=True, file=sys.stderr)
+            _watch()
         progress(f"{what}: {time.perf_counter() - begin:.1f} s" + ("" if ok else " (raised)"))
+
+
+def _watch() -> None:
+    """Stacks to stderr past `STALL_S`; faulthandler writes to a file descriptor, so where stderr has none (a
+    caller captured it in memory) to the process's own, else nowhere: the watch is a diagnosis, not a check."""
+    import faulthandler
+    import sys
+
+    for stream in (sys.stderr, sys.__stderr__):
+        try:
+            faulthandler.dump_traceback_later(STALL_S, repeat=True, file=stream)
+            return
+        except (AttributeError, OSError, ValueError):  # no fileno (io.UnsupportedOperation is both of the last)
+            continue
 
 
 class OptimizeLog:

@@ -148,3 +148,14 @@ def test_a_phase_that_stalls_writes_where_it_is_and_a_quick_one_writes_nothing(m
         pass
     time.sleep(0.5)  # nothing armed after the last phase
     assert "most recent call first" not in capfd.readouterr().err
+
+
+def test_a_phase_runs_where_stderr_has_no_file_descriptor(monkeypatch):
+    """A caller that captured stderr in memory (decode.py's tests do) still runs its phases."""
+    import io
+
+    import decode_loop
+
+    monkeypatch.setattr("sys.stderr", io.StringIO())
+    with decode_loop.phase("captured"):
+        pass
