@@ -226,21 +226,27 @@ def _tile(spatial: int, channels: int, block: int, block_c, widest: int) -> Tile
 
 
 def plan(spatial: int, channels: int, block="auto", block_c="auto", stats_block="auto", stats_block_c="auto",
-         tiles="auto") -> Plan:
-    """The tiles for S rows of C channels. "auto" (reasoned, not yet timed on a GPU: the kernel table's
-    `group norm + SiLU NHWC` cases and the search's parameter sweeps time them):
+         tiles="auto", *, samples: int = 1, multiprocessors: int = 132) -> Plan:
+    """The tiles for `samples` of S rows of C channels. "auto" (reasoned; the kernel table's `group norm + SiLU
+    NHWC` cases and the search's parameter sweeps time them):
     block_c: all of C up to 128 channels for the write, 64 for the statistics, halved while it does not
       divide C, down to 32: SDXL's C (320 to 2560) and the VAE's (128 to 512) then waste no lane;
     block: 4096 values a write tile (4 warps, 8 KB of bf16 a program, as `triton_group_norm`'s chunks), 8192
       a statistics tile (8 warps, 128 rows of 64 channels: it holds two float32 accumulators a value, so it
       streams more rows a program), no more rows than S has;
     tiles: 8 a chunk (1024 rows): fewer, longer programs for the statistics, whose figures the groups'
-      launch then reads 8x fewer of; doubled, whatever was asked, while a sample would pass MAX_CHUNKS,
-      so that the workspace stays bounded."""
+      launch then reads 8x fewer of; halved while the statistics would have fewer than two programs a
+      multiprocessor (at 2 x 32 x 32 x 1280, 8 tiles a chunk left them 40 programs: 19.5 us on the H100,
+      12-06, against 11.1 for the NCHW kernel's 320 and more); doubled, whatever was asked, while a sample
+      would pass MAX_CHUNKS, so that the workspace stays bounded."""
     stats = _tile(spatial, channels, 8192 if stats_block == "auto" else stats_block, stats_block_c, 64)
     write = _tile(spatial, channels, 4096 if block == "auto" else block, block_c, 128)
     n_tiles = cdiv(spatial, stats.rows)
-    tiles = min(8 if tiles == "auto" else tiles, n_tiles)
+    if tiles == "auto":
+        tiles, programs_a_chunk = min(8, n_tiles), samples * cdiv(channels, stats.channels)
+        while tiles > 1 and programs_a_chunk * cdiv(n_tiles, tiles) < 2 * multiprocessors:
+            tiles //= 2
+    tiles = min(tiles, n_tiles)
     while cdiv(n_tiles, tiles) > MAX_CHUNKS:
         tiles *= 2
     chunks = cdiv(n_tiles, tiles)
@@ -264,13 +270,13 @@ def _dims(shape) -> tuple[int, int, int]:
     return n, spatial, c
 
 
-def _plan_for(types, params) -> Plan:
-    _, spatial, channels = _dims(types[0].shape)
-    return plan(spatial, channels, **params)
+def _plan_for(types, params, multiprocessors: int = 132) -> Plan:
+    n, spatial, channels = _dims(types[0].shape)
+    return plan(spatial, channels, **params, samples=n, multiprocessors=multiprocessors)
 
 
 def _resolve(types, attrs, params, target) -> dict:
-    p = _plan_for(types, params)
+    p = _plan_for(types, params, target.multiprocessors)
     block, stats_block = (4096 if params["block"] == "auto" else params["block"],
                           8192 if params["stats_block"] == "auto" else params["stats_block"])
     return {"block": block, "block_c": p.write.channels, "stats_block": stats_block,
@@ -295,7 +301,7 @@ def launch_tiles(x, weight, bias, out, *, num_groups: int, eps: float, workspace
     with a `shift` ([C] or [N, 1, ..., 1, C]), the norm is of x + shift, kept exact (never rounded)."""
     n, spatial, channels = _dims(x.shape)
     shift_stride_n = 0 if shift is None or shift.dim() == 1 else channels
-    p = plan(spatial, channels, **params)
+    p = plan(spatial, channels, **params, samples=n)
     shapes = _workspace_shapes(n, channels, num_groups, p)
     if workspace:
         figures, groups = workspace
@@ -355,7 +361,7 @@ def launch_bias_silu(x: torch.Tensor, shift: torch.Tensor, weight: torch.Tensor,
 
 def _compile(silu: bool, shift: bool):
     """The three launches at their "auto" tiles: the statistics' (128 x 64, 8 warps), then the groups' and
-    the write's at SDXL UNet's first stage (C = 320, cg = 10: 16 chunks, write tiles of 64 x 64) and at the
+    the write's at SDXL UNet's first stage (C = 320, cg = 10: 32 chunks, write tiles of 64 x 64) and at the
     VAE's largest (C = 128, cg = 4: 1024 chunks, write tiles of 32 x 128)."""
     def build(arch: str):
         ptr, f32 = pointer_type("bf16"), pointer_type("f32")
@@ -372,7 +378,7 @@ def _compile(silu: bool, shift: bool):
         builds = [compile_for(group_norm_nhwc_chunk_stats, arch, stats, {"BLOCK_S": 128, "BLOCK_C": 64,
                                                                          "SHIFT": shift},
                               num_warps=8, divisible_by_16=("channels", "stride_chunks"))]
-        for block_s, block_c, cg, chunks in ((64, 64, 10, 16), (32, 128, 4, 1024)):
+        for block_s, block_c, cg, chunks in ((64, 64, 10, 32), (32, 128, 4, 1024)):
             block_cg, block_k, warps = _group_tile(cg, chunks)
             builds += [
                 compile_for(group_norm_nhwc_group_stats, arch, group, {"BLOCK_CG": block_cg, "BLOCK_K": block_k},

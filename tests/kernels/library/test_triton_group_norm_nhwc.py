@@ -113,8 +113,12 @@ def test_auto_tiles_fit_sdxl_s_channels_and_bound_the_chunks():
     for channels, block_c in ((320, 64), (640, 128), (960, 64), (1280, 128), (1920, 128), (2560, 128), (128, 128)):
         assert plan(4096, channels).write.channels == block_c, channels  # no masked lane at SDXL's or the VAE's C
         assert plan(4096, channels).stats.channels == 64, channels
-    unet = plan(128 * 128, 320)  # the UNet's first stage: statistics of 8 tiles of 128 x 64, written 64 x 64
-    assert (unet.stats, unet.tiles, unet.chunks, unet.write) == ((128, 64, 8), 8, 16, (64, 64, 4))
+    # the UNet's first stage (2 samples): statistics of 4 tiles of 128 x 64 (8 would leave 160 programs for 132
+    # multiprocessors), written 64 x 64
+    unet = plan(128 * 128, 320, samples=2)
+    assert (unet.stats, unet.tiles, unet.chunks, unet.write) == ((128, 64, 8), 4, 32, (64, 64, 4))
+    assert plan(32 * 32, 1280, samples=2).tiles == 1  # 20 blocks of channels x 8 chunks x 2 samples: 320 programs
+    assert plan(32 * 32, 1280, samples=2, multiprocessors=20).tiles == 8  # a small GPU: 8 tiles fill it
     vae = plan(1024 * 1024, 128)  # the VAE's largest: 8 tiles a chunk, MAX_CHUNKS of them
     assert (vae.stats.rows, vae.tiles, vae.chunks) == (128, 8, triton_group_norm_nhwc.MAX_CHUNKS)
     assert plan(1024 * 1024, 128, tiles=1).tiles == 8  # too few tiles a chunk asked: grown to fit
