@@ -44,7 +44,7 @@ import torch
 
 from ...ir import Attr, GraphBuilder, TensorType, Value
 from ..pattern import Pattern, op_pattern
-from ..spec import Constraint, KernelSpec, Param
+from ..spec import Constraint, KernelSpec, Param, Target
 from . import _constraints as C
 from ._triton_build import compile_for, pointer_type
 from ._triton_compile import cdiv, device_function, example_floats, next_power_of_2, tl, triton_kernel
@@ -84,7 +84,6 @@ def group_norm_nhwc_chunk_stats(x_ptr, shift_ptr, mean_ptr, lo_ptr, m2_ptr, spat
     cols = cblock * BLOCK_C + tl.arange(0, BLOCK_C)
     has_col = cols < channels
     x_ptr += n.to(tl.int64) * spatial * channels
-    shift = _shift(shift_ptr, n, cols, has_col, shift_stride_n, SHIFT)
     first = chunk * chunk_tiles * BLOCK_S
     tiles = tl.minimum(chunk_tiles, tl.cdiv(spatial - first, BLOCK_S))
     # Welford's update at each position of the tile, over the chunk's tiles: no reduction across threads in
@@ -108,6 +107,7 @@ def group_norm_nhwc_chunk_stats(x_ptr, shift_ptr, mean_ptr, lo_ptr, m2_ptr, spat
     lo = tl.sum(seen * (mean - hi[None, :]), axis=0) / count
     d = (mean - hi[None, :]) - lo[None, :]
     at = (n.to(tl.int64) * channels + cols) * stride_chunks + chunk
+    shift = _shift(shift_ptr, n, cols, has_col, shift_stride_n, SHIFT)  # loaded after the loop, before any store
     tl.store(m2_ptr + at, tl.sum(m2 + seen * d * d, axis=0), mask=has_col)
     hi, lo = _mean_shifted(hi, lo, shift, SHIFT)
     tl.store(mean_ptr + at, hi, mask=has_col)
@@ -226,7 +226,7 @@ def _tile(spatial: int, channels: int, block: int, block_c, widest: int) -> Tile
 
 
 def plan(spatial: int, channels: int, block="auto", block_c="auto", stats_block="auto", stats_block_c="auto",
-         tiles="auto", *, samples: int = 1, multiprocessors: int = 132) -> Plan:
+         tiles="auto", *, samples: int = 1, multiprocessors: int = Target.H200.multiprocessors) -> Plan:
     """The tiles for `samples` of S rows of C channels. "auto" (reasoned; the kernel table's `group norm + SiLU
     NHWC` cases and the search's parameter sweeps time them):
     block_c: all of C up to 128 channels for the write, 64 for the statistics, halved while it does not
@@ -270,13 +270,13 @@ def _dims(shape) -> tuple[int, int, int]:
     return n, spatial, c
 
 
-def _plan_for(types, params, multiprocessors: int = 132) -> Plan:
+def _plan_for(types, params, target: Target = Target.H200) -> Plan:
     n, spatial, channels = _dims(types[0].shape)
-    return plan(spatial, channels, **params, samples=n, multiprocessors=multiprocessors)
+    return plan(spatial, channels, **params, samples=n, multiprocessors=target.multiprocessors)
 
 
 def _resolve(types, attrs, params, target) -> dict:
-    p = _plan_for(types, params, target.multiprocessors)
+    p = _plan_for(types, params, target)
     block, stats_block = (4096 if params["block"] == "auto" else params["block"],
                           8192 if params["stats_block"] == "auto" else params["stats_block"])
     return {"block": block, "block_c": p.write.channels, "stats_block": stats_block,
