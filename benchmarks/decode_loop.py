@@ -15,11 +15,13 @@ cannot run, with the reason), or an error, recorded instead of raised.
 
 from __future__ import annotations
 
+import faulthandler
 import gc
 import json
 import os
 import re
 import statistics
+import sys
 import time
 import traceback
 from collections.abc import Callable
@@ -59,8 +61,6 @@ _open_phases: list[str] = []
 def phase(what: str):
     """`progress` lines at the start and the end of `what`, the end with its seconds; past `STALL_S`, the
     stacks (`faulthandler`), so that a stall names its place in the log."""
-    import faulthandler
-
     progress(f"{what} ...")
     begin = time.perf_counter()
     ok = False
@@ -80,9 +80,6 @@ def phase(what: str):
 def _watch() -> None:
     """Stacks to stderr past `STALL_S`; faulthandler writes to a file descriptor, so where stderr has none (a
     caller captured it in memory) to the process's own, else nowhere: the watch is a diagnosis, not a check."""
-    import faulthandler
-    import sys
-
     for stream in (sys.stderr, sys.__stderr__):
         try:
             faulthandler.dump_traceback_later(STALL_S, repeat=True, file=stream)

@@ -22,12 +22,12 @@
 #               Measured on an H100 (12-06): reduce-overhead builds in 80 to 124 s; with the channels-last rules the
 #               optimize has 180 regions, and at --optimize-budget 4m its library batch had not finished 220 s after
 #               the rules (the call, LIMIT=470, was cut there). Give the whole lattice LIMIT=580 and one call of its own;
-#               with the measurement cache carried (12-06 12:50, H100) `--rows compile-reduce-overhead,hoid
-#               --optimize-budget 4m` took 393 s (reduce-overhead 77 s, the optimize 245 s, the build and profile 37 s);
-#               sdxl-vae `--rows eager,compile-reduce-overhead,hoid --optimize-budget 3m` 260 s; in both the library's
-#               batch took the minutes and codegen's turn decided nothing;
 #               no other step after it in that call (a call brings back 8 files: the run's log, JSON, journal and
-#               measure.sqlite are four).
+#               measure.sqlite are four). With the measurement cache carried (12-06 12:50, H100) `--rows
+#               compile-reduce-overhead,hoid --optimize-budget 4m` took 393 s (reduce-overhead 77 s, the optimize
+#               245 s, the build and profile 37 s); sdxl-vae `--rows eager,compile-reduce-overhead,hoid
+#               --optimize-budget 3m` 260 s. In both the library's batch took the minutes and codegen's turn decided
+#               nothing: give SDXL 6 minutes where codegen should have its turn.
 #   cute-a      [.cute2a]       the first half of CuTe's libraries, kept in /tmp
 #   cute-b      [.cute2b]       the second half; CuTe DSL importable from here on (sitecustomize)
 #   tests [LIMIT [ARGS]]  []    python -m pytest -m gpu (every GPU test; CuTe's too once installed), ARGS to

@@ -45,7 +45,9 @@ NHWC_SPEC = vendor_spec(
 # (`search/rules/channels_last.py`), and a plain op is priced by the torch kernel of its arity
 NHWC_NOBIAS_SPEC = vendor_spec(
     "torch.conv_nhwc_nobias", _CONV_NHWC_NOBIAS, reference_launch("conv_nhwc"),
-    # the same code as NHWC_SPEC's, called otherwise: its pattern's operands tell the versions apart
+    # the same code as NHWC_SPEC's, called otherwise: its pattern's operands tell the versions apart (here, not
+    # in vendor_spec: a version there that covered the pattern would change every torch kernel's, and so orphan
+    # the shipped prices keyed by them)
     source=source_of(_MODULE, get_op("conv_nhwc").reference, F.conv2d) + f"\n{_CONV_NHWC_NOBIAS.operands}",
     constraints=(C.float_dtype(_CONV_NHWC_NOBIAS.operands, "x", "weight"),
                  C.contiguous(_CONV_NHWC_NOBIAS.operands, "x", "weight")),

@@ -139,8 +139,8 @@ RULES = (
          "conv(x, w, b) = permute(conv_nhwc(permute(x, Q), permute(w, Q), b), P) on 2-d convolutions",
          _block),
     # the bias apart: torch adds a convolution's bias in a pass of its own (cuDNN's kernels write the sums
-    # only), 42 launches and 6.8 ms of SDXL's VAE on the H100 (12-06); as an add, the norm after it can take it
-    # in (`triton.bias_group_norm_nhwc`), as Inductor folds it
+    # only), 42 launches and 6.8 ms of SDXL's VAE on the H100 (12-06); as an add, the norm or the residual add
+    # after it can take it in (`triton.bias_group_norm_nhwc`, `triton.bias_residual_add`), as Inductor folds it
     Rule("conv-nhwc-bias-apart",
          """(rule ((= e (ConvNhwc x w b st pd dl g)) (= sb (shape b)) (= (vec-length sb) 1) (= s (shape e))
                    (= d (dtype e)) (= d (dtype b)))
