@@ -8,7 +8,7 @@ from pathlib import Path
 
 import decode_hoid
 import decode_stock
-from decode_loop import result_name
+from decode_loop import budget_arg, result_name
 
 HERE = Path(__file__).resolve().parent
 DESCRIPTION = "Decode throughput: hoid against the best stock PyTorch, one model per run (issue 21)."
@@ -29,7 +29,7 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--rows", default="all",
                     help="all, stock (= hf + fast), hf, fast, hoid, or row keys joined by commas: "
                     + ", ".join(GROUPS["stock"] + GROUPS["hoid"]))
-    ap.add_argument("--optimize-budget", default=None,
+    ap.add_argument("--optimize-budget", default=None, type=budget_arg,
                     help="hoid.optimize's budget for each of the cold and warm runs, as `hoid optimize` reads it "
                          "(e.g. 4m, '0 attempts'); default: until the proposers run dry")
     ap.add_argument("--agent", default=None,

@@ -15,13 +15,13 @@ cannot run, with the reason), or an error, recorded instead of raised.
 
 from __future__ import annotations
 
-import faulthandler
 import gc
 import json
 import os
 import re
 import statistics
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -53,39 +53,61 @@ def progress(text: str) -> None:
 # A phase that runs past this many seconds has every thread's Python stack written to stderr (and again each
 # time as long again): Whisper's exported encoder stalled in its first compiled calls twice on the H100 (12-06),
 # each time after the compile-reduce-overhead row, and the call's limit cut the run with no word of where.
+# The watch is a Python thread that reads the stacks under the GIL: faulthandler's watchdog reads them without
+# it, and crashed the SDXL UNet's run (a segmentation fault at its first dump, mid-Inductor, 12-06 session 19).
 STALL_S = float(os.environ.get("HOID_BENCH_STALL_S", "150"))
-_open_phases: list[str] = []
+_open_phases: list[tuple[str, threading.Event]] = []
 
 
 @contextmanager
 def phase(what: str):
     """`progress` lines at the start and the end of `what`, the end with its seconds; past `STALL_S`, the
-    stacks (`faulthandler`), so that a stall names its place in the log."""
+    stacks (`_StallWatch`), so that a stall names its place in the log."""
     progress(f"{what} ...")
     begin = time.perf_counter()
     ok = False
-    _open_phases.append(what)
-    _watch()
+    if _open_phases:  # one watch at a time: the innermost phase's
+        _open_phases[-1][1].set()
+    _open_phases.append((what, _watch(what)))
     try:
         yield
         ok = True
     finally:
-        _open_phases.pop()
-        faulthandler.cancel_dump_traceback_later()
+        _open_phases.pop()[1].set()
         if _open_phases:  # the phase around this one is watched again, from now
-            _watch()
+            outer = _open_phases.pop()[0]
+            _open_phases.append((outer, _watch(outer)))
         progress(f"{what}: {time.perf_counter() - begin:.1f} s" + ("" if ok else " (raised)"))
 
 
-def _watch() -> None:
-    """Stacks to stderr past `STALL_S`; faulthandler writes to a file descriptor, so where stderr has none (a
-    caller captured it in memory) to the process's own, else nowhere: the watch is a diagnosis, not a check."""
-    for stream in (sys.stderr, sys.__stderr__):
-        try:
-            faulthandler.dump_traceback_later(STALL_S, repeat=True, file=stream)
-            return
-        except (AttributeError, OSError, ValueError):  # no fileno (io.UnsupportedOperation is both of the last)
-            continue
+def _watch(what: str) -> threading.Event:
+    """Start watching `what`; setting the returned event ends the watch."""
+    done = threading.Event()
+    threading.Thread(target=_stall_watch, args=(what, done), name=f"stall watch: {what}", daemon=True).start()
+    return done
+
+
+def _stall_watch(what: str, done: threading.Event) -> None:
+    """Every `STALL_S` until `done`: each other thread's stack to stderr (most recent call first, as a
+    traceback reads), or to the process's own where a caller replaced stderr; a diagnosis, not a check."""
+    began = time.perf_counter()
+    while not done.wait(STALL_S):
+        lines = [f"stall watch: {what!r} still running after {time.perf_counter() - began:.1f} s; every thread's "
+                 "stack, most recent call first:"]
+        names = {t.ident: t.name for t in threading.enumerate()}
+        for ident, frame in sys._current_frames().items():
+            if ident == threading.get_ident():
+                continue
+            lines.append(f"Thread {names.get(ident, ident)!r} (most recent call first):")
+            lines.extend(line.rstrip("\n") for line in reversed(traceback.format_stack(frame)))
+        text = "\n".join(lines) + "\n"
+        for stream in (sys.stderr, sys.__stderr__):
+            try:
+                stream.write(text)
+                stream.flush()
+                break
+            except (AttributeError, OSError, ValueError):
+                continue
 
 
 class OptimizeLog:
@@ -113,6 +135,21 @@ class OptimizeLog:
                      "journal)")
         for line in getattr(report, "unreached", ()):
             progress(f"optimize {self.name}: not reached: {line}")
+
+
+def budget_arg(text: str) -> str:
+    """argparse's `type` for every benchmark's --optimize-budget: the text as given, refused at once where
+    `hoid.Budget.parse` refuses it: found at the hoid row, after the stock rows, a run had spent five minutes
+    for nothing (an SDXL UNet run asked for "5m30s", 12-06)."""
+    import argparse
+
+    from hoid.agent.budget import Budget
+
+    try:
+        Budget.parse(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
 
 
 def result_name(*parts: str, suffix: str = ".json") -> str:

@@ -42,7 +42,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(1, str(HERE.parent))
 
 from decode import versions  # noqa: E402
-from decode_loop import release, result_name, save_json, sync  # noqa: E402
+from decode_loop import budget_arg, release, result_name, save_json, sync  # noqa: E402
 from decode_stock import COMPILE_ROWS, compile_stock  # noqa: E402
 from forward_loop import (  # noqa: E402
     HOID_ROWS,
@@ -68,7 +68,8 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--tokens", type=int, default=None, help="tokens per sequence (default 512; tiny: 64)")
     ap.add_argument("--rows", default="all", help="all, or row keys joined by commas: " + ", ".join(ROWS))
     ap.add_argument("--repeat", type=int, default=30, help="timed runs per row")
-    ap.add_argument("--optimize-budget", default=None, help="hoid's plan by hoid.optimize with this budget (e.g. "
+    ap.add_argument("--optimize-budget", default=None, type=budget_arg,
+                    help="hoid's plan by hoid.optimize with this budget (e.g. "
                     "'2m': issue 25's row) instead of hoid.search alone")
     ap.add_argument("--no-profile", action="store_true", help="skip hoid's in-context profile")
     ap.add_argument("--seed", type=int, default=0)

@@ -47,7 +47,7 @@ import decode_hoid  # noqa: E402
 import decode_report  # noqa: E402
 import decode_stock  # noqa: E402
 from decode import _line, copy_bandwidth, versions  # noqa: E402
-from decode_loop import Decoder, Shape, greedy, open_device, release, result_name, run_row, save_json  # noqa: E402
+from decode_loop import Decoder, Shape, budget_arg, greedy, open_device, release, result_name, run_row, save_json  # noqa: E402
 
 MODEL = "qwen3-30b-a3b"
 
@@ -234,7 +234,7 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--new", type=int, default=256)
     ap.add_argument("--rows", default="default",
                     help=f"{', '.join(GROUPS)}, or row keys joined by commas: {', '.join([*STOCK, *HOID])}")
-    ap.add_argument("--optimize-budget", default=None,
+    ap.add_argument("--optimize-budget", default=None, type=budget_arg,
                     help="run hoid.optimize (decode_hoid.prepare, cold and warm) with this budget instead of the "
                          "plain rewrite, e.g. '4m'")
     ap.add_argument("--warmup", type=int, default=8)

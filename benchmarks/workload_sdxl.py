@@ -39,7 +39,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(1, str(HERE.parent))
 
 from decode import versions  # noqa: E402
-from decode_loop import open_device, release, result_name, save_json, sync  # noqa: E402
+from decode_loop import budget_arg, open_device, release, result_name, save_json, sync  # noqa: E402
 from decode_stock import COMPILE_ROWS, compile_stock  # noqa: E402
 from forward_loop import (  # noqa: E402
     HOID_ROWS,
@@ -68,7 +68,8 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--rows", default="all", help="all, or row keys joined by commas: " + ", ".join(ROWS))
     ap.add_argument("--repeat", type=int, default=20, help="timed runs per row")
     ap.add_argument("--search-seconds", type=float, default=None, help="saturation limit of hoid.search")
-    ap.add_argument("--optimize-budget", default=None, help="run hoid.optimize with this budget (e.g. '10 min')")
+    ap.add_argument("--optimize-budget", default=None, type=budget_arg,
+                    help="run hoid.optimize with this budget (e.g. '10 min')")
     ap.add_argument("--no-profile", action="store_true", help="skip hoid's in-context profile")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=HERE / "results" / "workloads")

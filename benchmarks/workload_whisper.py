@@ -41,6 +41,7 @@ sys.path.insert(1, str(HERE.parent))
 from decode_gate import Gate  # noqa: E402
 from decode_loop import (  # noqa: E402
     Decoder,
+    budget_arg,
     built,
     greedy,
     last_logits,
@@ -78,7 +79,8 @@ def parse(argv=None) -> argparse.Namespace:
                     "(default: the decoder's max_target_positions, 448)")
     ap.add_argument("--repeats", type=int, default=20, help="encoder: timed calls (the median is reported)")
     ap.add_argument("--warmup", type=int, default=3, help="decode: warm-up steps before the timed ones")
-    ap.add_argument("--optimize-budget", default=None, help="hoid's plan by hoid.optimize with this budget (e.g. "
+    ap.add_argument("--optimize-budget", default=None, type=budget_arg,
+                    help="hoid's plan by hoid.optimize with this budget (e.g. "
                     "'2m': issue 25's row) instead of hoid.search alone")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=HERE / "results" / "workloads")

@@ -16,6 +16,11 @@ import re
 import time
 from dataclasses import dataclass, field
 
+_MINUTES_PER = {"h": 60.0, "m": 1.0, "min": 1.0, "minutes": 1.0, "s": 1 / 60}
+# one time ("5m", "30 s"); no letter may follow it, so "5ms" and "5 mins" are refused, not misread
+_TERM = r"(\d+(?:\.\d+)?)\s*(minutes|min|h|m|s)(?![a-z])"
+_DURATION = rf"(?:{_TERM}\s*)+"
+
 
 @dataclass(frozen=True)
 class Budget:
@@ -35,16 +40,21 @@ class Budget:
 
     @classmethod
     def parse(cls, text: str) -> Budget:
-        """From the CLI's words: "10m", "90s", "1h", "50 attempts", "20000 tokens", "8 turns", or several
-        joined by commas ("10m,50 attempts"). A bare number is minutes."""
+        """From the CLI's words: "10m", "90s", "1h", "5m30s", "50 attempts", "20000 tokens", "8 turns", or
+        several joined by commas ("10m,50 attempts"). A bare number is minutes."""
         kw: dict = {}
         for part in (p.strip() for p in text.split(",") if p.strip()):
-            m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*(h|m|min|minutes|s|attempts?|tokens?|turns?)?", part)
+            if re.fullmatch(_DURATION, part):  # one or more times, added up: "5m30s", "1h 30m"
+                for number, unit in re.findall(_TERM, part):
+                    kw["minutes"] = kw.get("minutes", 0.0) + float(number) * _MINUTES_PER[unit]
+                continue
+            m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*(attempts?|tokens?|turns?)?", part)
             if m is None:
-                raise ValueError(f"budget {part!r}: expected e.g. 10m, 90s, 1h, 50 attempts, 20000 tokens, 8 turns")
-            number, unit = float(m.group(1)), (m.group(2) or "m")
-            if unit in ("h", "m", "min", "minutes", "s"):
-                kw["minutes"] = kw.get("minutes", 0.0) + number * {"h": 60, "s": 1 / 60}.get(unit, 1)
+                raise ValueError(f"budget {part!r}: expected e.g. 10m, 90s, 1h, 5m30s, 50 attempts, 20000 tokens, "
+                                 "8 turns")
+            number, unit = float(m.group(1)), m.group(2)
+            if unit is None:  # a bare number: minutes
+                kw["minutes"] = kw.get("minutes", 0.0) + number
             else:
                 kw[unit.rstrip("s") + "s"] = int(number)
         return cls(**kw)

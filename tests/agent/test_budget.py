@@ -9,6 +9,13 @@ def test_parse_and_words():
     assert Budget.parse("1h,2000 tokens,3 turns") == Budget(minutes=60, tokens=2000, turns=3)
     with pytest.raises(ValueError, match="expected e.g."):
         Budget.parse("ten minutes")
+    # times written together add up (a benchmark run asked for "5m30s" and lost its hoid row to the refusal)
+    assert Budget.parse("5m30s") == Budget(minutes=5.5)
+    assert Budget.parse("1h 30m, 4 turns") == Budget(minutes=90, turns=4)
+    assert Budget.parse("4") == Budget(minutes=4)
+    for wrong in ("5ms", "5 mins", "m5", "5m 3 attempts"):
+        with pytest.raises(ValueError, match="expected e.g."):
+            Budget.parse(wrong)
     with pytest.raises(ValueError, match="non-negative"):
         Budget(attempts=-1)
 

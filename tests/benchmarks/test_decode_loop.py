@@ -159,3 +159,15 @@ def test_a_phase_runs_where_stderr_has_no_file_descriptor(monkeypatch):
     monkeypatch.setattr("sys.stderr", io.StringIO())
     with decode_loop.phase("captured"):
         pass
+
+
+def test_every_benchmark_refuses_a_budget_hoid_would_refuse_before_it_runs_a_row(capsys):
+    """Found at the hoid row, after the stock rows, a wrong budget had cost a GPU call five minutes."""
+    import decode_args
+    import workload_sdxl
+
+    assert workload_sdxl.parse(["--optimize-budget", "5m30s"]).optimize_budget == "5m30s"
+    for parse in (workload_sdxl.parse, lambda argv: decode_args.parse(["qwen3-1.7b", *argv])):
+        with pytest.raises(SystemExit):
+            parse(["--optimize-budget", "5mx"])
+        assert "expected e.g." in capsys.readouterr().err
