@@ -16,7 +16,9 @@ says on the CPU and without CuTe DSL, and the ops of `torch.export` over the mod
 """
 
 import json
+import logging
 import sys
+from contextlib import contextmanager
 
 
 class _BlockHoid:
@@ -45,13 +47,38 @@ def run(parent, name, inputs_path, outputs_path, backend):
 
     eager = [t.clone() for t in model(*fresh())]
     compiled_fn = torch.compile(model, fullgraph=True, backend=backend)
-    compiled = [t.clone() for t in compiled_fn(*fresh())]
+    with _implicit_fallbacks(pkg.META["namespace"]) as fallbacks:
+        compiled = [t.clone() for t in compiled_fn(*fresh())]
     program = torch.export.export(model, tuple(fresh()))
     exported = [t.clone() for t in program.module()(*fresh())]
     ops = sorted({str(n.target) for n in program.graph.nodes if n.op == "call_function"
                   and str(n.target).startswith(pkg.META["namespace"])})
     torch.save({"eager": eager, "compiled": compiled, "exported": exported, "custom_ops": ops,
+                "implicit_fallbacks": fallbacks,
                 "hoid_loaded": any(m == "hoid" or m.startswith("hoid.") for m in sys.modules)}, outputs_path)
+
+
+@contextmanager
+def _implicit_fallbacks(namespace):
+    """The package's ops that Inductor met without a lowering and described in its log (the path that
+    stringifies every input's IR), as a list filled while the block runs."""
+    found = []
+
+    class Record(logging.Handler):
+        def emit(self, record):
+            text = record.getMessage()
+            if "implicit fallback" in text and namespace in text:
+                found.append(text.splitlines()[1] if "\n" in text else text)
+
+    logger, handler = logging.getLogger("torch._inductor.graph"), Record()
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    logger.addHandler(handler)
+    try:
+        yield found
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
 
 
 def cute(parent, name, inputs_path, outputs_path, build: bool):

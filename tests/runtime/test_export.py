@@ -79,6 +79,9 @@ def test_exported_packages_match_the_compiled_graphs_without_hoid(tmp_path):
         name, ref = job["name"], job["ref"]
         assert not got["hoid_loaded"], name
         assert got["custom_ops"], f"{name}: the kernels appear as the package's own torch ops in the exported program"
+        # Inductor meets each opaque op registered already (the fallback it would make), never as an unknown
+        # op whose every input's IR it stringifies for a log line: minutes on Whisper's encoder (torch 2.11)
+        assert not got["implicit_fallbacks"], f"{name}: {got['implicit_fallbacks'][:3]}"
         for how in ("eager", "compiled", "exported"):
             assert len(got[how]) == len(ref), (name, how)
             for k, (a, b) in enumerate(zip(got[how], ref)):
