@@ -69,6 +69,29 @@ def test_top_k_bans_the_hottest_choices(saturated):
     assert len({f.graph.structure_key() for f in result.finalists}) == len(result.finalists)
 
 
+def test_top_k_solves_its_alternatives_side_by_side_and_agrees_with_one_at_a_time(saturated, monkeypatch):
+    import threading
+    import time
+
+    import hoid.search.extract as extraction
+
+    problem = saturated.problem(saturated.snapshot(), AnalyticCost())
+    monkeypatch.setattr(extraction.os, "cpu_count", lambda: 1)
+    alone = top_k(problem, 3)
+    threads, solve = set(), extraction.extract
+
+    def recording(p, **kw):
+        threads.add(threading.current_thread().name)
+        time.sleep(0.05)  # each solve holds its thread: the pool starts another for the next, not this one again
+        return solve(p, **kw)
+
+    monkeypatch.setattr(extraction.os, "cpu_count", lambda: 4)
+    monkeypatch.setattr(extraction, "extract", recording)
+    together = top_k(problem, 3)
+    assert [(f.choice, f.banned) for f in together] == [(f.choice, f.banned) for f in alone]
+    assert len({t for t in threads if t.startswith("hoid-extract")}) > 1, threads
+
+
 def test_a_chosen_cycle_is_cut():
     # a = leaf (10 s) or f(b); b = g(a); f and g are free: the cheapest "choice" is the cycle f, g, which
     # computes nothing (two e-nodes: forbidden up front; a longer cycle is cut and re-solved)
