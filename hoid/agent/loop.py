@@ -303,6 +303,8 @@ class Runner:
         """The extraction over the accepted kernels alone, measured whole and kept if it beats the best:
         (kept, why); None where its measurement was lost (journaled as `proposer`'s `what`, failed)."""
         finalist = self.space.extract(Allowed(self.cost, set(self.allowed)), k=0).finalists[0]
+        if graph_hash(finalist.graph) == graph_hash(self.best_graph):  # timed, it read "takes -0.0% longer"
+            return False, "the extraction is the best graph as it stands: nothing to measure"
         try:
             evidence = self.executor.measure_graph(finalist.graph, modelled=finalist.cost)
         except WorkerLost as e:

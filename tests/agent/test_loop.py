@@ -261,3 +261,16 @@ def test_a_batch_decided_together_is_never_cut_by_a_share(tmp_path):
     decided = [a["proposer"] for a in opt.report.attempts if a["verdict"] != "skipped"]
     assert decided[:3] == ["batch"] * 3, decided  # the whole batch, decided in its own turn
     assert not [e for e in events if e["kind"] == "share" and e["proposer"] == "batch"]
+
+
+def test_rules_that_change_nothing_are_not_measured(tmp_path):
+    """A graph the rule sets leave as it is: the rules-only step says so instead of timing the same graph
+    twice (on SDXL's UNet, 12-06, it read "whole graph slower: takes -0.0% longer")."""
+    from hoid.ir import GraphBuilder
+
+    b = GraphBuilder("g")
+    graph = b.build(b.relu(b.input("x", (4, 8), "f32")))
+    events = []
+    hoid.optimize(graph, agent=[], device="cpu", journal=tmp_path / "j.sqlite", trials=4, progress=events.append)
+    [rules] = [e for e in events if e["kind"] == "rules"]
+    assert not rules["kept"] and "nothing to measure" in rules["why"]
