@@ -62,7 +62,7 @@ _open_phases: list[tuple[str, threading.Event]] = []
 @contextmanager
 def phase(what: str):
     """`progress` lines at the start and the end of `what`, the end with its seconds; past `STALL_S`, the
-    stacks (`_StallWatch`), so that a stall names its place in the log."""
+    stacks (`_stall_watch`), so that a stall names its place in the log."""
     progress(f"{what} ...")
     begin = time.perf_counter()
     ok = False
