@@ -27,7 +27,10 @@
 #               compile-reduce-overhead,hoid --optimize-budget 4m` took 393 s (reduce-overhead 77 s, the optimize
 #               245 s, the build and profile 37 s); sdxl-vae `--rows eager,compile-reduce-overhead,hoid
 #               --optimize-budget 3m` 260 s. In both the library's batch took the minutes and codegen's turn decided
-#               nothing: give SDXL 6 minutes where codegen should have its turn.
+#               nothing: give SDXL 6 minutes where codegen should have its turn. 12-06 15:42 (H100, cache carried):
+#               sdxl-vae `--rows eager,compile-reduce-overhead,hoid --optimize-budget 4m` 331 s; sdxl-unet the same
+#               rows at 5m reached 503 s before its build (its optimize 427 s: the library batch's 16 extractions
+#               took 215 s, one after another then, side by side since); LIMIT=588 holds it.
 #   cute-a      [.cute2a]       the first half of CuTe's libraries, kept in /tmp
 #   cute-b      [.cute2b]       the second half; CuTe DSL importable from here on (sitecustomize)
 #   tests [LIMIT [ARGS]]  []    python -m pytest -m gpu (every GPU test; CuTe's too once installed), ARGS to
