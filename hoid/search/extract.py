@@ -159,8 +159,11 @@ def greedy(problem: Problem) -> dict[str, str]:
             kids = problem.children[n]
             if any(k not in best for k in kids):
                 continue
-            members = frozenset().union(*(best[k][1] for k in kids)) | {n}
-            cost = sum(problem.costs[m] + EPSILON for m in members)
+            # the sum over the largest child's members is that child's cost: only the others' new members are
+            # added up (summing every member of every e-node took 2.3 s on SDXL's UNet, 18k e-nodes)
+            base_cost, base = max((best[k] for k in kids), key=lambda cm: len(cm[1]), default=(0.0, frozenset()))
+            members = base.union(*(best[k][1] for k in kids), (n,))
+            cost = base_cost + sum(problem.costs[m] + EPSILON for m in members - base)
             cls = problem.eclass[n]
             if cls not in best or cost < best[cls][0] - 1e-15:
                 best[cls] = (cost, members)
