@@ -242,7 +242,7 @@ def _sdxl_cases(scale, t) -> list[Case]:
     norm_cases += [
         Case("triton.bias_residual_add", model, f"bias + residual add NHWC, {n}x{h}x{h}x{c}",
              lambda n=n, c=c, h=h: ([t(n, h, h, c), t(n, h, h, c), t(c)], {}), lambda r, x, b: r + (x + b),
-             2 * 3 * n * c * h * h + 2 * c)
+             2 * 3 * n * c * h * h + 2 * c, candidates=[{"layout": "rows"}, {"layout": "flat"}])  # tuning says which
         for model, n, c, h in (("SDXL UNet", 2, 320, side), ("SDXL VAE", 1, 128, max(2, 1024 // scale)))
     ]
 

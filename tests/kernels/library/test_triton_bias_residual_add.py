@@ -18,9 +18,11 @@ def _inputs(shape, dtype):
     return [residual, x, torch.randn(shape[-1], generator=gen).to(dtype)], {}
 
 
-# (shape, params): one block at "auto"; many blocks, the last short, a bias that no block's length divides
+# (shape, params), each layout: one block at "auto"; many blocks, the last short; a bias that no block's length
+# divides (flat), channels that no power-of-two tile divides (rows: 40 in tiles of 32, 3 in one of 4)
 CASES = [((2, 5, 7, 40), {}), ((2, 5, 7, 40), {"block": 1024}), ((3, 33, 96), {"block": 1024, "num_warps": 8}),
-         ((1, 9, 9, 3), {"block": 1024})]
+         ((1, 9, 9, 3), {"block": 1024}), ((2, 5, 7, 40), {"layout": "flat"}),
+         ((2, 5, 7, 40), {"block": 1024, "layout": "flat"}), ((1, 9, 9, 3), {"block": 1024, "layout": "flat"})]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
@@ -48,3 +50,9 @@ def test_rejects_a_bias_of_another_length_or_a_broadcast_residual_and_says_why()
 def test_own_examples_pass():
     verdict = check_kernel(SPEC, examples=3, trials=3, seed=5, timing_runs=TIMING_RUNS)
     assert verdict.ok, verdict.reason
+
+
+def test_the_row_tiles_cover_c_without_waste_where_a_power_of_two_divides_it():
+    row_tile = triton_bias_residual_add.row_tile
+    assert [row_tile(c, 4096) for c in (128, 320, 512, 960, 40, 3)] == [
+        (32, 128), (64, 64), (32, 128), (64, 64), (128, 32), (1024, 4)]
