@@ -267,7 +267,17 @@ def _sdxl_cases(scale, t) -> list[Case]:
              lambda n=n, inner=inner: ([t(2, n, 2 * inner)], {}), geglu, 2 * 2 * 3 * n * inner)
         for n, inner in ((max(1, 4096 // scale), 2560), (max(1, 1024 // scale), 5120))
     ]
-    return norm_cases + geglu_cases
+    # the VAE's mid-block attention: one head of 512 over 128 x 128 latents, which torch's flash and cuDNN
+    # kernels refuse (heads of at most 256); moved: q, k, v and the output once (what a fused kernel moves)
+    tokens = max(8, 16384 // scale)
+    attention_cases = [
+        Case("triton.sdpa_wide", "SDXL VAE", f"attention, 1 head of 512 over {tokens} latents",
+             lambda: ([t(1, 1, tokens, 512), t(1, 1, tokens, 512), t(1, 1, tokens, 512)],
+                      {"is_causal": False, "scale": None, "enable_gqa": False}),
+             lambda q, k, v, is_causal, scale, enable_gqa: F.scaled_dot_product_attention(q, k, v),
+             2 * 4 * tokens * 512)
+    ]
+    return norm_cases + geglu_cases + attention_cases
 
 
 def gemv_candidates(m: int) -> list[dict]:

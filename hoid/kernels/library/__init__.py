@@ -39,6 +39,7 @@ from . import (
     triton_prelude_attention,
     triton_rmsnorm,
     triton_rope,
+    triton_sdpa_wide,
     triton_silu_mul,
     triton_softmax,
 )
@@ -77,6 +78,7 @@ TRITON_SPECS = (
     triton_group_norm_nhwc.BIAS_SILU_SPEC,
     triton_geglu.SPEC,
     triton_bias_residual_add.SPEC,
+    triton_sdpa_wide.SPEC,
 )
 
 for _spec in TRITON_SPECS:
