@@ -277,7 +277,20 @@ def _sdxl_cases(scale, t) -> list[Case]:
              lambda q, k, v, is_causal, scale, enable_gqa: F.scaled_dot_product_attention(q, k, v),
              2 * 4 * tokens * 512)
     ]
-    return norm_cases + geglu_cases + attention_cases
+    # the VAE's upsamplers, channels-last, each doubling H and W (torch's NHWC nearest kernel: 2.7 ms for the
+    # two largest on the H100, 12-06); torch's way: the NHWC tensor as a channels-last NCHW view, resized
+    def upsample_nhwc(x, size, mode, align_corners):
+        return F.interpolate(x.permute(0, 3, 1, 2), size=size, mode="nearest").permute(0, 2, 3, 1)
+
+    vae = max(2, 1024 // scale)
+    upsample_cases = [
+        Case("triton.upsample_nhwc", "SDXL VAE", f"nearest 2x upsampling NHWC, 1x{h}x{h}x{c}",
+             lambda c=c, h=h: ([t(1, h, h, c)], {"size": (2 * h, 2 * h), "mode": "nearest",
+                                                 "align_corners": False}),
+             upsample_nhwc, 2 * 5 * h * h * c)
+        for h, c in ((max(1, vae // 4), 512), (max(1, vae // 2), 256))
+    ]
+    return norm_cases + geglu_cases + attention_cases + upsample_cases
 
 
 def gemv_candidates(m: int) -> list[dict]:

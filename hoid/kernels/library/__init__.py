@@ -42,6 +42,7 @@ from . import (
     triton_sdpa_wide,
     triton_silu_mul,
     triton_softmax,
+    triton_upsample_nhwc,
 )
 
 TRITON_SPECS = (
@@ -79,6 +80,7 @@ TRITON_SPECS = (
     triton_geglu.SPEC,
     triton_bias_residual_add.SPEC,
     triton_sdpa_wide.SPEC,
+    triton_upsample_nhwc.SPEC,
 )
 
 for _spec in TRITON_SPECS:
