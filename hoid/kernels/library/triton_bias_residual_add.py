@@ -25,8 +25,9 @@ from ...ir import GraphBuilder, TensorType, Value
 from ..pattern import Pattern
 from ..spec import KernelSpec, Param
 from . import _constraints as C
+from ._channels_last import channel_block
 from ._triton_build import compile_for, pointer_type
-from ._triton_compile import cdiv, example_floats, next_power_of_2, tl, triton_kernel
+from ._triton_compile import cdiv, example_floats, tl, triton_kernel
 
 BLOCK_CHOICES = ("auto", 1024, 2048, 4096, 8192)
 WARPS_CHOICES = ("auto", 4, 8)
@@ -68,11 +69,8 @@ def config(block, num_warps, layout="auto") -> tuple[int, int, str]:
 
 
 def row_tile(channels: int, block: int) -> tuple[int, int]:
-    """(BLOCK_R, BLOCK_C) of the rows layout: all of C up to 128 channels, halved down to 32 while it does not
-    divide C (SDXL's 320 to 1280 and the VAE's 128 to 512 waste no lane), the rows filling `block`."""
-    block_c = min(128, next_power_of_2(channels))
-    while block_c > 32 and channels % block_c:
-        block_c //= 2
+    """(BLOCK_R, BLOCK_C) of the rows layout: `channel_block`'s channels, the rows filling `block`."""
+    block_c = channel_block(channels)
     return max(1, block // block_c), block_c
 
 

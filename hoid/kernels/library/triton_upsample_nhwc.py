@@ -23,8 +23,9 @@ from ...ir import TensorType
 from ..pattern import op_pattern
 from ..spec import Constraint, KernelSpec, Param
 from . import _constraints as C
+from ._channels_last import channel_block
 from ._triton_build import compile_for, pointer_type
-from ._triton_compile import cdiv, example_floats, next_power_of_2, tl, triton_kernel
+from ._triton_compile import cdiv, example_floats, tl, triton_kernel
 
 BLOCK_CHOICES = ("auto", 1024, 2048, 4096, 8192)
 
@@ -44,12 +45,9 @@ def upsample_nearest_nhwc(x_ptr, out_ptr, n_pixels, h_out, w_out, h_in, w_in, ch
 
 
 def tile(channels: int, block="auto") -> tuple[int, int, int]:
-    """(BLOCK_P, BLOCK_C, warps): all of C up to 128 channels, halved down to 32 while it does not divide C
-    (SDXL's 128 to 1280 waste no lane), the pixels filling `block` values ("auto": 4096, 8 KB of bf16 a
-    program, 4 warps: 16 values a thread, two 16-byte stores). Reasoned, not yet timed on a GPU."""
-    block_c = min(128, next_power_of_2(channels))
-    while block_c > 32 and channels % block_c:
-        block_c //= 2
+    """(BLOCK_P, BLOCK_C, warps): `channel_block`'s channels, the pixels filling `block` values ("auto": 4096,
+    8 KB of bf16 a program, 4 warps: 16 values a thread, two 16-byte stores). Reasoned, not yet timed."""
+    block_c = channel_block(channels)
     block = 4096 if block == "auto" else block
     return max(1, block // block_c), block_c, max(4, min(8, block // 1024))
 
