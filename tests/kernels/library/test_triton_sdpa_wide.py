@@ -67,3 +67,8 @@ def test_refuses_narrow_heads_causal_and_gqa_and_says_why():
 def test_own_examples_pass():
     verdict = check_kernel(SPEC, examples=3, trials=3, seed=5, timing_runs=TIMING_RUNS)
     assert verdict.ok, verdict.reason
+
+
+def test_its_launch_count_is_unknown_as_cublas_s_is():
+    q, kv = TensorType((1, 1, 16, 512), "bf16"), TensorType((1, 1, 64, 512), "bf16")
+    assert SPEC.launch_count([q, kv, kv], {"is_causal": False, "scale": None, "enable_gqa": False}, {}) is None
