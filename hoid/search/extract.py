@@ -368,9 +368,10 @@ def top_k(problem: Problem, k: int, *, groups: dict[str, set[str]] | None = None
         except ValueError:
             return None  # nothing else can compute one of these classes
 
-    workers = max(1, min(len(alternatives), os.cpu_count() or 1))
-    with ThreadPoolExecutor(workers, thread_name_prefix="hoid-extract") as pool:
-        solved = list(pool.map(solve, [nodes for _, nodes in alternatives]))
+    solved = []
+    if alternatives:
+        with ThreadPoolExecutor(min(len(alternatives), os.cpu_count() or 1), thread_name_prefix="hoid-extract") as pool:
+            solved = list(pool.map(solve, [nodes for _, nodes in alternatives]))
     for (banned, _), other in zip(alternatives, solved, strict=True):
         if other is None:
             continue
