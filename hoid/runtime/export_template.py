@@ -136,12 +136,12 @@ def _op(name, mutates_args, traceable):
         if traceable and _TRITON_OP and not mutates_args:
             return torch.library.triton_op(qualified, fn, mutates_args=mutates_args)
         op = torch.library.custom_op(qualified, fn, mutates_args=mutates_args)
-        _inductor_fallback(op)
+        _inductor_fallback(op, qualified)
         return op
     return register
 
 
-def _inductor_fallback(op):
+def _inductor_fallback(op, qualified):
     """Tell Inductor (torch.compile's backend) up front that `op` is opaque: a fallback with the layout its
     tags ask for, the call Inductor makes itself when it first meets an op it cannot lower. Met unknown,
     torch 2.11 first builds an info log line of the op's every input as Inductor IR, logging on or off,
@@ -158,7 +158,7 @@ def _inductor_fallback(op):
             tag = get_layout_constraint_tag(target, with_default=True)
             lowering.make_fallback(target, layout_constraint=lowering.tag_to_layout_constraint(tag))
     except (ImportError, AttributeError) as e:  # another torch's internals: compiling still works, maybe slowly
-        warnings.warn(f"{{op._opoverload}}: not registered with Inductor ahead ({{e!r}}); torch.compile may "
+        warnings.warn(f"{{qualified}}: not registered with Inductor ahead ({{e!r}}); torch.compile may "
                       "spend minutes describing a deep graph's inputs to this op before it runs", stacklevel=2)
 
 
