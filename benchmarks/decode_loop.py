@@ -15,6 +15,7 @@ cannot run, with the reason), or an error, recorded instead of raised.
 
 from __future__ import annotations
 
+import argparse
 import gc
 import json
 import os
@@ -141,8 +142,6 @@ def budget_arg(text: str) -> str:
     """argparse's `type` for every benchmark's --optimize-budget: the text as given, refused at once where
     `hoid.Budget.parse` refuses it: found at the hoid row, after the stock rows, a run had spent five minutes
     for nothing (an SDXL UNet run asked for "5m30s", 12-06)."""
-    import argparse
-
     from hoid.agent.budget import Budget
 
     try:

@@ -224,6 +224,8 @@ def _sdxl_cases(scale, t) -> list[Case]:
              2 * 2 * 2 * c * h * h + 2 * 2 * c)
         for c, h in ((320, side), (640, max(1, side // 2)), (1280, max(1, side // 4)), (960, side))
     ]
+    vae = max(2, 1024 // scale)  # the VAE decoder's last stage, 1024 x 1024 pixels
+
     def bias_group_norm_nhwc_silu(x, shift, w, b, num_groups, eps):  # the bias pass, then the norm as above
         return group_norm_nhwc_silu(x + shift, w, b, num_groups, eps)
 
@@ -235,7 +237,7 @@ def _sdxl_cases(scale, t) -> list[Case]:
                                                  {"num_groups": 32, "eps": 1e-5}),
              bias_group_norm_nhwc_silu, 2 * 2 * n * c * h * h + 2 * 3 * c)
         for model, n, c, h, shift in (("SDXL UNet", 2, 320, side, (2, 1, 1, 320)),
-                                      ("SDXL VAE", 1, 128, max(2, 1024 // scale), (128,)))
+                                      ("SDXL VAE", 1, 128, vae, (128,)))
     ]
 
     # a ResNet block's second convolution's bias and the skip after it, in one pass (`triton.bias_residual_add`)
@@ -243,7 +245,7 @@ def _sdxl_cases(scale, t) -> list[Case]:
         Case("triton.bias_residual_add", model, f"bias + residual add NHWC, {n}x{h}x{h}x{c}",
              lambda n=n, c=c, h=h: ([t(n, h, h, c), t(n, h, h, c), t(c)], {}), lambda r, x, b: r + (x + b),
              2 * 3 * n * c * h * h + 2 * c, candidates=[{"layout": "rows"}, {"layout": "flat"}])  # tuning says which
-        for model, n, c, h in (("SDXL UNet", 2, 320, side), ("SDXL VAE", 1, 128, max(2, 1024 // scale)))
+        for model, n, c, h in (("SDXL UNet", 2, 320, side), ("SDXL VAE", 1, 128, vae))
     ]
 
     # "auto" and its neighbours: at 2x4096x640 "auto" (4 rows of 1024 lanes, 8 warps) timed 0.76x Inductor's
@@ -282,7 +284,6 @@ def _sdxl_cases(scale, t) -> list[Case]:
     def upsample_nhwc(x, size, mode, align_corners):
         return F.interpolate(x.permute(0, 3, 1, 2), size=size, mode="nearest").permute(0, 2, 3, 1)
 
-    vae = max(2, 1024 // scale)
     upsample_cases = [
         Case("triton.upsample_nhwc", "SDXL VAE", f"nearest 2x upsampling NHWC, 1x{h}x{h}x{c}",
              lambda c=c, h=h: ([t(1, h, h, c)], {"size": (2 * h, 2 * h), "mode": "nearest",
