@@ -3,8 +3,11 @@ its matches together (Amdahl's law), not by one match's."""
 
 import pytest
 
+from hoid.agent.library_proposer import LibraryProposer
 from hoid.agent.loop import resolve_device
+from hoid.agent.proposer import Context
 from hoid.agent.regions import discover
+from hoid.ir import GraphBuilder
 from hoid.kernels.registry import library_kernels
 from hoid.search.rules import default_rulesets
 from hoid.search.space import SearchSpace
@@ -37,3 +40,21 @@ def test_regions_rank_by_the_time_of_all_their_matches(found):
     for r in found:
         assert r.total_seconds == pytest.approx(r.seconds * r.matches)
         assert r.share == pytest.approx(min(1.0, r.total_seconds / graph_total))
+
+
+def test_a_pattern_name_with_two_arities_finds_both():
+    """`sdpa` with a mask (the decode attentions, registered first) and without one (`triton.sdpa_wide`): the
+    unmasked one-head attention of SDXL's VAE is a region though a masked spec shares its pattern's name."""
+    b = GraphBuilder("wide_attention")
+    q = b.input("q", (1, 1, 64, 320), "bf16")
+    graph = b.build(b.sdpa(q, q, q))
+    device = resolve_device("h200")
+    space = SearchSpace(graph, target=device.target())
+    specs = list(library_kernels().values())
+    masked = [s.id for s in specs if s.pattern.name == "sdpa" and len(s.pattern.operands) == 4]
+    assert masked and specs.index(next(s for s in specs if s.id == masked[0])) < [s.id for s in specs].index(
+        "triton.sdpa_wide"), "the case this test holds: a masked sdpa spec registered before the unmasked one"
+    [region] = [r for r in discover(space, specs, device, measured=False) if r.pattern == "sdpa"]
+    assert len(region.types) == 3 and region.types[0].shape == (1, 1, 64, 320)
+    proposed = LibraryProposer().propose(Context(graph, [region], device, None))
+    assert "triton.sdpa_wide" in {p.kernel.id for p in proposed}
