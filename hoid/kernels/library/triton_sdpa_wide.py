@@ -50,13 +50,11 @@ def _workspace(types, attrs, params):
 
 
 def _scores(q3: torch.Tensor, k3: torch.Tensor, scale: float, scores: torch.Tensor) -> None:
-    """scores <- (q3 k3^T) * scale in float32. For 16-bit inputs on CUDA, cuBLAS's GEMM with a float32 output
-    (beta = 0: the buffer's old contents are ignored); elsewhere the plain float32 GEMM, the 16-bit inputs
-    upcast first (their products are exact in float32). float32 inputs take the plain GEMM on CUDA too: through
-    the `out_dtype` overload they missed float32's bound on an H100 (12-06: relative L2 6.5e-5 against 1e-5,
-    the size of a TF32 product's rounding), where `torch.baddbmm` keeps torch's float32 precision setting."""
+    """scores <- (q3 k3^T) * scale in float32. On CUDA cuBLAS's GEMM with a float32 output (beta = 0: the
+    buffer's old contents are ignored); elsewhere, where that overload has no kernel, the same products upcast
+    first (bf16 and fp16 products are exact in float32)."""
     kt = k3.transpose(1, 2)
-    if q3.is_cuda and q3.dtype != torch.float32:
+    if q3.is_cuda:
         torch.ops.aten.baddbmm.dtype_out(scores, q3, kt, torch.float32, beta=0, alpha=scale, out=scores)
     else:
         torch.baddbmm(scores, q3.float(), kt.float(), beta=0, alpha=scale, out=scores)
@@ -94,7 +92,7 @@ def _examples(rng: random.Random):
     """Heads just past 256 and the VAE's 512, short sequences (the interpreter runs the softmax)."""
     b, h, d = rng.randint(1, 2), rng.randint(1, 2), rng.choice((264, 320, 512))
     tq, tk = rng.choice((1, 7, 33)), rng.choice((5, 40, 130))
-    dtype = rng.choice(example_floats())
+    dtype = rng.choice([f for f in example_floats() if f != "f32"])
     q, kv = TensorType((b, h, tq, d), dtype), TensorType((b, h, tk, d), dtype)
     return [q, kv, kv], {"is_causal": False, "scale": rng.choice((None, 0.05)), "enable_gqa": False}
 
@@ -107,7 +105,11 @@ SPEC = KernelSpec(
     backend="triton",
     launch=launch,
     constraints=(
-        C.float_dtype(_PATTERN.operands, "q", "k", "v"),
+        # float32 inputs missed float32's bound on an H100 (12-06, twice: relative L2 6.5e-5 against 1e-5, worst
+        # element 0.8% off, through cuBLAS's out_dtype GEMM and through the plain float32 one alike; the cause
+        # is not found); float32 models keep torch's attention, which takes any head width
+        Constraint("q, k and v: bf16 or f16 (float32 misses its bound on the GPU, cause not yet found)",
+                   lambda t, attrs: t[0].dtype in ("bf16", "f16")),
         Constraint("q, k and v: one dtype, 4-d, as many heads (no GQA), k and v of one shape",
                    lambda t, attrs: t[0].dtype == t[1].dtype == t[2].dtype and t[0].rank == 4
                    and t[1].shape == t[2].shape and t[1].rank == 4 and t[0].shape[:2] == t[1].shape[:2]
