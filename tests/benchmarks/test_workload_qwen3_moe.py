@@ -49,6 +49,9 @@ def test_every_row_runs_or_says_it_needs_cuda_and_hoid_passes_the_gate(smoke):
     assert cell["hoid_over_best_stock"] == pytest.approx(ours / best)
     plan = cell["hoid_plan"]
     assert plan["rewritten_nodes"] < plan["nodes"] and plan["ops_left"]["topk"] == 2  # the router survives
+    # on the CPU the search prices by the model and says so (on a GPU it times what the prices lack first)
+    assert plan["how"].endswith("priced by the model)") and "extraction" in plan["search"]
+    assert plan["prefill_kernels"] is not None  # the prefill the rows compiled was made and recorded
 
 
 @pytest.fixture(scope="module")
