@@ -30,7 +30,10 @@
 #               nothing: give SDXL 6 minutes where codegen should have its turn. 12-06 15:42 (H100, cache carried):
 #               sdxl-vae `--rows eager,compile-reduce-overhead,hoid --optimize-budget 4m` 331 s; sdxl-unet the same
 #               rows at 5m reached 503 s before its build (its optimize 427 s: the library batch's 16 extractions
-#               took 215 s, one after another then, side by side since); LIMIT=588 holds it.
+#               took 215 s, one after another then, side by side since); LIMIT=588 holds it. 12-06 19:08-19:22
+#               (H100, cache carried): the SDXL kernel tests and `kernel_table.py --only SDXL` 101 s together;
+#               sdxl-vae at 4m 320 s, at 3m 284 s; whisper `--parts encoder --rows
+#               eager,compile-reduce-overhead,hoid,hoid-export --optimize-budget 2m` 185 s (the export row 22 s).
 #   cute-a      [.cute2a]       the first half of CuTe's libraries, kept in /tmp
 #   cute-b      [.cute2b]       the second half; CuTe DSL importable from here on (sitecustomize)
 #   tests [LIMIT [ARGS]]  []    python -m pytest -m gpu (every GPU test; CuTe's too once installed), ARGS to
