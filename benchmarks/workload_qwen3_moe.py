@@ -105,8 +105,8 @@ def prepare(lm, shape: Shape, ctx: decode_hoid.Context) -> decode_hoid.Plan:
     `decode_hoid.Plan`. On the GPU every call the shipped prices lack is timed first (`hoid.search`'s
     `measure`): a kernel never timed at a call is priced as its fastest timed rival there, 5% slower
     (`hoid.search.prices.UNMEASURED_PENALTY`: it must be measured to win), and the shipped prices hold none of
-    this model's QKV or GQA attention shapes, so unmeasured the search kept the ops (on the CPU, 12-06: of 48
-    layers, 96 matmuls and 48 torch attentions were left)."""
+    this model's QKV or GQA attention shapes, so unmeasured the search kept the ops (on the CPU, 12-06: all 48
+    merged QKV projections stayed matmuls and all 48 attentions torch's)."""
     import contextlib
 
     import hoid
