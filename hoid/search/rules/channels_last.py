@@ -17,7 +17,10 @@ inverse). The rules:
   unary and binary elementwise ops (a binary one also with an operand that broadcasts over H and W, the
   time embedding [N, C, 1, 1]: its Q is a view), group norm (`group_norm_nhwc`), the upsamplers'
   `interpolate` (`interpolate_nhwc`), and the skip connections' concat along the channels; the transformer
-  blocks' own `permute(x, Q)` then meets an NHWC value and cancels too.
+  blocks' own `permute(x, Q)` then meets an NHWC value and cancels too;
+- an attention over the image's pixels (the VAE's mid block) reads it as tokens [N, C, H*W] through a group
+  norm, and writes it back by a transpose and a reshape: both have channels-last forms, so the chain runs
+  through it.
 
 Only rank-4 values under P take part, so the e-graph grows by at most one NHWC twin per such value (no
 composition of arbitrary permutes). The cost models price P and Q of a computed value as the copy a kernel
@@ -81,6 +84,26 @@ def _there_and_back():
     b = GraphBuilder("example")
     x = b.input("x", (1, 2, 3, 4), "f32")
     return b.build(b.exp(b.permute(b.permute(x, dims=(0, 2, 3, 1)), dims=(0, 3, 1, 2))))
+
+
+def _attention_block():
+    """A VAE's mid-block attention in small: the image's group norm as tokens [N, C, H*W], transposed to
+    [N, H*W, C] for the attention (here a negation), and back to [N, C, H, W] for the residual add."""
+    def build(b, h, g, x):
+        normed = b.group_norm(b.reshape(h, shape=(1, 3, 16)), b.weight("gw", (3,), "f32"),
+                              b.weight("gb", (3,), "f32"), num_groups=3)
+        tokens = b.neg(b.transpose(normed, dim0=1, dim1=2))
+        return b.add(b.reshape(b.transpose(tokens, dim0=-1, dim1=-2), shape=(1, 3, 4, 4)), h)
+    return _after_conv(build)()
+
+
+def _tokens_to_image(dims):
+    """[N, H*W, C] tokens (a 1x1 convolution's output laid out so) transposed by `dims` and reshaped to an
+    image: the way out of an attention block."""
+    def build(b, h, g, x):
+        tokens = b.reshape(b.permute(h, dims=(0, 2, 3, 1)), shape=(1, 16, 3))
+        return b.exp(b.reshape(b.transpose(b.neg(tokens), dim0=dims[0], dim1=dims[1]), shape=(1, 3, 4, 4)))
+    return _after_conv(build)
 
 
 # The elementwise ops that sit between a UNet's or a VAE's convolutions (and their close kin): each gets its
@@ -185,6 +208,23 @@ RULES = (
                     (union e (Permute z {P}))))""",
          "group_norm(permute(y, P)) = permute(group_norm_nhwc(y), P)",
          _block, needs=("conv-channels-last", "add-channels-last-broadcast")),
+    # the VAE's mid-block attention normalizes the image as tokens, group_norm(reshape(P(y), [N, C, H*W])): the
+    # same statistics over the same elements as the image's group norm, so it is the NHWC norm laid out as
+    # [N, H*W, C] and transposed (the attention's own transpose to tokens then cancels it). Without it the
+    # mid block ran NCHW: torch's group norm (0.30 ms), copies back to NHWC before the next convolutions
+    # (0.24) and the first upsampler NCHW (0.20), of a 25.4 ms step on the H100 (12-06 19:22)
+    Rule("group-norm-tokens-channels-last",
+         f"""(rule ((= e (GroupNorm (Reshape (Permute y {P}) (Ints v)) w b g eps)) (= (vec-length v) 3)
+                    (= sy (shape y)) (= (vec-length sy) 4) (= (vec-get v 0) (vec-get sy 0))
+                    (= (vec-get v 1) (vec-get sy 3)) (= (vec-get v 2) (* (vec-get sy 1) (vec-get sy 2)))
+                    (= d (dtype e)))
+                   ((let z (GroupNormNhwc y w b g eps)) (set (shape z) sy) (set (dtype z) d)
+                    (let r (Reshape z (Ints (vec-of (vec-get v 0) (vec-get v 2) (vec-get v 1)))))
+                    (set (shape r) (vec-of (vec-get v 0) (vec-get v 2) (vec-get v 1))) (set (dtype r) d)
+                    (let t (Transpose r (Int 1) (Int 2))) (set (shape t) v) (set (dtype t) d)
+                    (union e t)))""",
+         "group_norm(reshape(permute(y, P), [N, C, HW])) = transpose(reshape(group_norm_nhwc(y), [N, HW, C]), 1, 2)",
+         _attention_block, needs=("conv-channels-last",)),
     # resizing P(y) in H and W is P of resizing y's middle dims (torch's upsampling runs channels-last as is)
     Rule("interpolate-channels-last",
          f"""(rule ((= e (Interpolate (Permute y {P}) sz md ac)) (= s (shape e)) (= d (dtype e)))
@@ -210,6 +250,23 @@ RULES = (
          f"{name} with operands under P (or a scalar, or one broadcast over H and W) = P of {name} channels-last",
          example, needs=("conv-channels-last",))
     for name in BINARY for form, text, example in _binary_rules(name)
+)
+
+# tokens [N, H*W, C] transposed to [N, C, H*W] and reshaped to an image are P of the tokens reshaped to
+# [N, H, W, C]: the attention block's way out stays channels-last (one rule per spelling of the swap of a 3-d
+# tensor's last two dims; the importer keeps torch's, and diffusers writes (-1, -2))
+TOKEN_SWAPS = ((1, 2), (2, 1), (-1, -2), (-2, -1))
+RULES += tuple(
+    Rule("tokens-to-image-channels-last" + "".join(f"-{'m' if i < 0 else ''}{abs(i)}" for i in (a, c)),
+         f"""(rule ((= e (Reshape (Transpose t (Int {a}) (Int {c})) (Ints v))) (= (vec-length v) 4)
+                    (= st (shape t)) (= (vec-length st) 3) (= (vec-get st 0) (vec-get v 0))
+                    (= (vec-get st 2) (vec-get v 1)) (= (vec-get st 1) (* (vec-get v 2) (vec-get v 3)))
+                    (= d (dtype e)))
+                   ((let r (Reshape t (Ints {_nhwc('v')}))) (set (shape r) {_nhwc('v')}) (set (dtype r) d)
+                    (union e (Permute r {P}))))""",
+         f"reshape(transpose(t, {a}, {c}), [N, C, H, W]) = permute(reshape(t, [N, H, W, C]), P), t [N, H*W, C]",
+         _tokens_to_image((a, c)), needs=("conv-channels-last",))
+    for a, c in TOKEN_SWAPS
 )
 
 CHANNELS_LAST = RuleSet("channels-last", RULES, __doc__ or "")
