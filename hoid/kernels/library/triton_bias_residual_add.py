@@ -25,7 +25,7 @@ from ...ir import GraphBuilder, TensorType, Value
 from ..pattern import Pattern
 from ..spec import KernelSpec, Param
 from . import _constraints as C
-from ._channels_last import channel_block
+from ._channels_last import pixel_tile, warps_for
 from ._triton_build import compile_for, pointer_type
 from ._triton_compile import cdiv, example_floats, tl, triton_kernel
 
@@ -64,14 +64,8 @@ def config(block, num_warps, layout="auto") -> tuple[int, int, str]:
     values, rows. Reasoned: the kernel table's `bias + residual` cases and the library's sweep time the
     choices (the flat layout timed 0.82-0.85x Inductor's there, H100 12-06)."""
     block = 4096 if block == "auto" else block
-    warps = max(4, min(8, block // 1024)) if num_warps == "auto" else num_warps
+    warps = warps_for(block) if num_warps == "auto" else num_warps
     return block, warps, "rows" if layout == "auto" else layout
-
-
-def row_tile(channels: int, block: int) -> tuple[int, int]:
-    """(BLOCK_R, BLOCK_C) of the rows layout: `channel_block`'s channels, the rows filling `block`."""
-    block_c = channel_block(channels)
-    return max(1, block // block_c), block_c
 
 
 def _resolve(types, attrs, params, target) -> dict:
@@ -88,7 +82,7 @@ def launch(residual: torch.Tensor, x: torch.Tensor, bias: torch.Tensor, out: tor
         bias_residual_add_flat[(cdiv(n_values, block),)](x, bias, residual, out, n_values, channels, BLOCK=block,
                                                           num_warps=warps)
         return
-    block_r, block_c = row_tile(channels, block)
+    block_r, block_c = pixel_tile(channels, block)
     n_rows = n_values // channels
     bias_residual_add_rows[(cdiv(n_rows, block_r), cdiv(channels, block_c))](
         x, bias, residual, out, n_rows, channels, BLOCK_R=block_r, BLOCK_C=block_c, num_warps=warps)
@@ -99,8 +93,8 @@ def _compile(arch: str):
     ptr = pointer_type("bf16")
     types = {"x_ptr": ptr, "bias_ptr": ptr, "residual_ptr": ptr, "out_ptr": ptr, "channels": "i32"}
     rows = [compile_for(bias_residual_add_rows, arch, {**types, "n_rows": "i32"}, {"BLOCK_R": r, "BLOCK_C": c},
-                        num_warps=4, divisible_by_16=("n_rows", "channels")) for r, c in (row_tile(128, 4096),
-                                                                                         row_tile(320, 4096))]
+                        num_warps=4, divisible_by_16=("n_rows", "channels")) for r, c in (pixel_tile(128, 4096),
+                                                                                         pixel_tile(320, 4096))]
     return [*rows, compile_for(bias_residual_add_flat, arch, {**types, "n_values": "i32"}, {"BLOCK": 4096},
                                num_warps=4, divisible_by_16=("n_values", "channels"))]
 

@@ -3,8 +3,8 @@
 Pattern `interpolate_nhwc(x)` with mode "nearest", x [N, H, W, C] to size [r*H, s*W] (r, s whole): output
 pixel (ho, wo) is input pixel (ho // r, wo // s), each channel copied.
 
-Why: torch's channels-last nearest kernel (`upsample_nearest2d_nhwc_out_frame`) took 2.7 ms for the two
-upsamplers of SDXL's VAE at 1024 x 1024 (H100, 12-06 15:42: 1x256x256x512 and 1x512x512x256, each doubled),
+Why: torch's channels-last nearest kernel (`upsample_nearest2d_nhwc_out_frame`) took about 2.5 ms for the two
+largest upsamplers of SDXL's VAE at 1024 x 1024 (H100, 12-06 15:42: 1x256x256x512 and 1x512x512x256, each doubled),
 where the bytes (the input once, the output four times its size) take about 0.3 ms at the copy bandwidth.
 
 Each program copies a tile of BLOCK_P output pixels by BLOCK_C channels: the pixel's source index is worked
@@ -23,11 +23,12 @@ from ...ir import TensorType
 from ..pattern import op_pattern
 from ..spec import Constraint, KernelSpec, Param
 from . import _constraints as C
-from ._channels_last import channel_block
+from ._channels_last import pixel_tile, warps_for
 from ._triton_build import compile_for, pointer_type
 from ._triton_compile import cdiv, example_floats, tl, triton_kernel
 
 BLOCK_CHOICES = ("auto", 1024, 2048, 4096, 8192)
+AUTO_BLOCK = 4096  # values a program: 8 KB of bf16, 16 a thread at 4 warps (reasoned, not yet timed)
 
 
 @triton_kernel
@@ -45,15 +46,13 @@ def upsample_nearest_nhwc(x_ptr, out_ptr, n_pixels, h_out, w_out, h_in, w_in, ch
 
 
 def tile(channels: int, block="auto") -> tuple[int, int, int]:
-    """(BLOCK_P, BLOCK_C, warps): `channel_block`'s channels, the pixels filling `block` values ("auto": 4096,
-    8 KB of bf16 a program, 4 warps: 16 values a thread, two 16-byte stores). Reasoned, not yet timed."""
-    block_c = channel_block(channels)
-    block = 4096 if block == "auto" else block
-    return max(1, block // block_c), block_c, max(4, min(8, block // 1024))
+    """(BLOCK_P, BLOCK_C, warps) for `block` values a program ("auto": `AUTO_BLOCK`)."""
+    block = AUTO_BLOCK if block == "auto" else block
+    return (*pixel_tile(channels, block), warps_for(block))
 
 
 def _resolve(types, attrs, params, target) -> dict:
-    return {"block": 4096 if params["block"] == "auto" else params["block"]}
+    return {"block": AUTO_BLOCK if params["block"] == "auto" else params["block"]}
 
 
 def launch(x: torch.Tensor, out: torch.Tensor, *, size, mode: str = "nearest", align_corners: bool = False,
