@@ -76,8 +76,8 @@ def phase(what: str):
     finally:
         _open_phases.pop()[1].set()
         if _open_phases:  # the phase around this one is watched again, from now
-            outer = _open_phases.pop()[0]
-            _open_phases.append((outer, _watch(outer)))
+            outer = _open_phases[-1][0]
+            _open_phases[-1] = (outer, _watch(outer))
         progress(f"{what}: {time.perf_counter() - begin:.1f} s" + ("" if ok else " (raised)"))
 
 

@@ -279,8 +279,8 @@ def _sdxl_cases(scale, t) -> list[Case]:
              lambda q, k, v, is_causal, scale, enable_gqa: F.scaled_dot_product_attention(q, k, v),
              2 * 4 * tokens * 512)
     ]
-    # the VAE's upsamplers, channels-last, each doubling H and W (torch's NHWC nearest kernel: 2.7 ms for the
-    # two largest on the H100, 12-06); torch's way: the NHWC tensor as a channels-last NCHW view, resized
+    # the VAE's upsamplers, channels-last, each doubling H and W (torch's NHWC nearest kernel: about 2.5 ms for
+    # the two largest on the H100, 12-06); torch's way: the NHWC tensor as a channels-last NCHW view, resized
     def upsample_nhwc(x, size, mode, align_corners):
         return F.interpolate(x.permute(0, 3, 1, 2), size=size, mode="nearest").permute(0, 2, 3, 1)
 

@@ -28,6 +28,7 @@ Writes DIR/workload-qwen3-moe-MODEL[-slice].json; prints a table per shape. Exit
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import dataclasses
 import datetime
@@ -107,8 +108,6 @@ def prepare(lm, shape: Shape, ctx: decode_hoid.Context) -> decode_hoid.Plan:
     (`hoid.search.prices.UNMEASURED_PENALTY`: it must be measured to win), and the shipped prices hold none of
     this model's QKV or GQA attention shapes, so unmeasured the search kept the ops (on the CPU, 12-06: all 48
     merged QKV projections stayed matmuls and all 48 attentions torch's)."""
-    import contextlib
-
     import hoid
     import hoid.measure
     from hoid.agent.loop import resolve_device
