@@ -3,6 +3,7 @@ rows pass the gate, the layer-wise float32 reference equals the whole-model one,
 only the routed experts."""
 
 import json
+import tarfile
 import warnings
 
 import pytest
@@ -21,12 +22,18 @@ def smoke(tmp_path_factory):
     code, stdout = run_main("workload_qwen3_moe", ["--tiny", "--device", "cpu", "--prompt", "8", "--new", "8",
                                                    "--warmup", "1", "--rows", "all", "--out", str(tmp / "out")], env)
     assert code == 0, stdout[-3000:]
-    return json.loads((tmp / "out" / "workload-qwen3-moe-qwen3-30b-a3b-tiny-p8-all.json").read_text())
+    result = json.loads((tmp / "out" / "workload-qwen3-moe-qwen3-30b-a3b-tiny-p8-all.json").read_text())
+    return result, tmp / "out"
 
 
 @pytest.mark.slow
 def test_every_row_runs_or_says_it_needs_cuda_and_hoid_passes_the_gate(smoke):
     import workload_qwen3_moe as bench
+
+    smoke, out = smoke
+    # the plan's databases come back archived, as decode.py's do (on the CPU nothing is timed: none in it)
+    with tarfile.open(out / "hoid-run-qwen3-30b-a3b-tiny-p8-n8-b1.tar.gz") as tar:
+        assert all(name.endswith(".sqlite") for name in tar.getnames())
 
     assert smoke["complete"] and smoke["model"] == "qwen3-30b-a3b-tiny"
     [cell] = smoke["cells"]
