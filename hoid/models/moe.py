@@ -12,8 +12,9 @@ tokens by expert into groups of data-dependent sizes, which torch.export cannot 
 the experts that were hit (data-dependent control flow). `batched_mm` is the traceable one and the fast
 path of a decode step: it gathers the selected experts' weights by index (`gate_up_proj[ids]`: [k, 2I, H])
 and multiplies each by its token (a batched GEMV over k experts, never all E). `hoid.models.prefill_graph`
-and `decode_step_graph` import a MoE decoder with it (`traceable_experts`), so the IR holds the whole
-routing as ops the search can reach:
+and `decode_step_graph` import a MoE decoder with hoid's own copy of that computation
+(`gathered_experts_forward`, through `traceable_experts`), so the IR holds the whole routing as ops the
+search can reach, the same whatever transformers' version:
 
     matmul(x, router^T) -> softmax(f32) -> topk -> div(sum) -> cast        (the router)
     index(gate_up_proj, ids) -> matmul -> silu * up -> index(down_proj, ids) -> matmul   (k experts)
@@ -35,16 +36,42 @@ from collections.abc import Iterator
 import torch
 
 # the experts implementations the graphs are traced with (see the module docstring)
-TRACEABLE_EXPERTS = "batched_mm"  # a few tokens: gather the selected experts' weights
+TRACEABLE_EXPERTS = "hoid_gathered"  # a few tokens: gather the selected experts' weights
 DENSE_EXPERTS = "hoid_dense"  # many tokens: every expert on every token, weighted by a dense routing matrix
+
+
+def gathered_experts_forward(experts, hidden_states, top_k_index, top_k_weights):
+    """transformers' `batched_mm` experts forward for gated experts stored [E, 2I, H] and [E, H, I], owned here:
+    the graph `triton.moe_experts`'s pattern matches must not change with transformers' version. 5.17's
+    `batched_mm` clamps the ids (expert parallelism's sentinels) and 5.25's does not: the H100's 5.17 (12-06)
+    imported a step whose gathers no kernel matched, and they ran as copies (2.7 ms of a 7.2 ms step)."""
+    if getattr(experts, "is_transposed", False) or getattr(experts, "has_bias", False) \
+            or not getattr(experts, "has_gate", True) or not getattr(experts, "is_concatenated", True) \
+            or getattr(experts, "has_post_expert_norm", False):
+        raise NotImplementedError(f"hoid's gathered experts take gated experts without bias or post-norm, "
+                                  f"stored [E, 2I, H] (gate rows, then up) and [E, H, I]; {type(experts).__name__} "
+                                  f"is another kind: import it with transformers' own `batched_mm` "
+                                  f"(model.set_experts_implementation('batched_mm'))")
+    tokens, hidden = hidden_states.shape
+    top_k = top_k_index.shape[-1]
+    repeated = hidden_states.repeat_interleave(top_k, dim=0)  # [S, H], S = tokens x top_k pairs
+    ids, weights = top_k_index.reshape(-1), top_k_weights.reshape(-1)
+    gate_up = torch.bmm(experts.gate_up_proj[ids], repeated.unsqueeze(-1)).squeeze(-1)  # [S, 2I]
+    if hasattr(experts, "_apply_gate"):  # the model's own gating where it has one (transformers' default: below)
+        act = experts._apply_gate(gate_up)
+    else:
+        gate, up = gate_up.chunk(2, dim=-1)
+        act = experts.act_fn(gate) * up
+    out = torch.bmm(experts.down_proj[ids], act.unsqueeze(-1)).squeeze(-1)  # [S, H]
+    return (out * weights.unsqueeze(-1)).view(tokens, top_k, hidden).sum(dim=1).to(hidden_states.dtype)
 
 
 def dense_experts_forward(experts, hidden_states, top_k_index, top_k_weights):
     """transformers' experts forward, for graphs of many tokens: every expert on every token, then the sum
     weighted by the routing scattered over all E experts (zero where not selected).
 
-    `batched_mm` gathers one weight copy per (token, expert) pair: a 1024-token prefill of Qwen3-30B-A3B would
-    materialize 8192 x [1536, 2048] bfloat16 (51 GB) per layer. Here each expert's weights are read once,
+    The gathered form gathers one weight copy per (token, expert) pair: a 1024-token prefill of Qwen3-30B-A3B
+    would materialize 8192 x [1536, 2048] bfloat16 (51 GB) per layer. Here each expert's weights are read once,
     as one large matmul (compute-bound at prefill sizes), with the same result up to the order of the sum
     (the unselected experts add exact zeros)."""
     gate_up = torch.matmul(hidden_states, experts.gate_up_proj.transpose(1, 2))  # [E, T, 2I]
@@ -74,6 +101,7 @@ def traceable_experts(lm, tokens: int = 1) -> Iterator[None]:
         return
     from transformers.integrations.moe import ALL_EXPERTS_FUNCTIONS
 
+    ALL_EXPERTS_FUNCTIONS.register(TRACEABLE_EXPERTS, gathered_experts_forward)
     ALL_EXPERTS_FUNCTIONS.register(DENSE_EXPERTS, dense_experts_forward)
     before = lm.config._experts_implementation
     lm.set_experts_implementation(experts_for(lm, tokens))

@@ -55,7 +55,7 @@ def test_the_published_config():
     assert tiny.num_experts_per_tok < tiny.num_experts  # the routing still selects
 
 
-@pytest.mark.parametrize("tokens, implementation", [(1, "batched_mm"), (6, "hoid_dense")])
+@pytest.mark.parametrize("tokens, implementation", [(1, "hoid_gathered"), (6, "hoid_dense")])
 def test_the_traced_moe_block_equals_transformers_expert_loop(tokens, implementation):
     """One MoE block imported alone, in the form a graph of `tokens` tokens is traced with (gathered experts
     for a decode step, dense for a prefill), against the same block running transformers' reference loop
@@ -80,12 +80,12 @@ def test_the_traced_moe_block_equals_transformers_expert_loop(tokens, implementa
     _, _, ids = block.gate(x.reshape(-1, 64))
     assert ids.shape == (6, 4) and len({tuple(sorted(r)) for r in ids.tolist()}) > 1
     gathers = [n for n in graph.nodes if n.op == "index"]
-    assert len(gathers) == (2 if implementation == "batched_mm" else 0)
+    assert len(gathers) == (2 if implementation == "hoid_gathered" else 0)
 
 
 def test_a_prefill_reads_each_expert_once_and_a_decode_step_only_the_selected():
     lm, step = zoo()
-    assert experts_for(lm, 3) == "batched_mm" and experts_for(lm, 4) == "hoid_dense"  # 4 x 4 pairs = 16 experts
+    assert experts_for(lm, 3) == "hoid_gathered" and experts_for(lm, 4) == "hoid_dense"  # 4 x 4 pairs = 16 experts
     prefill = prefill_graph(lm, 5, CACHE_LEN)
     for name, consumers in _expert_weight_uses(prefill).items():
         assert [op for op, _ in consumers] == ["transpose"], name  # then one matmul over all experts
@@ -218,6 +218,33 @@ def test_the_rewritten_step_runs_the_experts_kernel_in_place_of_the_gathers():
     assert moe == [["moe_gate_up", "moe_down"]] * 2  # the kernel ran, not its body
     for got, want in zip(outputs, hoid.run(step, *inputs), strict=True):
         assert rel_error(got, want) < 1e-5
+
+
+def test_the_step_is_the_same_whatever_transformers_batched_mm_does(monkeypatch):
+    """The decode step is imported with hoid's own gathered experts: transformers 5.17's `batched_mm` (ids
+    clamped for expert parallelism, as the H100's was on 12-06) in place of this one's leaves the graph as it
+    is, so `triton.moe_experts` still replaces every gather."""
+    from transformers.integrations import moe as hf_moe
+
+    from hoid.agent.journal import graph_hash
+
+    def clamping(experts, hidden_states, top_k_index, top_k_weights):  # 5.17's form, in short
+        ids = top_k_index.reshape(-1).clamp(0, experts.num_experts - 1)
+        repeated = hidden_states.repeat_interleave(top_k_index.shape[-1], dim=0)
+        h = torch.bmm(experts.gate_up_proj[ids], repeated.unsqueeze(-1)).squeeze(-1).contiguous()
+        gate, up = h.chunk(2, dim=-1)
+        y = torch.bmm(experts.down_proj[ids], (experts.act_fn(gate) * up).unsqueeze(-1)).squeeze(-1)
+        weighted = y * top_k_weights.reshape(-1, 1)
+        return weighted.view(hidden_states.shape[0], -1, hidden_states.shape[1]).sum(dim=1)
+
+    lm, step = zoo()
+    original = hf_moe.ALL_EXPERTS_FUNCTIONS["batched_mm"]
+    monkeypatch.setitem(hf_moe.ALL_EXPERTS_FUNCTIONS._global_mapping, "batched_mm", clamping)
+    assert hf_moe.ALL_EXPERTS_FUNCTIONS["batched_mm"] is clamping and clamping is not original
+    again = decode_step_graph(lm, CACHE_LEN)
+    assert graph_hash(again) == graph_hash(step) and "clamp" not in again.op_counts()
+    rewritten = hoid.search.rewrite(again, device="h200")
+    assert "index" not in rewritten.op_counts()
 
 
 def test_a_bfloat16_batch_of_two_matches_the_experts_kernel_too():
