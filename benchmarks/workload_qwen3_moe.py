@@ -134,10 +134,28 @@ def prepare(lm, shape: Shape, ctx: decode_hoid.Context) -> decode_hoid.Plan:
             # the routed experts as one call per layer reading the stacked weights in place (no gathered copy)
             "moe_experts_calls": sum(1 for n in graph.nodes if n.op == "kernel"
                                      and n.attrs["kernel"] == "triton.moe_experts"),
-            "ops_left": {op: c for op, c in graph.op_counts().items() if op != "kernel"}}
+            "ops_left": {op: c for op, c in graph.op_counts().items() if op != "kernel"},
+            **experts_check(result.report.library, lm.config.num_hidden_layers)}
     # the prefill: imported, searched (measured on the GPU, into the same folder) when a row first needs it
     return decode_hoid.Plan(graph, None, info, Path(folder.name) / "no_store.sqlite", folder,
                             shape.key.replace("-", "_"), lm=lm, shape=shape, target=target)
+
+
+def experts_check(library, layers: int) -> dict:
+    """How many layers' experts `triton.moe_experts`'s pattern matched (chosen or not), from the search's
+    `LibraryReport`, and why none where the kernel was skipped (a CPU target: it is not built for one). Fewer
+    than every layer on a target it builds for is printed as a warning and kept in the plan: 12-06 on the H100
+    the imported experts form had changed (transformers 5.17), none matched, and the run said nothing."""
+    out = {"moe_experts_regions": library.injected.get("triton.moe_experts", 0)}
+    if skipped := library.skipped.get("triton.moe_experts"):
+        out["moe_experts_skipped"] = skipped
+    elif out["moe_experts_regions"] < layers:  # the run goes on (stock is still measured), but says so loudly
+        out["experts_warning"] = (
+            f"triton.moe_experts's pattern matched the experts of {out['moe_experts_regions']} of {layers} layers: "
+            f"the others can only gather copies of the selected experts' weights; check the imported step's "
+            f"experts against the kernel's pattern")
+        print(f"WARNING: {out['experts_warning']}", flush=True)
+    return out
 
 
 HOID = {k: decode_hoid.ROWS[k] for k in ("hoid-compile", "hoid-export")}

@@ -56,6 +56,9 @@ def test_every_row_runs_or_says_it_needs_cuda_and_hoid_passes_the_gate(smoke):
     assert cell["hoid_over_best_stock"] == pytest.approx(ours / best)
     plan = cell["hoid_plan"]
     assert plan["rewritten_nodes"] < plan["nodes"] and plan["ops_left"]["topk"] == 2  # the router survives
+    # the experts kernel is not built for a CPU target, and the plan says so instead of warning of a mismatch
+    # (tests/models/test_moe.py matches it on every layer for the H200)
+    assert "not the target's cpu" in plan["moe_experts_skipped"] and "experts_warning" not in plan
     # on the CPU the search prices by the model and says so (on a GPU it times what the prices lack first)
     assert plan["how"].endswith("priced by the model)") and "extraction" in plan["search"]
     assert plan["prefill_kernels"] is not None  # the prefill the rows compiled was made and recorded
@@ -94,3 +97,42 @@ def test_the_roofline_counts_only_the_routed_experts(tiny_bf16):
     unused = experts * (cfg.num_experts - cfg.num_experts_per_tok) // cfg.num_experts
     assert bench.active_weight_bytes(tiny_bf16) == decode_report.streamed_weight_bytes(tiny_bf16) - unused
     assert bench.active_weight_bytes(tiny_bf16, batch=64) == decode_report.streamed_weight_bytes(tiny_bf16)
+
+
+def test_experts_that_no_kernel_matches_are_named_not_silent(capsys):
+    """The plan counts the layers whose experts `triton.moe_experts` matched, searched for the H200: all of the
+    tiny step's two; imported in another form (the ids clamped, as transformers 5.17's batched_mm does, which
+    ran the H100's gathers as copies on 12-06), none, and the plan warns."""
+    import workload_qwen3_moe as bench
+
+    import hoid
+    from hoid.models import build_model, decode_step_graph
+    from hoid.models import moe as hoid_moe
+
+    original = hoid_moe.gathered_experts_forward
+
+    def clamping(experts, hidden_states, top_k_index, top_k_weights):  # 5.17's order: flattened, then clamped
+        ids = top_k_index.reshape(-1).clamp(0, experts.num_experts - 1)
+        repeated = hidden_states.repeat_interleave(top_k_index.shape[-1], dim=0)
+        gate, up = torch.bmm(experts.gate_up_proj[ids], repeated.unsqueeze(-1)).squeeze(-1).chunk(2, dim=-1)
+        y = torch.bmm(experts.down_proj[ids], (experts.act_fn(gate) * up).unsqueeze(-1)).squeeze(-1)
+        weighted = y * top_k_weights.reshape(-1, 1)
+        return weighted.view(hidden_states.shape[0], -1, hidden_states.shape[1]).sum(dim=1)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lm = build_model("qwen3-30b-a3b-tiny", dtype=torch.bfloat16)
+
+    def check(step):
+        return bench.experts_check(hoid.search.search(step, device="h200").report.library, 2)
+
+    assert check(decode_step_graph(lm, 16)) == {"moe_experts_regions": 2}
+    try:
+        hoid_moe.gathered_experts_forward = clamping  # what traceable_experts registers
+        clamped = decode_step_graph(lm, 16)
+    finally:
+        hoid_moe.gathered_experts_forward = original
+    assert "clamp" in clamped.op_counts()
+    found = check(clamped)
+    assert found["moe_experts_regions"] == 0 and "0 of 2 layers" in found["experts_warning"]
+    assert "WARNING: triton.moe_experts's pattern matched" in capsys.readouterr().out
