@@ -34,6 +34,10 @@
 #               (H100, cache carried): the SDXL kernel tests and `kernel_table.py --only SDXL` 101 s together;
 #               sdxl-vae at 4m 320 s, at 3m 284 s; whisper `--parts encoder --rows
 #               eager,compile-reduce-overhead,hoid,hoid-export --optimize-budget 2m` 185 s (the export row 22 s).
+#               12-06 22:04 (H100, no diffusers needed): `run benchmarks/workload_qwen3_moe.py --prompt 128 --rows
+#               hf-eager,hf-compile-reduce-overhead,hoid-compile --experts` 354 s (eager + its gate 57 s,
+#               reduce-overhead's compile and capture 140 s, hoid's search 58 s, its prefill 45 s; 58.5 GiB peak);
+#               sdxl-vae at 3m 291 s in the next call, the machine warm.
 #   cute-a      [.cute2a]       the first half of CuTe's libraries, kept in /tmp
 #   cute-b      [.cute2b]       the second half; CuTe DSL importable from here on (sitecustomize)
 #   tests [LIMIT [ARGS]]  []    python -m pytest -m gpu (every GPU test; CuTe's too once installed), ARGS to
