@@ -107,9 +107,8 @@ SPEC = KernelSpec(
     constraints=(
         # float32 inputs missed float32's bound on an H100 (12-06, twice: relative L2 6.5e-5 against 1e-5, worst
         # element 0.8% off, through cuBLAS's out_dtype GEMM and through the plain float32 one alike, to the
-        # last digit: TF32-sized, and the same in both, as if cuBLAS ran float32 as TF32 in that process (NVIDIA's
-        # containers set TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1: not yet checked there); float32 models keep
-        # torch's attention, which takes any head width
+        # last digit). TF32-sized, but not TF32: that machine runs with allow_tf32 off and no override variable
+        # set (checked the same evening). Float32 models keep torch's attention, which takes any head width
         Constraint("q, k and v: bf16 or f16 (float32 misses its bound on the GPU, cause not yet found)",
                    lambda t, attrs: t[0].dtype in ("bf16", "f16")),
         Constraint("q, k and v: one dtype, 4-d, as many heads (no GQA), k and v of one shape",
