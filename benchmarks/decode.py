@@ -218,10 +218,7 @@ def run_shape(lm, shape: Shape, keys: list[str], args, device, cell: dict, save)
         failure = f"hoid.optimize failed: {type(e).__name__}: {e}"
     if plan is not None:
         archive = args.out / f"hoid-run-{args.model}-{shape.key}.tar.gz"
-        try:
-            print(f"wrote {plan.archive(archive)} (journals and measurements: benchmarks/ship_measurements.py)")
-        except OSError as e:  # the rows still run: losing the archive costs the next run's time, not this one
-            print(f"could not write {archive}: {type(e).__name__}: {e}; the rows run without it")
+        plan.save_archive(archive)
     gate = held.get("gate")
     for key in hoid_keys:
         name, build = decode_hoid.ROWS[key]
@@ -234,10 +231,7 @@ def run_shape(lm, shape: Shape, keys: list[str], args, device, cell: dict, save)
                      warmup=args.warmup, after=after))
     if plan is not None:
         if plan.prefill is not None:  # again, with the prefill's measurements (a row cut off loses only those)
-            try:
-                plan.archive(archive)
-            except OSError as e:
-                print(f"could not write {archive} again: {type(e).__name__}: {e}")
+            plan.save_archive(archive)
         plan.close()
 
 

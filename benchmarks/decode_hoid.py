@@ -100,6 +100,15 @@ class Plan:
         nothing: its measurements come back to be shipped, `benchmarks/ship_measurements.py`)."""
         return archive_databases(Path(self.folder.name), path)
 
+    def save_archive(self, path: Path) -> None:
+        """`archive`, saying where it went; a failure to write is said and not raised: it costs the next run's
+        time (its measurements), not this run's rows."""
+        try:
+            print(f"wrote {self.archive(path)} (journals and measurements: benchmarks/ship_measurements.py)",
+                  flush=True)
+        except OSError as e:
+            print(f"could not write {path}: {type(e).__name__}: {e}; the rows run without it", flush=True)
+
     def close(self) -> None:
         self.folder.cleanup()
 

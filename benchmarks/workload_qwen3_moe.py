@@ -327,7 +327,8 @@ def run_shape(lm, shape: Shape, args, device, cell: dict, save) -> None:
         traceback.print_exc()
         failure = f"hoid import / rewrite failed: {type(e).__name__}: {e}"
     archive = args.out / f"hoid-run-{args.model}-{shape.key}.tar.gz"
-    _archive(plan, archive)
+    if plan is not None:
+        plan.save_archive(archive)
     gate = held.get("gate")
     for key in hoid_keys:
         name, build = HOID[key]
@@ -340,22 +341,11 @@ def run_shape(lm, shape: Shape, args, device, cell: dict, save) -> None:
     if plan is not None:
         cell["hoid_plan"] = plan.optimize
         if plan.prefill is not None:  # again, with the prefill's measurements
-            _archive(plan, archive)
+            plan.save_archive(archive)
         plan.close()
     best, ours = cell["best_stock"].get("tokens_per_s"), decode_report.best_of(rows, "hoid").get("tokens_per_s")
     if best and ours:
         cell["hoid_over_best_stock"] = ours["value"] / best["value"]
-
-
-def _archive(plan, path: Path) -> None:
-    """The plan's measurements (and journals) into `path`, for `benchmarks/ship_measurements.py`: the GPU
-    machine keeps nothing. A failure to write costs the next run's time, not this run's rows."""
-    if plan is None:
-        return
-    try:
-        print(f"wrote {plan.archive(path)} (measurements: benchmarks/ship_measurements.py)", flush=True)
-    except OSError as e:
-        print(f"could not write {path}: {type(e).__name__}: {e}; the rows run without it", flush=True)
 
 
 def main(argv=None) -> int:
