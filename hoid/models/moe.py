@@ -57,11 +57,8 @@ def gathered_experts_forward(experts, hidden_states, top_k_index, top_k_weights)
     repeated = hidden_states.repeat_interleave(top_k, dim=0)  # [S, H], S = tokens x top_k pairs
     ids, weights = top_k_index.reshape(-1), top_k_weights.reshape(-1)
     gate_up = torch.bmm(experts.gate_up_proj[ids], repeated.unsqueeze(-1)).squeeze(-1)  # [S, 2I]
-    if hasattr(experts, "_apply_gate"):  # the model's own gating where it has one (transformers' default: below)
-        act = experts._apply_gate(gate_up)
-    else:
-        gate, up = gate_up.chunk(2, dim=-1)
-        act = experts.act_fn(gate) * up
+    # the model's gating: transformers' experts decorator (which dispatches here) gives every class one
+    act = experts._apply_gate(gate_up)
     out = torch.bmm(experts.down_proj[ids], act.unsqueeze(-1)).squeeze(-1)  # [S, H]
     return (out * weights.unsqueeze(-1)).view(tokens, top_k, hidden).sum(dim=1).to(hidden_states.dtype)
 

@@ -99,7 +99,7 @@ def test_the_roofline_counts_only_the_routed_experts(tiny_bf16):
     assert bench.active_weight_bytes(tiny_bf16, batch=64) == decode_report.streamed_weight_bytes(tiny_bf16)
 
 
-def test_experts_that_no_kernel_matches_are_named_not_silent(capsys):
+def test_experts_that_no_kernel_matches_are_named_not_silent(capsys, monkeypatch):
     """The plan counts the layers whose experts `triton.moe_experts` matched, searched for the H200: all of the
     tiny step's two; imported in another form (the ids clamped, as transformers 5.17's batched_mm does, which
     ran the H100's gathers as copies on 12-06), none, and the plan warns."""
@@ -108,16 +108,7 @@ def test_experts_that_no_kernel_matches_are_named_not_silent(capsys):
     import hoid
     from hoid.models import build_model, decode_step_graph
     from hoid.models import moe as hoid_moe
-
-    original = hoid_moe.gathered_experts_forward
-
-    def clamping(experts, hidden_states, top_k_index, top_k_weights):  # 5.17's order: flattened, then clamped
-        ids = top_k_index.reshape(-1).clamp(0, experts.num_experts - 1)
-        repeated = hidden_states.repeat_interleave(top_k_index.shape[-1], dim=0)
-        gate, up = torch.bmm(experts.gate_up_proj[ids], repeated.unsqueeze(-1)).squeeze(-1).chunk(2, dim=-1)
-        y = torch.bmm(experts.down_proj[ids], (experts.act_fn(gate) * up).unsqueeze(-1)).squeeze(-1)
-        weighted = y * top_k_weights.reshape(-1, 1)
-        return weighted.view(hidden_states.shape[0], -1, hidden_states.shape[1]).sum(dim=1)
+    from tests.models.moe_forms import batched_mm_5_17
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -127,11 +118,8 @@ def test_experts_that_no_kernel_matches_are_named_not_silent(capsys):
         return bench.experts_check(hoid.search.search(step, device="h200").report.library, 2)
 
     assert check(decode_step_graph(lm, 16)) == {"moe_experts_regions": 2}
-    try:
-        hoid_moe.gathered_experts_forward = clamping  # what traceable_experts registers
-        clamped = decode_step_graph(lm, 16)
-    finally:
-        hoid_moe.gathered_experts_forward = original
+    monkeypatch.setattr(hoid_moe, "gathered_experts_forward", batched_mm_5_17)  # what traceable_experts registers
+    clamped = decode_step_graph(lm, 16)
     assert "clamp" in clamped.op_counts()
     found = check(clamped)
     assert found["moe_experts_regions"] == 0 and "0 of 2 layers" in found["experts_warning"]

@@ -227,15 +227,7 @@ def test_the_step_is_the_same_whatever_transformers_batched_mm_does(monkeypatch)
     from transformers.integrations import moe as hf_moe
 
     from hoid.agent.journal import graph_hash
-
-    def clamping(experts, hidden_states, top_k_index, top_k_weights):  # 5.17's form, in short
-        ids = top_k_index.reshape(-1).clamp(0, experts.num_experts - 1)
-        repeated = hidden_states.repeat_interleave(top_k_index.shape[-1], dim=0)
-        h = torch.bmm(experts.gate_up_proj[ids], repeated.unsqueeze(-1)).squeeze(-1).contiguous()
-        gate, up = h.chunk(2, dim=-1)
-        y = torch.bmm(experts.down_proj[ids], (experts.act_fn(gate) * up).unsqueeze(-1)).squeeze(-1)
-        weighted = y * top_k_weights.reshape(-1, 1)
-        return weighted.view(hidden_states.shape[0], -1, hidden_states.shape[1]).sum(dim=1)
+    from tests.models.moe_forms import batched_mm_5_17 as clamping
 
     lm, step = zoo()
     original = hf_moe.ALL_EXPERTS_FUNCTIONS["batched_mm"]
