@@ -28,6 +28,7 @@ from .inputs import Input, as_input, dims_of
 from .isolate import IsolatedRunner
 from .region import extract_region, graph_reference, index_bounds
 from .runners import InProcessRunner
+from .selection import selections
 from .sweep import DEFAULT_TRIALS, RECHECKS, TIMING_RUNS, run_check
 from .trials import Plan, TrialRunner
 from .verdict import Verdict, VerifyError
@@ -97,7 +98,8 @@ def check(candidate, reference: Callable | Graph, inputs: Sequence, *, trials: i
       `hoid.kernels.KernelSpec` (destination-passing, its default params); or kernel source, a
       `hoid.kernels.loader.KernelSource` or a pair `(path or text, entry name)`, always run isolated.
     reference: a callable over tensors, or a `hoid.Graph` of plain inputs (run by the interpreter); it
-      runs on float64 copies of float inputs where it can.
+      runs on float64 copies of float inputs where it can. A graph's outputs that hold a `topk`'s indices
+      are judged up to ties among the scores it selects from (`selection.py`).
     inputs: `hoid.TensorType`s, `(shape, dtype)` pairs or `Input`s (symbolic `Dim`s, value ranges,
       derived inputs).
     trials: trials of the sweep (default 20); seed: replays a check exactly (default: a random one,
@@ -112,8 +114,10 @@ def check(candidate, reference: Callable | Graph, inputs: Sequence, *, trials: i
       caller checking code it wrote itself (stateless, e.g. generated kernels under Triton's interpreter,
       where each call costs) has a reason to.
     """
+    chosen = {}
     if isinstance(reference, Graph):
         outputs = outputs if outputs is not None else [v.type.contiguous() for v in reference.outputs]
+        chosen = selections(reference, graph_reference)
         reference = graph_reference(reference)
     call_kwargs = {}
     if isinstance(candidate, KernelSpec):  # its launch (or source), with default params; attrs: use check_kernel
@@ -132,7 +136,7 @@ def check(candidate, reference: Callable | Graph, inputs: Sequence, *, trials: i
     runner = _runner(candidate, isolate=isolate, destination_passing=destination_passing, timeout_s=timeout_s,
                      device=device)
     plan = Plan(declared, reference, device, destination_passing, deterministic, _output_types(outputs),
-                call_kwargs=call_kwargs, tf32=tf32, atol=atol, rtol=rtol, aliases=aliases)
+                call_kwargs=call_kwargs, tf32=tf32, atol=atol, rtol=rtol, aliases=aliases, selections=chosen)
     verdict = _run(runner, plan, DEFAULT_TRIALS if trials is None else trials, seed, timing_runs)
     return dataclasses.replace(verdict, notes=tuple(notes) + verdict.notes)
 
@@ -227,4 +231,5 @@ def _kernel_plan(spec, types, attrs: dict, params: dict, device: torch.device, k
     inputs = _declared(types, spec.pattern.operands, bounds)
     outputs = [v.type.contiguous() for v in graph.outputs]
     return Plan(inputs, graph_reference(graph), device, destination_passing=True, deterministic=spec.deterministic,
-                output_types=_output_types(outputs), call_kwargs={**attrs, **params}, key=key, aliases=spec.aliases)
+                output_types=_output_types(outputs), call_kwargs={**attrs, **params}, key=key, aliases=spec.aliases,
+                selections=selections(graph, graph_reference))

@@ -30,6 +30,7 @@ from ..kernels.spec import output_buffers
 from .compare import compare_output, compare_runs
 from .inputs import Input, TrialSpec, draw
 from .poison import bits, poison_
+from .selection import Selection, compare_selection
 from .tolerance import Tolerance, tolerance_for
 from .verdict import Failure, VerifyError
 
@@ -41,7 +42,8 @@ class Plan:
     reference(*tensors) -> tensor or tuple; output_types(input types) -> output types, when known without
     running the reference (kernels, regions); call_kwargs: keyword arguments of every call (attrs, params);
     key: distinguishes plans that share one runner (check_kernel's examples); aliases: (output, input) pairs,
-    in-place outputs written into their input's buffer (destination-passing only)."""
+    in-place outputs written into their input's buffer (destination-passing only); selections: outputs that
+    hold a topk's indices, judged up to ties (`selection.py`)."""
 
     inputs: list[Input]
     reference: Callable
@@ -55,6 +57,7 @@ class Plan:
     rtol: float | None = None
     key: object = None
     aliases: tuple[tuple[int, int], ...] = ()
+    selections: dict[int, Selection] = field(default_factory=dict)
 
 
 @dataclass
@@ -128,9 +131,9 @@ class TrialRunner:
         return expected
 
     # --- the reference ---------------------------------------------------------------------------
-    def _call_reference(self, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    def _call_reference(self, tensors: list[torch.Tensor], reference: Callable | None = None) -> list[torch.Tensor]:
         try:
-            return _as_list(self.plan.reference(*tensors), "reference")
+            return _as_list((reference or self.plan.reference)(*tensors), "reference")
         except VerifyError:
             raise
         except Exception as exc:
@@ -140,24 +143,26 @@ class TrialRunner:
                 "inputs are invalid for it, declare their ranges or derive them (hoid.verify.Input)"
             ) from exc
 
-    def reference_outputs(self, values: list[torch.Tensor]) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
-        """The reference on copies of the trial's inputs: in float64 where it runs so, then also in the
-        inputs' own dtypes (what torch itself computes there, which `compare_output` also accepts);
-        else only as given, and None."""
+    def reference_outputs(self, values: list[torch.Tensor], reference: Callable | None = None
+                          ) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
+        """The reference (or another callable of the same inputs: a selection's scores) on copies of the
+        trial's inputs: in float64 where it runs so, then also in the inputs' own dtypes (what torch itself
+        computes there, which `compare_output` also accepts); else only as given, and None."""
+        call = self.plan.reference if reference is None else reference
         device = self.plan.device
         # Copies (copy=True) even where nothing changes: scrub_ must never reach the trial's `values`.
         native = [v.to(device, copy=True) for v in values]
         if self._reference_in_float64:
             wide = [v.to(device, torch.float64 if v.is_floating_point() else v.dtype, copy=True) for v in values]
             try:
-                refs = _as_list(self.plan.reference(*wide), "reference")
+                refs = _as_list(call(*wide), "reference")
             except Exception as exc:
                 self._reference_in_float64 = False
                 self.notes.append(f"the reference could not run in float64 ({type(exc).__name__}: {exc}); "
                                   "it ran in the inputs' own dtypes")
             else:
-                return refs, self._call_reference(native)
-        return self._call_reference(native), None
+                return refs, self._call_reference(native, call)
+        return self._call_reference(native, call), None
 
     # --- a trial -------------------------------------------------------------------------------
     def tolerances(self, key) -> list[Tolerance]:
@@ -197,9 +202,25 @@ class TrialRunner:
                 f"are declared {[str(t) for t in self._expected[key]]}"
             )
         for k, (cand, ref, tol) in enumerate(zip(runs[0], refs, tols, strict=True)):
-            failure = failure or compare_output(k, cand, ref, tol, native=natives[k] if natives else None)
+            if failure is None:
+                failure = compare_output(k, cand, ref, tol, native=natives[k] if natives else None)
+                if failure is not None and k in self.plan.selections:
+                    failure = self._selected(k, cand, ref, values, key)
         scrub_(refs + (natives or []))
         return Outcome(failure, key, values, runs[0])
+
+    def _selected(self, k: int, cand: torch.Tensor, ref: torch.Tensor, values: list[torch.Tensor],
+                  key) -> Failure | None:
+        """Output `k` holds a topk's indices that differ from the reference's: judged up to ties, on the scores
+        the reference graph selects from (in float64 where the reference ran so, and in the inputs' dtypes)."""
+        sel = self.plan.selections[k]
+        scores, natives = self.reference_outputs(values, sel.scores)
+        inputs = [t.dtype for t in key[1]]
+        tol = tolerance_for(sel.dtype, tf32=self.plan.tf32, atol=self.plan.atol, rtol=self.plan.rtol, inputs=inputs)
+        try:
+            return compare_selection(k, cand, ref, sel, scores[0], natives[0] if natives else None, tol)
+        finally:
+            scrub_(scores + (natives or []))
 
     def _mutation(self, inputs: list[torch.Tensor], values: list[torch.Tensor]) -> Failure | None:
         updated = {i for _, i in self.plan.aliases}  # in place by declaration: compared as outputs instead

@@ -12,6 +12,9 @@ import torch
 from hoid.ir import TensorType, run
 from hoid.ir.dtypes import FLOAT_DTYPES
 from hoid.kernels import KernelSpec
+from hoid.verify.region import graph_reference
+from hoid.verify.selection import compare_selection, selections
+from hoid.verify.tolerance import tolerance_for
 
 L2_BOUND = {"f32": 1e-5, "f16": 2e-3, "bf16": 1.6e-2}
 
@@ -20,11 +23,14 @@ def _wide(t: TensorType) -> TensorType:
     return TensorType(t.shape, "f64") if t.dtype in FLOAT_DTYPES else t
 
 
+def _graph(spec: KernelSpec, inputs: list[torch.Tensor], attrs: dict, wide: bool):
+    return spec.pattern.graph([_wide(TensorType.of(x)) if wide else TensorType.of(x) for x in inputs], attrs)
+
+
 def reference(spec: KernelSpec, inputs: list[torch.Tensor], attrs: dict) -> tuple[torch.Tensor, ...]:
     """The pattern's outputs on these inputs, computed in float64."""
     wide = [x.double() if x.is_floating_point() else x for x in inputs]
-    graph = spec.pattern.graph([_wide(TensorType.of(x)) for x in inputs], attrs)
-    return run(graph, *wide)
+    return run(_graph(spec, inputs, attrs, wide=True), *wide)
 
 
 def launch(spec: KernelSpec, inputs: list[torch.Tensor], attrs: dict, params: dict | None = None):
@@ -45,7 +51,7 @@ def assert_matches(spec: KernelSpec, inputs: list[torch.Tensor], attrs: dict, pa
     for i, (g, w) in enumerate(zip(got, want, strict=True)):
         dtype = TensorType.of(g).dtype
         if dtype not in FLOAT_DTYPES:
-            assert torch.equal(g.cpu(), w.cpu()), f"{spec.id} output {i}: integer output differs"
+            _assert_same_indices(spec, inputs, attrs, i, g, w)
             continue
         # NaN agrees only with NaN in the reference (attention over an all-masked row is NaN in torch too).
         undefined = w.isnan()
@@ -53,6 +59,19 @@ def assert_matches(spec: KernelSpec, inputs: list[torch.Tensor], attrs: dict, pa
         g, w = g.double()[~undefined], w[~undefined]
         err = ((g - w).norm() / w.norm().clamp_min(1e-30)).item()
         assert err <= L2_BOUND[dtype], f"{spec.id} output {i} ({dtype}): relative L2 error {err:.2e}"
+
+
+def _assert_same_indices(spec: KernelSpec, inputs: list[torch.Tensor], attrs: dict, i: int, got, want):
+    """Integer outputs are equal, except a topk's indices, which may differ where the scores tie (as
+    `hoid.verify` judges them: `selection.py`)."""
+    if torch.equal(got.cpu(), want.cpu()):
+        return
+    sel = selections(_graph(spec, inputs, attrs, wide=False), graph_reference).get(i)
+    assert sel is not None, f"{spec.id} output {i}: integer output differs"
+    wide = [x.double() if x.is_floating_point() else x for x in inputs]
+    tol = tolerance_for(sel.dtype, inputs=[TensorType.of(x).dtype for x in inputs])
+    failure = compare_selection(i, got, want, sel, sel.scores(*wide)[0], sel.scores(*inputs)[0], tol)
+    assert failure is None, f"{spec.id}: {failure.message}"
 
 
 def linear_inputs(spec: KernelSpec, m: int, k: int, n: int, dtype) -> list[torch.Tensor]:
