@@ -131,9 +131,11 @@ def prepare(lm, shape: Shape, ctx: decode_hoid.Context) -> decode_hoid.Plan:
                                                                    if measured else ", priced by the model)"),
             "search": str(result.report), "nodes": len(step.nodes), "rewritten_nodes": len(graph.nodes),
             "kernels": sorted({n.attrs["kernel"] for n in graph.nodes if n.op == "kernel"}),
-            # the routed experts as one call per layer reading the stacked weights in place (no gathered copy)
-            "moe_experts_calls": sum(1 for n in graph.nodes if n.op == "kernel"
-                                     and n.attrs["kernel"] == "triton.moe_experts"),
+            # the routed experts as one call per layer reading the stacked weights in place (no gathered copy),
+            # and the router (GEMV, softmax, top-k, renormalization) as one launch per layer where it won
+            **{f"{kernel}_calls": sum(1 for n in graph.nodes if n.op == "kernel"
+                                      and n.attrs["kernel"] == f"triton.{kernel}")
+               for kernel in ("moe_experts", "moe_router")},
             "ops_left": {op: c for op, c in graph.op_counts().items() if op != "kernel"},
             **experts_check(result.report.library, lm.config.num_hidden_layers)}
     # the prefill: imported, searched (measured on the GPU, into the same folder) when a row first needs it

@@ -248,3 +248,24 @@ def test_a_bfloat16_batch_of_two_matches_the_experts_kernel_too():
     rewritten = hoid.search.rewrite(step, device="h200")
     calls = [n for n in rewritten.nodes if n.op == "kernel" and n.attrs["kernel"] == "triton.moe_experts"]
     assert len(calls) == 2 and calls[0].inputs[0].type == hoid.TensorType((2, 64), "bf16")
+
+
+def test_a_16_bit_step_routes_with_the_router_kernel_and_computes_the_same():
+    """In 16 bits (where the import has the router's two casts) each layer's router is one `triton.moe_router`
+    launch whose ids feed `triton.moe_experts`, and the compiled step (both kernels under the Triton interpreter,
+    in float16: its bfloat16 is not faithful) gives the imported step's logits and cache."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        lm = build_model(TINY, dtype=torch.float16)
+    step = decode_step_graph(lm, CACHE_LEN)
+    rewritten = hoid.search.rewrite(step, device="h200")
+    kernels = [n.attrs["kernel"] for n in rewritten.nodes if n.op == "kernel"]
+    assert kernels.count("triton.moe_router") == 2 and "topk" not in rewritten.op_counts()
+    token, position, *states = _step_inputs(step, seed=3)
+    inputs = [token, position, *(s.half() for s in states)]
+    compiled = hoid.compile(rewritten, device="cpu")
+    with recording() as launches:
+        outputs = compiled(*inputs)
+    assert [r.device_kernels for r in launches if r.kernel == "triton.moe_router"] == [["moe_router"]] * 2
+    for got, want in zip(outputs, hoid.run(step, *inputs), strict=True):
+        assert rel_error(got.float(), want.float()) < 2e-3

@@ -48,6 +48,7 @@ LOADS_AFTER_STORES = {
     "triton.decode_attention_onelaunch": "the last split to arrive combines the partials the others stored",
     "triton.moe_experts": "each pass over an expert's pairs stores its rows before the next pass loads; the "
                           "down launch's last program sums the partials the others stored",
+    "triton.moe_router": "the last program to arrive selects from the logits the others stored",
 }
 
 

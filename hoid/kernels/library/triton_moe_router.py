@@ -1,0 +1,212 @@
+"""The router of a MoE block at decode, in Triton: `triton.moe_router`, one launch for what the import gives
+as seven (the logits' GEMV, a cast, the float32 softmax, topk's two CUDA kernels, the sum and the division,
+the cast back), each of them a few microseconds of launch and almost no work at one token.
+
+The region (Qwen3-MoE's `norm_topk_prob` router, as transformers writes it):
+
+    logits = x @ w.T                      (x [T, H], w [E, H]; in x's dtype)
+    probs = softmax(float32(logits))
+    values, ids = topk(probs, k)          (sorted, largest first)
+    weights = dtype(values / sum(values))
+
+One launch: each program computes the logits of BLOCK_E experts for every token (the house GEMV's product,
+`triton_gemv._product`; rounded to the dtype, as the region's matmul is) into a float32 workspace [T, E];
+the last program to finish (an atomic counter, as in the GEMV's split-K and `triton.moe_experts`'s down
+launch) runs each token's softmax, its top k by k passes of max-and-lowest-index, and the renormalized
+weights. Deterministic: each logit is one program's sum in a fixed order, and the selection reads them all.
+
+Ties go to the lowest index; topk's order among equal probabilities is not defined (the CPU's is arbitrary),
+so the check judges `ids` up to ties (`hoid.verify.selection`), and where two experts tie the weights tie too.
+
+"auto" tiles: 8 experts a program at one token (Qwen3-30B-A3B's 128 experts: 16 programs of 32 KB each),
+16 at more (a tensor-core tile); 2 warps, so that the selection's reductions over E stay within a warp or
+two. Not yet measured on a GPU (benchmarks/workload_qwen3_moe.py times the whole step).
+"""
+
+from __future__ import annotations
+
+import random
+
+import torch
+
+from ...ir import GraphBuilder, TensorType, Value
+from ...ir.registry import Attr
+from ..pattern import Pattern
+from ..spec import Constraint, KernelSpec, Param
+from . import _constraints as C
+from ._triton_build import compile_for, pointer_type
+from ._triton_compile import (
+    cdiv,
+    example_floats,
+    next_power_of_2,
+    pdl_enter,
+    pdl_launch,
+    tl,
+    triton_kernel,
+)
+
+# the GEMV's product and its arrival counters (one zeroed buffer per device and size, shared: hoid launches
+# on one stream and never overlaps two launches)
+from .triton_gemv import _counters, _linear, _product
+
+MAX_TOKENS = 16  # decode: 1 to 16 tokens, one tensor-core tile of rows
+MAX_EXPERTS = 1024  # every token's probabilities are one tile of the last program
+MAX_TOP_K = 32
+
+
+@triton_kernel
+def moe_router(x_ptr, w_ptr, logits_ptr, count_ptr, weights_ptr, ids_ptr, T, E, K, k_tiles, n_programs,
+               TOP_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_E: tl.constexpr, BLOCK_K: tl.constexpr,
+               BLOCK_ALL: tl.constexpr, BLOCK_TOP: tl.constexpr, PRECISION: tl.constexpr,
+               STAGES: tl.constexpr, PDL: tl.constexpr):
+    pdl_enter(PDL)
+    dtype = weights_ptr.dtype.element_ty
+    e = tl.program_id(0) * BLOCK_E + tl.arange(0, BLOCK_E)
+    for c in range(tl.cdiv(T, BLOCK_M)):
+        t = c * BLOCK_M + tl.arange(0, BLOCK_M)
+        acc = tl.zeros((BLOCK_M, BLOCK_E), tl.float32)
+        for i in tl.range(k_tiles, num_stages=STAGES):
+            k = i * BLOCK_K + tl.arange(0, BLOCK_K)
+            x = tl.load(x_ptr + t[:, None] * K + k[None, :], mask=(t[:, None] < T) & (k[None, :] < K), other=0.0)
+            w = tl.load(w_ptr + e[:, None].to(tl.int64) * K + k[None, :], mask=(e[:, None] < E) & (k[None, :] < K),
+                        other=0.0)
+            acc += _product(x, w, BLOCK_M, PRECISION)
+        logits = acc.to(dtype).to(tl.float32)  # the region's matmul gives them in the dtype
+        tl.store(logits_ptr + t[:, None] * E + e[None, :], logits, mask=(t[:, None] < T) & (e[None, :] < E))
+    # Every program arrives; the last one selects (its loads bypass L1: other programs wrote the logits).
+    tl.debug_barrier()
+    arrived = tl.atomic_add(count_ptr, 1, sem="acq_rel", scope="gpu")
+    if arrived == n_programs - 1:
+        tl.atomic_xchg(count_ptr, 0)  # ready for the next launch (or graph replay): every program has arrived
+        cols = tl.arange(0, BLOCK_ALL)
+        slots = tl.arange(0, BLOCK_TOP)
+        for t in range(T):
+            logits = tl.load(logits_ptr + t * E + cols, mask=cols < E, other=-float("inf"), cache_modifier=".cg")
+            p = tl.exp(logits - tl.max(logits, 0))
+            probs = p / tl.sum(p, 0)  # the float32 softmax (0 beyond E)
+            left = tl.where(cols < E, probs, -1.0)  # probabilities are >= 0: -1 is "taken" or "no expert"
+            values = tl.zeros((BLOCK_TOP,), tl.float32)
+            ids = tl.zeros((BLOCK_TOP,), tl.int32)
+            for j in tl.static_range(TOP_K):
+                best = tl.max(left, 0)
+                at = tl.min(tl.where(left == best, cols, BLOCK_ALL), 0)  # the lowest index among equals
+                at = tl.minimum(at, E - 1)  # NaN logits match nothing: an id in range all the same (as topk's)
+                values = tl.where(slots == j, best, values)
+                ids = tl.where(slots == j, at, ids)
+                left = tl.where(cols == at, -1.0, left)
+            weights = values / tl.sum(values, 0)  # slots past TOP_K hold 0
+            tl.store(weights_ptr + t * TOP_K + slots, weights.to(dtype), mask=slots < TOP_K)
+            tl.store(ids_ptr + t * TOP_K + slots, ids.to(tl.int64), mask=slots < TOP_K)
+
+
+def choose(tokens: int, experts: int, block_e="auto", block_k="auto", num_warps="auto",
+           num_stages="auto") -> dict:
+    """The launch's tiles for `tokens` tokens over `experts` experts (see the module doc: not yet measured)."""
+    if block_e == "auto":
+        block_e = 8 if tokens == 1 else 16
+    return {"block_e": block_e, "block_k": 256 if block_k == "auto" else block_k,
+            "num_warps": 2 if num_warps == "auto" else num_warps,
+            "num_stages": (1 if tokens == 1 else 2) if num_stages == "auto" else num_stages}
+
+
+PARAMS = (Param("block_e", ("auto", 8, 16, 32), "auto"), Param("block_k", ("auto", 128, 256, 512), "auto"),
+          Param("num_warps", ("auto", 1, 2, 4, 8), "auto"), Param("num_stages", ("auto", 1, 2, 3), "auto"))
+
+
+def _workspace_types(x: TensorType, w: TensorType) -> tuple[TensorType]:
+    return (TensorType((x.shape[0], w.shape[0]), "f32"),)
+
+
+def launch(x, w, weights, ids, *, k: int, pdl=False, workspace=None, **params) -> None:
+    """weights, ids [T, k] <- the top k of softmax(x @ w.T) per token, renormalized (destination-passing)."""
+    tokens, hidden = x.shape
+    experts = w.shape[0]
+    cfg = choose(tokens, experts, **params)
+    (want,) = _workspace_types(TensorType.of(x), TensorType.of(w))
+    if workspace:
+        (logits,) = workspace
+        if TensorType.of(logits) != want:
+            raise ValueError(f"moe_router: workspace {TensorType.of(logits)} given, these inputs need {want}")
+    else:
+        logits = torch.empty(want.shape, dtype=torch.float32, device=x.device)
+    block_e, block_k = cfg["block_e"], cfg["block_k"]
+    programs = cdiv(experts, block_e)
+    moe_router[(programs,)](
+        x, w, logits, _counters(x.device, 1024), weights, ids, tokens, experts, hidden, cdiv(hidden, block_k),
+        programs, TOP_K=k, BLOCK_M=1 if tokens == 1 else 16, BLOCK_E=block_e, BLOCK_K=block_k,
+        BLOCK_ALL=next_power_of_2(experts), BLOCK_TOP=next_power_of_2(k),
+        PRECISION="tf32", STAGES=cfg["num_stages"],
+        num_stages=cfg["num_stages"], num_warps=cfg["num_warps"], **pdl_launch(pdl))
+
+
+# --- pattern ---------------------------------------------------------------------------------------
+
+def _router(b: GraphBuilder, ins: list[Value], attrs: dict) -> tuple[Value, Value]:
+    """Qwen3-MoE's router as the import of a 16-bit model gives it (see hoid/models/moe.py). Always with its two
+    casts: the search matches a pattern by its ops first, and a float32 model's router, which has none, is
+    another structure (left to torch: the kernel is for 16-bit decode)."""
+    x, w = ins
+    probs = b.softmax(b.cast(_linear(b, x, w), dtype="f32"), dim=-1)
+    values, ids = b.op("topk", probs, k=attrs["k"], dim=-1, largest=True, sorted=True)
+    return b.cast(b.div(values, b.sum(values, dim=[-1], keepdim=True)), dtype=x.type.dtype), ids
+
+
+PATTERN = Pattern("moe_router", ("x", "w"), _router, attrs=(Attr("k", "int", doc="experts per token"),),
+                  doc="a MoE router with renormalized top-k: softmax(float32(x @ w.T)), its top k, divided by "
+                      "their sum; x [T, H], w [E, H]; out (weights [T, k] in x's dtype, ids [T, k] i64)")
+
+
+# --- spec ------------------------------------------------------------------------------------------
+
+_OPS = PATTERN.operands
+CONSTRAINTS = (
+    Constraint("x, w: one dtype, f16 or bf16 (a float32 router has no casts: another pattern)",
+               lambda t, attrs: t[0].dtype == t[1].dtype and t[0].dtype in ("f16", "bf16")),
+    C.contiguous(_OPS, *_OPS),
+    C.shape_holds("x [T, H], w [E, H]", lambda t: t[0].rank == t[1].rank == 2 and t[0].shape[1] == t[1].shape[1]),
+    C.shape_holds(f"x: 1 to {MAX_TOKENS} tokens (decode)", lambda t: 1 <= t[0].shape[0] <= MAX_TOKENS),
+    C.shape_holds(f"w: 1 to {MAX_EXPERTS} experts (one tile of the selecting program)",
+                  lambda t: 1 <= t[1].shape[0] <= MAX_EXPERTS),
+    Constraint(f"k: 1 to {MAX_TOP_K}, and at most the experts",
+               lambda t, attrs: t[1].rank == 2 and 1 <= attrs["k"] <= min(MAX_TOP_K, t[1].shape[0])),
+)
+
+
+def _examples(rng: random.Random):
+    # Small (the interpreter pays per program): experts not a power of 2 among them, k up to all of them.
+    tokens, hidden = rng.choice((1, 1, 3, 16)), rng.choice((32, 72))
+    experts = rng.choice((4, 16, 40))
+    dtype = rng.choice([d for d in example_floats() if d != "f32"])
+    return [TensorType((tokens, hidden), dtype), TensorType((experts, hidden), dtype)], \
+        {"k": rng.choice((1, 2, 4, experts))}
+
+
+def _resolve(types, attrs, params, target) -> dict:
+    return choose(types[0].shape[0], types[1].shape[0], **params)
+
+
+def _builds(arch: str) -> list:
+    """The launches "auto" runs at Qwen3-30B-A3B's router (H 2048, 128 experts, top 8): 1 and 16 tokens, and
+    one token with PDL."""
+    ptr, f32 = pointer_type("bf16"), pointer_type("f32")
+    built = []
+    for tokens, pdl in ((1, False), (16, False), (1, True)):
+        cfg = choose(tokens, 128)
+        built.append(compile_for(
+            moe_router, arch,
+            {"x_ptr": ptr, "w_ptr": ptr, "logits_ptr": f32, "count_ptr": pointer_type("i32"), "weights_ptr": ptr,
+             "ids_ptr": pointer_type("i64"), "T": "i32", "E": "i32", "K": "i32", "k_tiles": "i32",
+             "n_programs": "i32"},
+            {"TOP_K": 8, "BLOCK_M": 1 if tokens == 1 else 16, "BLOCK_E": cfg["block_e"], "BLOCK_K": cfg["block_k"],
+             "BLOCK_ALL": 128, "BLOCK_TOP": 8, "PRECISION": "tf32", "STAGES": cfg["num_stages"], "PDL": pdl},
+            num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], divisible_by_16=("E", "K")))
+    return built
+
+
+SPEC = KernelSpec(
+    id="triton.moe_router", pattern=PATTERN, backend="triton", launch=launch, constraints=CONSTRAINTS,
+    params=PARAMS, deterministic=True, examples=_examples, compile=_builds, resolve=_resolve,
+    workspace=lambda types, attrs, params: _workspace_types(types[0], types[1]), pdl=True,
+    doc="a MoE router in one launch: the logits' GEMV, the float32 softmax, the top k (ties to the lowest "
+        "index) and their renormalized weights",
+)
