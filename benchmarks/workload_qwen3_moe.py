@@ -215,6 +215,38 @@ def _experts_row(lm, t: int, device, bandwidth: float, sets: int) -> dict:
     return row
 
 
+def router_table(lm, device, tokens=(1, 4, 16)) -> list[dict]:
+    """One MoE layer's router at Qwen3-30B-A3B's shapes, per call: `triton.moe_router` (one launch) and
+    transformers' router module (linear, float32 softmax, topk, renormalization, cast), both CUDA-graph
+    replayed; and how often their ids agree (they may differ only where two probabilities tie)."""
+    return [_router_row(lm.model.layers[0].mlp.gate, lm.config, t, device) for t in tokens]
+
+
+def _router_row(gate, cfg, t: int, device) -> dict:
+    from hoid.kernels.library import triton_moe_router as router
+    from hoid.measure.cuda import time_cuda
+
+    k = cfg.num_experts_per_tok
+    x = torch.randn(t, cfg.hidden_size, generator=torch.Generator().manual_seed(t)).to(device, torch.bfloat16)
+    weights = torch.empty(t, k, device=device, dtype=torch.bfloat16)
+    ids = torch.empty(t, k, device=device, dtype=torch.int64)
+
+    def ours():
+        router.launch(x, gate.weight, weights, ids, k=k)
+
+    ours()
+    _, want_weights, want_ids = gate(x)
+    row = {"tokens": t, "ids_agree": float((ids == want_ids).float().mean()),
+           "weights_rel_l2": float((weights.float() - want_weights.float()).norm() / want_weights.float().norm())}
+    for name, fn in (("hoid_moe_router", ours), ("transformers_router", lambda: gate(x))):
+        row[name + "_s"] = time_cuda(fn, rotate=False, graph=True).median
+    row["speedup"] = row["transformers_router_s"] / row["hoid_moe_router_s"]
+    print(f"  router, {t:>2} token(s): moe_router {row['hoid_moe_router_s'] * 1e6:6.1f} us, transformers' "
+          f"{row['transformers_router_s'] * 1e6:6.1f} us: {row['speedup']:.2f}x; ids agree {row['ids_agree']:.0%}, "
+          f"weights rel L2 {row['weights_rel_l2']:.1e}", flush=True)
+    return row
+
+
 # --- the gate's float32 reference, one layer at a time ---------------------------------------------
 def reference_logits(lm, prompt: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     """`decode_gate.reference_logits`, holding one decoder layer in float32 at a time: [N, B, V]."""
@@ -269,7 +301,8 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--no-profile", action="store_true", help="skip hoid's in-context profile")
     ap.add_argument("--no-gate", action="store_true")
     ap.add_argument("--experts", action="store_true",
-                    help="also time one layer's routed experts alone: triton.moe_experts against batched_mm (CUDA)")
+                    help="also time one layer's routed experts and router alone: triton.moe_experts against "
+                         "batched_mm, triton.moe_router against transformers' router (CUDA)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=HERE / "results" / "workloads")
     args = ap.parse_args(argv)
@@ -379,6 +412,7 @@ def main(argv=None) -> int:
     with torch.no_grad():
         if args.experts and device.type == "cuda":
             result["experts"] = experts_table(lm, device, bandwidth)
+            result["router"] = router_table(lm, device)
             save()
         for prompt in args.prompt:
             shape = Shape(prompt, args.new, 1)
