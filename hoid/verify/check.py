@@ -117,7 +117,7 @@ def check(candidate, reference: Callable | Graph, inputs: Sequence, *, trials: i
     chosen = {}
     if isinstance(reference, Graph):
         outputs = outputs if outputs is not None else [v.type.contiguous() for v in reference.outputs]
-        chosen = selections(reference, graph_reference)
+        chosen = selections(reference)
         reference = graph_reference(reference)
     call_kwargs = {}
     if isinstance(candidate, KernelSpec):  # its launch (or source), with default params; attrs: use check_kernel
@@ -232,4 +232,4 @@ def _kernel_plan(spec, types, attrs: dict, params: dict, device: torch.device, k
     outputs = [v.type.contiguous() for v in graph.outputs]
     return Plan(inputs, graph_reference(graph), device, destination_passing=True, deterministic=spec.deterministic,
                 output_types=_output_types(outputs), call_kwargs={**attrs, **params}, key=key, aliases=spec.aliases,
-                selections=selections(graph, graph_reference))
+                selections=selections(graph))

@@ -25,6 +25,7 @@ import torch
 from ..ir import Graph
 from ..ir.dtypes import to_torch
 from .compare import _resolution
+from .region import graph_reference
 from .tolerance import Tolerance
 from .verdict import Failure
 
@@ -46,9 +47,9 @@ class Selection:
     scores: Callable[..., tuple[torch.Tensor, ...]]
 
 
-def selections(graph: Graph, reference: Callable[[Graph], Callable]) -> dict[int, Selection]:
+def selections(graph: Graph) -> dict[int, Selection]:
     """{output position: its `Selection`} for the outputs of `graph` that are a topk's indices, directly or
-    reshaped; `reference(graph)` makes the callable that runs a graph (`region.graph_reference`)."""
+    reshaped."""
     producers = graph.producers()
     found: dict[int, Selection] = {}
     for k, value in enumerate(graph.outputs):
@@ -63,7 +64,7 @@ def selections(graph: Graph, reference: Callable[[Graph], Callable]) -> dict[int
         found[k] = Selection(
             output=k, shape=tuple(node.outputs[1].type.shape), dim=node.attrs["dim"] % max(rank, 1),
             largest=node.attrs["largest"], sorted=node.attrs["sorted"], dtype=scores.type.dtype,
-            scores=reference(dataclasses.replace(graph, outputs=[scores], state_updates={})))
+            scores=graph_reference(dataclasses.replace(graph, outputs=[scores], state_updates={})))
     return found
 
 

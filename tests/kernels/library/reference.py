@@ -12,7 +12,6 @@ import torch
 from hoid.ir import TensorType, run
 from hoid.ir.dtypes import FLOAT_DTYPES
 from hoid.kernels import KernelSpec
-from hoid.verify.region import graph_reference
 from hoid.verify.selection import compare_selection, selections
 from hoid.verify.tolerance import tolerance_for
 
@@ -66,7 +65,7 @@ def _assert_same_indices(spec: KernelSpec, inputs: list[torch.Tensor], attrs: di
     `hoid.verify` judges them: `selection.py`)."""
     if torch.equal(got.cpu(), want.cpu()):
         return
-    sel = selections(_graph(spec, inputs, attrs, wide=False), graph_reference).get(i)
+    sel = selections(_graph(spec, inputs, attrs, wide=False)).get(i)
     assert sel is not None, f"{spec.id} output {i}: integer output differs"
     wide = [x.double() if x.is_floating_point() else x for x in inputs]
     tol = tolerance_for(sel.dtype, inputs=[TensorType.of(x).dtype for x in inputs])
