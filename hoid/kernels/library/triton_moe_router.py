@@ -12,15 +12,16 @@ The region (Qwen3-MoE's `norm_topk_prob` router, as transformers writes it):
 One launch: each program computes the logits of BLOCK_E experts for every token (the house GEMV's product,
 `triton_gemv._product`; rounded to the dtype, as the region's matmul is) into a float32 workspace [T, E];
 the last program to finish (an atomic counter, as in the GEMV's split-K and `triton.moe_experts`'s down
-launch) runs each token's softmax, its top k by k passes of max-and-lowest-index, and the renormalized
-weights. Deterministic: each logit is one program's sum in a fixed order, and the selection reads them all.
+launch) runs each token's softmax, its top k by k reductions (one max a slot, of the probability's bits and
+the reversed index packed into one integer), and the renormalized weights. Deterministic: each logit is one program's sum in a fixed order, and the selection reads them all.
 
 Ties go to the lowest index; topk's order among equal probabilities is not defined (the CPU's is arbitrary),
 so the check judges `ids` up to ties (`hoid.verify.selection`), and where two experts tie the weights tie too.
 
-"auto" tiles: 8 experts a program at one token (Qwen3-30B-A3B's 128 experts: 16 programs of 32 KB each),
-16 at more (a tensor-core tile); 2 warps, so that the selection's reductions over E stay within a warp or
-two. Not yet measured on a GPU (benchmarks/workload_qwen3_moe.py times the whole step).
+"auto" tiles: at one token 4 experts a program in two steps of 1024 (Qwen3-30B-A3B's 128 experts: 32
+programs of 16 KB, each two loads deep: at one token the launch is latency, not bandwidth), 16 experts at
+more (a tensor-core tile); 2 warps, so that the selection's reductions stay within two warps. Not yet measured
+on a GPU (benchmarks/workload_qwen3_moe.py --experts times it alone and in the step).
 """
 
 from __future__ import annotations
@@ -84,16 +85,18 @@ def moe_router(x_ptr, w_ptr, logits_ptr, count_ptr, weights_ptr, ids_ptr, T, E, 
             logits = tl.load(logits_ptr + t * E + cols, mask=cols < E, other=-float("inf"), cache_modifier=".cg")
             p = tl.exp(logits - tl.max(logits, 0))
             probs = p / tl.sum(p, 0)  # the float32 softmax (0 beyond E)
-            left = tl.where(cols < E, probs, -1.0)  # probabilities are >= 0: -1 is "taken" or "no expert"
+            # One max a slot: a probability's bits (>= 0: ordered as integers, NaN above all, as topk has it)
+            # over its reversed index, so that the largest key is the largest probability at its lowest index.
+            key = (probs.to(tl.int32, bitcast=True).to(tl.int64) << 32) | (BLOCK_ALL - 1 - cols).to(tl.int64)
+            key = tl.where(cols < E, key, -1)  # -1: no expert, or taken
             values = tl.zeros((BLOCK_TOP,), tl.float32)
             ids = tl.zeros((BLOCK_TOP,), tl.int32)
             for j in tl.static_range(TOP_K):
-                best = tl.max(left, 0)
-                at = tl.min(tl.where(left == best, cols, BLOCK_ALL), 0)  # the lowest index among equals
-                at = tl.minimum(at, E - 1)  # NaN logits match nothing: an id in range all the same (as topk's)
-                values = tl.where(slots == j, best, values)
+                best = tl.max(key, 0)
+                at = BLOCK_ALL - 1 - (best & 0xFFFFFFFF).to(tl.int32)
+                values = tl.where(slots == j, (best >> 32).to(tl.int32).to(tl.float32, bitcast=True), values)
                 ids = tl.where(slots == j, at, ids)
-                left = tl.where(cols == at, -1.0, left)
+                key = tl.where(cols == at, -1, key)
             weights = values / tl.sum(values, 0)  # slots past TOP_K hold 0
             tl.store(weights_ptr + t * TOP_K + slots, weights.to(dtype), mask=slots < TOP_K)
             tl.store(ids_ptr + t * TOP_K + slots, ids.to(tl.int64), mask=slots < TOP_K)
@@ -103,13 +106,16 @@ def choose(tokens: int, experts: int, block_e="auto", block_k="auto", num_warps=
            num_stages="auto") -> dict:
     """The launch's tiles for `tokens` tokens over `experts` experts (see the module doc: not yet measured)."""
     if block_e == "auto":
-        block_e = 8 if tokens == 1 else 16
-    return {"block_e": block_e, "block_k": 256 if block_k == "auto" else block_k,
+        block_e = 4 if tokens == 1 else 16
+    if block_k == "auto":
+        block_k = 1024 if tokens == 1 else 256
+    return {"block_e": block_e, "block_k": block_k,
             "num_warps": 2 if num_warps == "auto" else num_warps,
             "num_stages": (1 if tokens == 1 else 2) if num_stages == "auto" else num_stages}
 
 
-PARAMS = (Param("block_e", ("auto", 8, 16, 32), "auto"), Param("block_k", ("auto", 128, 256, 512), "auto"),
+PARAMS = (Param("block_e", ("auto", 4, 8, 16, 32), "auto"),
+          Param("block_k", ("auto", 128, 256, 512, 1024), "auto"),
           Param("num_warps", ("auto", 1, 2, 4, 8), "auto"), Param("num_stages", ("auto", 1, 2, 3), "auto"))
 
 
