@@ -13,7 +13,8 @@ One launch: each program computes the logits of BLOCK_E experts for every token 
 `triton_gemv._product`; rounded to the dtype, as the region's matmul is) into a float32 workspace [T, E];
 the last program to finish (an atomic counter, as in the GEMV's split-K and `triton.moe_experts`'s down
 launch) runs each token's softmax, its top k by k reductions (one max a slot, of the probability's bits and
-the reversed index packed into one integer), and the renormalized weights. Deterministic: each logit is one program's sum in a fixed order, and the selection reads them all.
+the reversed index packed into one integer), and the renormalized weights. Deterministic: each logit is one
+program's sum in a fixed order, and the selection reads them all.
 
 Ties go to the lowest index; topk's order among equal probabilities is not defined (the CPU's is arbitrary),
 so the check judges `ids` up to ties (`hoid.verify.selection`), and where two experts tie the weights tie too.
