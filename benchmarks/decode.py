@@ -52,11 +52,10 @@ import decode_hoid  # noqa: E402
 import decode_report  # noqa: E402
 import decode_stock  # noqa: E402
 from decode_args import GROUPS, output_name, parse  # noqa: E402
-from decode_gate import Gate  # noqa: E402
+from decode_gate import Gate, add_sequences, gate_prompts  # noqa: E402
 from decode_loop import (  # noqa: E402
     Shape,
     elapsed,
-    measure,
     open_device,
     phase,
     progress,
@@ -137,7 +136,7 @@ def run_shape(lm, shape: Shape, keys: list[str], args, device, cell: dict, save)
     stock_ctx = decode_stock.Context(device, compile_prefill=not args.eager_prefill, cpu_inductor=args.cpu_inductor)
     rows = cell["rows"]
 
-    prompts = [prompt, *gate_prompts(args, shape, lm.config.vocab_size, device)]
+    prompts = [prompt, *gate_prompts(args.gate_samples, shape, lm.config.vocab_size, args.seed, device)]
     gate_file = None if args.gate_cache is None else args.gate_cache / _gate_name(args, shape, len(prompts))
 
     def eager_after(decoder, row, tokens):  # hf-eager's tokens are the gate's teacher
@@ -146,9 +145,7 @@ def run_shape(lm, shape: Shape, keys: list[str], args, device, cell: dict, save)
                 gate = Gate(lm, prompt, tokens)
             if len(prompts) > 1:  # one batched eager generation gives the other sequences' teacher tokens
                 with phase(f"gate: eager teacher tokens and references for {len(prompts) - 1} more sequence(s)"):
-                    _, more = measure(decoder, torch.cat(prompts[1:]), shape.new, warmup=0, ttft_repeats=1)
-                    for i, other in enumerate(prompts[1:]):
-                        gate.add(other, more[i * shape.batch:(i + 1) * shape.batch])
+                    add_sequences(gate, decoder, prompts[1:], shape)
             held["gate"] = gate
             with phase(f"gate: eager bfloat16 baseline, teacher-forced over {len(prompts)} sequence(s)"):
                 row["gate_baseline"] = cell["gate_baseline"] = gate.set_baseline(decoder)
@@ -233,15 +230,6 @@ def run_shape(lm, shape: Shape, keys: list[str], args, device, cell: dict, save)
         if plan.prefill is not None:  # again, with the prefill's measurements (a row cut off loses only those)
             plan.save_archive(archive)
         plan.close()
-
-
-def gate_prompts(args, shape: Shape, vocab: int, device) -> list[torch.Tensor]:
-    """The gate's prompts beyond the timed one: enough sequences for --gate-samples, each [batch, prompt],
-    drawn on the host from --seed + 1 (the timed prompt, from --seed, is what it always was)."""
-    sequences = max(1, -(-args.gate_samples // (shape.batch * shape.new)))
-    generator = torch.Generator().manual_seed(args.seed + 1)
-    return [torch.randint(0, vocab, (shape.batch, shape.prompt), generator=generator).to(device)
-            for _ in range(sequences - 1)]
 
 
 def _gate_name(args, shape: Shape, sequences: int) -> str:

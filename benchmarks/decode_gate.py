@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 
 import torch
-from decode_loop import Decoder, release, teacher_forced
+from decode_loop import Decoder, Shape, measure, release, teacher_forced
 
 from hoid.testing.gate import Stats, StepErrors, judge
 
@@ -90,3 +90,22 @@ class Gate:
             row["gate"]["informational"] = True
         else:
             row["failed"] = failed
+
+
+def gate_prompts(samples: int, shape: Shape, vocab: int, seed: int, device) -> list[torch.Tensor]:
+    """The gate's prompts beyond the timed one: enough sequences for `samples` teacher-forced steps, each
+    [batch, prompt], drawn on the host from `seed` + 1 (the timed prompt, from `seed`, is what it always was)."""
+    sequences = max(1, -(-samples // (shape.batch * shape.new)))
+    generator = torch.Generator().manual_seed(seed + 1)
+    return [torch.randint(0, vocab, (shape.batch, shape.prompt), generator=generator).to(device)
+            for _ in range(sequences - 1)]
+
+
+def add_sequences(gate: Gate, eager: Decoder, prompts: list[torch.Tensor], shape: Shape) -> None:
+    """`prompts` (each [batch, prompt]) added to `gate`, their teacher tokens from one batched generation by the
+    eager decoder (whose tokens are the gate's teacher)."""
+    if not prompts:
+        return
+    _, more = measure(eager, torch.cat(prompts), shape.new, warmup=0, ttft_repeats=1)
+    for i, other in enumerate(prompts):
+        gate.add(other, more[i * shape.batch:(i + 1) * shape.batch])

@@ -300,6 +300,11 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--warmup", type=int, default=8)
     ap.add_argument("--no-profile", action="store_true", help="skip hoid's in-context profile")
     ap.add_argument("--no-gate", action="store_true")
+    ap.add_argument("--gate-samples", type=int, default=1024,
+                    help="teacher-forced steps the gate's criterion is read over (default 1024: 4 sequences of 256; "
+                         "one, 12-07 on an H100, failed a plan whose median and p99 errors were below eager's on "
+                         "top-1 alone, 5 tokens of 256 short, 21 of its 29 disagreements near ties; decode.py reads "
+                         "2048, but here each sequence costs ~20 s of layer-wise float32 reference and eager baseline)")
     ap.add_argument("--experts", action="store_true",
                     help="also time one layer's routed experts and router alone: triton.moe_experts against "
                          "batched_mm, triton.moe_router against transformers' router (CUDA)")
@@ -325,10 +330,13 @@ def run_shape(lm, shape: Shape, args, device, cell: dict, save) -> None:
     ctx = decode_stock.Context(device)
     rows = cell["rows"]
 
-    def eager_after(decoder, row, tokens):
+    def eager_after(decoder, row, tokens):  # hf-eager's tokens are the gate's teacher
         if gate_wanted:
-            held["gate"] = LayerwiseGate(lm, prompt, tokens)
-            row["gate_baseline"] = cell["gate_baseline"] = held["gate"].set_baseline(decoder)
+            held["gate"] = gate = LayerwiseGate(lm, prompt, tokens)
+            more = decode_gate.gate_prompts(args.gate_samples, shape, lm.config.vocab_size, args.seed, device)
+            decode_gate.add_sequences(gate, decoder, more, shape)
+            row["gate_baseline"] = cell["gate_baseline"] = gate.set_baseline(decoder)
+            cell["gate_sequences"] = len(gate.sequences)
 
     def done(row):
         if row.get("tokens_per_s") is not None:

@@ -1,7 +1,6 @@
 """benchmarks/decode_gate.py: a gate over several sequences pools their steps, refuses sequences of another
 shape, and survives decode.py's gate file only for the prompts and weights it was made for."""
 
-import argparse
 
 import pytest
 import torch
@@ -54,18 +53,18 @@ def test_a_gate_pools_the_steps_of_its_sequences(lm):
 @torch.no_grad()
 def test_the_gate_file_is_for_its_prompts_and_weights_only(lm, tmp_path):
     import decode
-    from decode_gate import Gate
+    from decode_gate import Gate, add_sequences, gate_prompts
     from decode_loop import Shape, measure
 
-    args = argparse.Namespace(gate_samples=15, seed=0)
     shape = Shape(prompt=6, new=5, batch=1)
-    prompts = [_prompt(9, lm.config.vocab_size), *decode.gate_prompts(args, shape, lm.config.vocab_size, "cpu")]
+    prompts = [_prompt(9, lm.config.vocab_size), *gate_prompts(15, shape, lm.config.vocab_size, 0, "cpu")]
     assert len(prompts) == 3  # ceil(15 / 5)
     eager = _eager(lm)
-    _, tokens = measure(eager, torch.cat(prompts), 5, warmup=0, ttft_repeats=1)
-    gate = Gate(lm, prompts[0], tokens[:1])
-    for i in (1, 2):
-        gate.add(prompts[i], tokens[i:i + 1])
+    _, tokens = measure(eager, prompts[0], 5, warmup=0, ttft_repeats=1)
+    gate = Gate(lm, prompts[0], tokens)
+    add_sequences(gate, eager, prompts[1:], shape)  # their teacher tokens from one batched eager generation
+    _, together = measure(eager, torch.cat(prompts[1:]), 5, warmup=0, ttft_repeats=1)
+    assert [torch.equal(t, together[i:i + 1]) for i, (_, t, _) in enumerate(gate.sequences[1:])] == [True, True]
     path = tmp_path / "gate.pt"
     decode._save_gate(path, lm, gate, gate.set_baseline(eager))
 

@@ -20,7 +20,8 @@ def smoke(tmp_path_factory):
     env = {"TRITON_INTERPRET": "1", "HOID_CACHE": str(tmp / "cache.sqlite"),
            "HOID_KERNELS": str(tmp / "kernels.sqlite"), "HOID_JOURNAL": str(tmp / "journal.sqlite")}
     code, stdout = run_main("workload_qwen3_moe", ["--tiny", "--device", "cpu", "--prompt", "8", "--new", "8",
-                                                   "--warmup", "1", "--rows", "all", "--out", str(tmp / "out")], env)
+                                                   "--warmup", "1", "--gate-samples", "16", "--rows", "all",
+                                                   "--out", str(tmp / "out")], env)
     assert code == 0, stdout[-3000:]
     result = json.loads((tmp / "out" / "workload-qwen3-moe-qwen3-30b-a3b-tiny-p8-all.json").read_text())
     return result, tmp / "out"
@@ -46,7 +47,7 @@ def test_every_row_runs_or_says_it_needs_cuda_and_hoid_passes_the_gate(smoke):
         else:
             assert row["status"] == "skipped" and row["reason"].startswith("needs CUDA"), row
     baseline = cell["gate_baseline"]
-    assert baseline["samples"] == 8
+    assert baseline["samples"] == 16 and cell["gate_sequences"] == 2  # 16 samples: the timed sequence and one more
     for key in bench.HOID:
         assert rows[key]["gate"]["baseline"] == baseline
         assert rows[key]["gate"]["passed"] and not rows[key]["failed"], rows[key]["gate"]
