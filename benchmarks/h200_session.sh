@@ -37,7 +37,10 @@
 #               12-06 22:04 (H100, no diffusers needed): `run benchmarks/workload_qwen3_moe.py --prompt 128 --rows
 #               hf-eager,hf-compile-reduce-overhead,hoid-compile --experts` 354 s (eager + its gate 57 s,
 #               reduce-overhead's compile and capture 140 s, hoid's search 58 s, its prefill 45 s; 58.5 GiB peak);
-#               sdxl-vae at 3m 291 s in the next call, the machine warm.
+#               sdxl-vae at 3m 291 s in the next call, the machine warm. 12-07 00:20 (H100, cache carried): the same
+#               MoE command 384 s (reduce-overhead's compile and capture 174 s); with `--gate-samples 1024` (the
+#               default since) each sequence past the first adds ~20 s of layer-wise reference and eager baseline,
+#               and their teacher tokens one batched eager generation (~35 s): plan ~480 s, one call of its own.
 #   cute-a      [.cute2a]       the first half of CuTe's libraries, kept in /tmp
 #   cute-b      [.cute2b]       the second half; CuTe DSL importable from here on (sitecustomize)
 #   tests [LIMIT [ARGS]]  []    python -m pytest -m gpu (every GPU test; CuTe's too once installed), ARGS to
