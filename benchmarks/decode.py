@@ -52,7 +52,7 @@ import decode_hoid  # noqa: E402
 import decode_report  # noqa: E402
 import decode_stock  # noqa: E402
 from decode_args import GROUPS, output_name, parse  # noqa: E402
-from decode_gate import Gate, add_sequences, gate_prompts  # noqa: E402
+from decode_gate import Gate, add_sequences, gate_prompts, load_gate, save_gate  # noqa: E402
 from decode_loop import (  # noqa: E402
     Shape,
     elapsed,
@@ -64,8 +64,6 @@ from decode_loop import (  # noqa: E402
     save_json,
     tokens_per_second,
 )
-
-from hoid.ir.io import replace_atomically  # noqa: E402  (the one write-then-rename)
 
 __all__ = ["main", "tokens_per_second"]  # kernels_cute.py times its whole-model rows with the shared loop
 
@@ -151,7 +149,7 @@ def run_shape(lm, shape: Shape, keys: list[str], args, device, cell: dict, save)
                 row["gate_baseline"] = cell["gate_baseline"] = gate.set_baseline(decoder)
             cell["gate_sequences"] = len(prompts)
             if gate_file is not None:
-                _save_gate(gate_file, lm, gate, row["gate_baseline"])
+                save_gate(gate_file, lm, gate)
 
     def stock_after(decoder, row, tokens):
         if "gate" not in held:
@@ -181,7 +179,7 @@ def run_shape(lm, shape: Shape, keys: list[str], args, device, cell: dict, save)
 
     if gate_wanted and "hf-eager" not in keys and gate_file is not None and gate_file.is_file():
         with phase(f"gate: teacher tokens and eager baseline from {gate_file} (hf-eager not run again)"):
-            loaded = _load_gate(gate_file, lm, prompts)
+            loaded = load_gate(gate_file, lm, prompts)
         if loaded is not None:
             held["gate"] = loaded
             cell["gate_baseline"], cell["gate_from"] = loaded.baseline.to_json(), str(gate_file)
@@ -234,38 +232,6 @@ def run_shape(lm, shape: Shape, keys: list[str], args, device, cell: dict, save)
 
 def _gate_name(args, shape: Shape, sequences: int) -> str:
     return result_name("gate", args.model, shape.key, f"s{args.seed}", f"g{sequences}", suffix=".pt")
-
-
-def _fingerprint(lm) -> float:
-    """A number that changes with the weights (random per seed): a gate file is for these weights only."""
-    return float(lm.lm_head.weight.float().sum()) + float(lm.model.embed_tokens.weight[:64].float().sum())
-
-
-def _save_gate(path: Path, lm, gate: Gate, baseline: dict) -> None:
-    """The gate's prompts, teacher tokens and eager baseline (not its references: a float32 forward remakes
-    them in seconds, and they are 155 MB a sequence at Qwen3's vocabulary)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = {"prompts": [p.cpu() for p, _, _ in gate.sequences], "tokens": [t.cpu() for _, t, _ in gate.sequences],
-            "baseline": baseline, "weights": _fingerprint(lm)}
-    replace_atomically(path, lambda tmp: torch.save(data, tmp))
-
-
-def _load_gate(path: Path, lm, prompts: list[torch.Tensor]) -> Gate | None:
-    """The gate from a file `_save_gate` wrote for these prompts and these weights, else None (hf-eager runs)."""
-    from hoid.testing.gate import Stats
-
-    data = torch.load(path, map_location="cpu")
-    saved = data.get("prompts", [])
-    same = len(saved) == len(prompts) and all(torch.equal(s, p.cpu()) for s, p in zip(saved, prompts))
-    if not same or data["weights"] != _fingerprint(lm):
-        progress(f"gate: {path} is for other prompts or other weights: hf-eager runs")
-        return None
-    device = prompts[0].device
-    gate = Gate(lm, prompts[0], data["tokens"][0].to(device))
-    for other, tokens in zip(prompts[1:], data["tokens"][1:]):
-        gate.add(other, tokens.to(device))
-    gate.baseline = Stats(**data["baseline"])
-    return gate
 
 
 def _line(row: dict) -> str:

@@ -18,10 +18,12 @@ over. The reference logits are kept on the host: held on the GPU they would coun
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import torch
-from decode_loop import Decoder, Shape, measure, release, teacher_forced
+from decode_loop import Decoder, Shape, measure, progress, release, teacher_forced
 
+from hoid.ir.io import replace_atomically  # the one write-then-rename
 from hoid.testing.gate import Stats, StepErrors, judge
 
 
@@ -109,3 +111,34 @@ def add_sequences(gate: Gate, eager: Decoder, prompts: list[torch.Tensor], shape
     _, more = measure(eager, torch.cat(prompts), shape.new, warmup=0, ttft_repeats=1)
     for i, other in enumerate(prompts):
         gate.add(other, more[i * shape.batch:(i + 1) * shape.batch])
+
+
+def _fingerprint(lm) -> float:
+    """A number that changes with the weights (random per seed): a gate file is for these weights only."""
+    return float(lm.lm_head.weight.float().sum()) + float(lm.model.embed_tokens.weight[:64].float().sum())
+
+
+def save_gate(path: Path, lm, gate: Gate) -> None:
+    """The gate's prompts, teacher tokens and eager baseline (not its references: a float32 forward remakes
+    them in seconds, and they are 155 MB a sequence at Qwen3's vocabulary)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = {"prompts": [p.cpu() for p, _, _ in gate.sequences], "tokens": [t.cpu() for _, t, _ in gate.sequences],
+            "baseline": gate.baseline.to_json(), "weights": _fingerprint(lm)}
+    replace_atomically(path, lambda tmp: torch.save(data, tmp))
+
+
+def load_gate(path: Path, lm, prompts: list[torch.Tensor], kind: type[Gate] = Gate) -> Gate | None:
+    """The gate (of class `kind`: its references made anew) from a file `save_gate` wrote for these prompts and
+    these weights, else None (hf-eager runs)."""
+    data = torch.load(path, map_location="cpu")
+    saved = data.get("prompts", [])
+    same = len(saved) == len(prompts) and all(torch.equal(s, p.cpu()) for s, p in zip(saved, prompts))
+    if not same or data["weights"] != _fingerprint(lm):
+        progress(f"gate: {path} is for other prompts or other weights: hf-eager runs")
+        return None
+    device = prompts[0].device
+    gate = kind(lm, prompts[0], data["tokens"][0].to(device))
+    for other, tokens in zip(prompts[1:], data["tokens"][1:]):
+        gate.add(other, tokens.to(device))
+    gate.baseline = Stats(**data["baseline"])
+    return gate

@@ -41,6 +41,10 @@
 #               MoE command 384 s (reduce-overhead's compile and capture 174 s); with `--gate-samples 1024` (the
 #               default since) each sequence past the first adds ~20 s of layer-wise reference and eager baseline,
 #               and their teacher tokens one batched eager generation (~35 s): plan ~480 s, one call of its own.
+#               decode.py's 2048 samples in two calls: `--rows hf-eager --gate-samples 2048 --gate-cache $OUT/gate`,
+#               then copy that folder here as .gate/ (add it to .git/info/exclude) and carry it for `--rows
+#               hf-compile-reduce-overhead,hoid-compile --gate-samples 2048 --gate-cache .gate` (the float32
+#               references are remade there, layer by layer: not timed yet).
 #   cute-a      [.cute2a]       the first half of CuTe's libraries, kept in /tmp
 #   cute-b      [.cute2b]       the second half; CuTe DSL importable from here on (sitecustomize)
 #   tests [LIMIT [ARGS]]  []    python -m pytest -m gpu (every GPU test; CuTe's too once installed), ARGS to

@@ -18,7 +18,8 @@ the one decode loop (`decode_loop.run_row`: tokens/s, time to first token, peak 
   over the same cache (`decode_hoid.hoid_compile`); `hoid-export` runs the exported package.
 
 The gate is decode.py's (`decode_gate`: relative L2 of the logits against a float32 reference, teacher-forced
-on eager transformers' tokens, at most 1.5x eager bfloat16's), with the float32 reference run one decoder
+on eager transformers' tokens over --gate-samples steps, at most 1.5x eager bfloat16's; with --gate-cache a later
+slice reads the teacher tokens and eager baseline an earlier one saved), with the float32 reference run one decoder
 layer at a time: a float32 copy of all 30.5B parameters (122 GB) does not fit beside the bfloat16 model on
 one H200. The roofline counts the weights a batch-1 step reads: all but the experts, and k of E experts.
 
@@ -300,6 +301,10 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--warmup", type=int, default=8)
     ap.add_argument("--no-profile", action="store_true", help="skip hoid's in-context profile")
     ap.add_argument("--no-gate", action="store_true")
+    ap.add_argument("--gate-cache", type=Path, default=None,
+                    help="a folder for the gate's teacher tokens and eager baseline (decode.py's --gate-cache): a "
+                         "later slice gating hoid rows reads them instead of running hf-eager again (unless --rows "
+                         "names it), so that eager and the gate's sequences can take a device call of their own")
     ap.add_argument("--gate-samples", type=int, default=1024,
                     help="teacher-forced steps the gate's criterion is read over (default 1024: 4 sequences of 256; "
                          "one, 12-07 on an H100, failed a plan whose median and p99 errors were below eager's on "
@@ -330,13 +335,18 @@ def run_shape(lm, shape: Shape, args, device, cell: dict, save) -> None:
     ctx = decode_stock.Context(device)
     rows = cell["rows"]
 
+    prompts = [prompt, *decode_gate.gate_prompts(args.gate_samples, shape, lm.config.vocab_size, args.seed, device)]
+    gate_file = None if args.gate_cache is None else args.gate_cache / result_name(
+        "gate", args.model, shape.key, f"s{args.seed}", f"g{len(prompts)}", suffix=".pt")
+
     def eager_after(decoder, row, tokens):  # hf-eager's tokens are the gate's teacher
         if gate_wanted:
             held["gate"] = gate = LayerwiseGate(lm, prompt, tokens)
-            more = decode_gate.gate_prompts(args.gate_samples, shape, lm.config.vocab_size, args.seed, device)
-            decode_gate.add_sequences(gate, decoder, more, shape)
+            decode_gate.add_sequences(gate, decoder, prompts[1:], shape)
             row["gate_baseline"] = cell["gate_baseline"] = gate.set_baseline(decoder)
             cell["gate_sequences"] = len(gate.sequences)
+            if gate_file is not None:
+                decode_gate.save_gate(gate_file, lm, gate)
 
     def done(row):
         if row.get("tokens_per_s") is not None:
@@ -347,7 +357,14 @@ def run_shape(lm, shape: Shape, args, device, cell: dict, save) -> None:
         print(_line(row), flush=True)
         save()
 
-    for key in [k for k in STOCK if k in args.keys or (k == "hf-eager" and gate_wanted)]:
+    if gate_wanted and "hf-eager" not in args.keys and gate_file is not None and gate_file.is_file():
+        held["gate"] = loaded = decode_gate.load_gate(gate_file, lm, prompts, LayerwiseGate)
+        if loaded is not None:  # a slice after the one that ran hf-eager: its teacher tokens and baseline
+            cell["gate_baseline"], cell["gate_from"] = loaded.baseline.to_json(), str(gate_file)
+            cell["gate_sequences"] = len(prompts)
+        else:
+            del held["gate"]
+    for key in [k for k in STOCK if k in args.keys or (k == "hf-eager" and gate_wanted and "gate" not in held)]:
         name, build = STOCK[key]
         done(run_row(key, name, "stock", lambda b=build: b(lm, shape, ctx), prompt, shape.new, warmup=args.warmup,
                      after=eager_after if key == "hf-eager" else None))

@@ -52,8 +52,7 @@ def test_a_gate_pools_the_steps_of_its_sequences(lm):
 
 @torch.no_grad()
 def test_the_gate_file_is_for_its_prompts_and_weights_only(lm, tmp_path):
-    import decode
-    from decode_gate import Gate, add_sequences, gate_prompts
+    from decode_gate import Gate, add_sequences, gate_prompts, load_gate, save_gate
     from decode_loop import Shape, measure
 
     shape = Shape(prompt=6, new=5, batch=1)
@@ -66,16 +65,17 @@ def test_the_gate_file_is_for_its_prompts_and_weights_only(lm, tmp_path):
     _, together = measure(eager, torch.cat(prompts[1:]), 5, warmup=0, ttft_repeats=1)
     assert [torch.equal(t, together[i:i + 1]) for i, (_, t, _) in enumerate(gate.sequences[1:])] == [True, True]
     path = tmp_path / "gate.pt"
-    decode._save_gate(path, lm, gate, gate.set_baseline(eager))
+    gate.set_baseline(eager)
+    save_gate(path, lm, gate)
 
-    loaded = decode._load_gate(path, lm, prompts)
+    loaded = load_gate(path, lm, prompts)
     assert loaded.baseline == gate.baseline and len(loaded.sequences) == 3
     assert all(torch.equal(a[1], b[1]) and torch.equal(a[2], b[2]) for a, b in zip(loaded.sequences, gate.sequences))
     other = [prompts[0], prompts[1], _prompt(10, lm.config.vocab_size)]
-    assert decode._load_gate(path, lm, other) is None  # one prompt differs
-    assert decode._load_gate(path, lm, prompts[:2]) is None  # fewer sequences asked for
+    assert load_gate(path, lm, other) is None  # one prompt differs
+    assert load_gate(path, lm, prompts[:2]) is None  # fewer sequences asked for
     lm.lm_head.weight[0, 0] += 1  # other weights
     try:
-        assert decode._load_gate(path, lm, prompts) is None
+        assert load_gate(path, lm, prompts) is None
     finally:
         lm.lm_head.weight[0, 0] -= 1
