@@ -97,7 +97,7 @@ def compare_selection(k: int, cand: torch.Tensor, ref: torch.Tensor, sel: Select
     dtype = to_torch(sel.dtype)
     scale = float(want.square().mean().sqrt()) if want.numel() else 0.0
     allowed = tol.atol * (scale if scale > 0 else 1.0) + tol.rtol * want.abs() + _resolution(want, dtype)
-    fine = (got - want).abs() <= allowed
+    fine = ((got - want).abs() <= allowed) | (got == want)  # equal infinities too (masked scores: -inf)
     if native is not None and sel.sorted:  # a tie in the inputs' own dtypes is one torch itself may break either way
         nat = native.detach().to(where, torch.float64).movedim(sel.dim, -1)
         fine |= nat.gather(-1, c) == nat.gather(-1, r)

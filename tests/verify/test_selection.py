@@ -3,7 +3,7 @@
 import torch
 
 from hoid.ir import GraphBuilder
-from hoid.verify import check
+from hoid.verify import Input, check
 from hoid.verify.selection import selections
 
 
@@ -115,3 +115,20 @@ def test_swapped_slots_of_unequal_scores_fail():
 
     verdict = check(candidate, _topk_graph(), [((6, 12), "f32")], seed=0)
     assert not verdict and "not the reference's" in verdict.reason
+
+
+def test_masked_scores_tie_at_minus_infinity():
+    """Scores masked to -inf (fewer real candidates than k in a row) tie there: any of them is right."""
+    b = GraphBuilder("masked_topk")
+    x, mask = b.input("x", (4, 10), "f32"), b.input("mask", (4, 10), "f32")
+    values, ids = b.op("topk", b.add(x, mask), k=6, dim=-1, largest=True, sorted=True)
+    graph = b.build(values, ids)
+
+    def candidate(x, mask):
+        return _lowest_index_first(x + mask, 6)
+
+    def masks(earlier, sizes):  # -inf past the first 4 columns: 6 of 10 leave 2 slots to -inf ties
+        return torch.where(torch.arange(10) < 4, 0.0, float("-inf")).expand(4, 10).clone()
+
+    verdict = check(candidate, graph, [((4, 10), "f32"), Input((4, 10), "f32", derive=masks)], seed=1)
+    assert verdict, verdict.reason
