@@ -116,6 +116,9 @@ def choose(tokens: int, experts: int, block_e="auto", block_k="auto", num_warps=
         block_e = 4 if tokens == 1 else 16
     if block_k == "auto":
         block_k = 1024 if tokens == 1 else 256
+    if tokens > 1 and block_e < 16:
+        raise ValueError(f"moe_router: block_e {block_e} at {tokens} tokens; more than one token multiplies on tensor "
+                         f"cores (tl.dot), whose tiles are 16 wide at least: block_e 16 or 32")
     return {"block_e": block_e, "block_k": block_k,
             "num_warps": 2 if num_warps == "auto" else num_warps,
             "num_stages": (1 if tokens == 1 else 2) if num_stages == "auto" else num_stages}

@@ -73,3 +73,9 @@ def test_the_constraints_say_what_they_refuse():
                                                    {"k": 4})
     assert "at most the experts" in router.SPEC.rejects([f16, TensorType((4, 64), "f16")], {"k": 8})
     assert router.SPEC.rejects([f16, TensorType((128, 64), "f16")], {"k": 8}) is None
+
+
+def test_a_tile_too_narrow_for_tensor_cores_is_refused_with_the_fix():
+    assert router.choose(1, 128, block_e=4)["block_e"] == 4  # one token: a broadcast multiply, any width
+    with pytest.raises(ValueError, match="block_e 16 or 32"):
+        router.choose(3, 128, block_e=8)
