@@ -248,6 +248,38 @@ def _router_row(gate, cfg, t: int, device) -> dict:
     return row
 
 
+def tune_table(lm, device=None, size: int = 24) -> list[dict]:
+    """`triton.moe_experts` and `triton.moe_router` at one token of Qwen3-30B-A3B, tuned (`hoid.measure.tune`)
+    over `size` param sets near their "auto" tiles, one param changed at a time (`hoid.measure.tune.neighbours`):
+    neither kernel's tiles were ever swept (the experts' are the GEMV's; at one token they ran at 54% of copy
+    bandwidth on the H100, 12-07). Each row: the choice, its time and the defaults', every trial."""
+    from hoid.ir import TensorType
+    from hoid.kernels import all_kernels
+    from hoid.measure.local import local_device
+    from hoid.measure.tune import neighbours, tune
+
+    cfg, target = lm.config, (device or local_device())
+    hidden, inter, experts, k = cfg.hidden_size, cfg.moe_intermediate_size, cfg.num_experts, cfg.num_experts_per_tok
+    calls = {
+        "triton.moe_experts": ([TensorType((1, hidden), "bf16"), TensorType((1, k), "i64"),
+                                TensorType((1, k), "bf16"), TensorType((experts, 2 * inter, hidden), "bf16"),
+                                TensorType((experts, hidden, inter), "bf16")], {}),
+        "triton.moe_router": ([TensorType((1, hidden), "bf16"), TensorType((experts, hidden), "bf16")], {"k": k}),
+    }
+    rows = []
+    for kernel, (types, attrs) in calls.items():
+        spec = all_kernels()[kernel]
+        candidates = neighbours(spec, size, types=types, attrs=attrs, target=target.target())
+        result = tune(spec, types, attrs, device=target, candidates=candidates)
+        default = result.trials[0].median
+        rows.append({"kernel": kernel, "params": result.params, "median_s": result.median, "default_s": default,
+                     "reason": result.reason, "trials": [{"params": t.params, "median_s": t.median,
+                                                          "suspect": t.suspect} for t in result.trials]})
+        print(f"  tuned {kernel}: {result.median * 1e6:.1f} us against the defaults' {default * 1e6:.1f} us over "
+              f"{len(result.trials)} candidates: {result.reason}", flush=True)
+    return rows
+
+
 # --- the gate's float32 reference, one layer at a time ---------------------------------------------
 def reference_logits(lm, prompt: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     """`decode_gate.reference_logits`, holding one decoder layer in float32 at a time: [N, B, V]."""
@@ -313,6 +345,9 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--experts", action="store_true",
                     help="also time one layer's routed experts and router alone: triton.moe_experts against "
                          "batched_mm, triton.moe_router against transformers' router (CUDA)")
+    ap.add_argument("--tune", action="store_true",
+                    help="also tune triton.moe_experts and triton.moe_router at one token over their neighbouring "
+                         "tiles (hoid.measure.tune; CUDA)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=HERE / "results" / "workloads")
     args = ap.parse_args(argv)
@@ -438,6 +473,9 @@ def main(argv=None) -> int:
         if args.experts and device.type == "cuda":
             result["experts"] = experts_table(lm, device, bandwidth)
             result["router"] = router_table(lm, device)
+            save()
+        if args.tune and device.type == "cuda":
+            result["tuned"] = tune_table(lm)
             save()
         for prompt in args.prompt:
             shape = Shape(prompt, args.new, 1)

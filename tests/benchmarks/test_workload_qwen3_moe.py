@@ -144,3 +144,32 @@ def test_experts_that_no_kernel_matches_are_named_not_silent(capsys, monkeypatch
     found = check(clamped)
     assert found["moe_experts_regions"] == 0 and "0 of 2 layers" in found["experts_warning"]
     assert "WARNING: triton.moe_experts's pattern matched" in capsys.readouterr().out
+
+
+def test_the_tune_table_tries_neighbouring_tiles_of_both_kernels_at_one_token(tiny_bf16, monkeypatch):
+    """`--tune`'s plumbing (the timing itself needs CUDA): each kernel at the model's one-token shapes, over
+    neighbouring tiles from its defaults, the choice and every trial recorded."""
+    import importlib
+
+    import workload_qwen3_moe as bench
+
+    from hoid.measure.devices import get_device
+
+    tuning = importlib.import_module("hoid.measure.tune")  # the module: hoid.measure's `tune` is its function
+
+    seen = {}
+
+    def fake_tune(spec, types, attrs, *, device, candidates):
+        seen[spec.id] = (types, attrs, candidates)
+        trials = tuple(tuning.Trial(c, 1e-6 * (i + 1)) for i, c in enumerate(candidates))
+        return tuning.TuneResult(spec.id, candidates[0], 1e-6, False, "the defaults", trials)
+
+    monkeypatch.setattr(tuning, "tune", fake_tune)
+    rows = bench.tune_table(tiny_bf16, get_device("h100"))
+    assert [r["kernel"] for r in rows] == ["triton.moe_experts", "triton.moe_router"]
+    cfg = tiny_bf16.config
+    types, attrs, candidates = seen["triton.moe_router"]
+    assert [t.shape for t in types] == [(1, cfg.hidden_size), (cfg.num_experts, cfg.hidden_size)]
+    assert attrs == {"k": cfg.num_experts_per_tok} and len(candidates) > 1
+    assert len(seen["triton.moe_experts"][2]) > 1 and rows[0]["default_s"] == 1e-6
+    assert len(rows[1]["trials"]) == len(candidates)
