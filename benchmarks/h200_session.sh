@@ -44,7 +44,9 @@
 #               decode.py's 2048 samples in two calls: `--rows hf-eager --gate-samples 2048 --gate-cache $OUT/gate`,
 #               then copy that folder here as .gate/ (add it to .git/info/exclude) and carry it for `--rows
 #               hf-compile-reduce-overhead,hoid-compile --gate-samples 2048 --gate-cache .gate` (the float32
-#               references are remade there, layer by layer: not timed yet).
+#               references are remade there, layer by layer: not timed yet). `--tune` times the two MoE kernels'
+#               neighbouring tiles at one token (29 candidates, hoid.measure.tune; not timed yet): the first
+#               call of the two has room for it.
 #   cute-a      [.cute2a]       the first half of CuTe's libraries, kept in /tmp
 #   cute-b      [.cute2b]       the second half; CuTe DSL importable from here on (sitecustomize)
 #   tests [LIMIT [ARGS]]  []    python -m pytest -m gpu (every GPU test; CuTe's too once installed), ARGS to

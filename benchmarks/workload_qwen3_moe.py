@@ -3,7 +3,8 @@
     python benchmarks/workload_qwen3_moe.py --out DIR                           # prompts 128 and 1024, 256 new
     python benchmarks/workload_qwen3_moe.py --prompt 128 --rows stock --out DIR   # one slice (GPU call limits)
     python benchmarks/workload_qwen3_moe.py --tiny --device cpu --prompt 8 --new 8 --out DIR   # CPU smoke
-    python benchmarks/workload_qwen3_moe.py --experts --prompt 128 --rows hoid --out DIR  # + one layer's experts
+    python benchmarks/workload_qwen3_moe.py --experts --prompt 128 --rows hoid --out DIR  # + experts, router alone
+    python benchmarks/workload_qwen3_moe.py --tune --prompt 128 --rows hf-eager --gate-cache G --out DIR  # + tiles
 
 bfloat16, random weights from the published config (`hoid.models`, nothing downloaded). Rows, all timed by
 the one decode loop (`decode_loop.run_row`: tokens/s, time to first token, peak memory):
