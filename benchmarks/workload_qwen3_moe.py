@@ -366,7 +366,8 @@ def parse(argv=None) -> argparse.Namespace:
 def run_shape(lm, shape: Shape, args, device, cell: dict, save) -> None:
     torch.manual_seed(args.seed)
     prompt = torch.randint(0, lm.config.vocab_size, (shape.batch, shape.prompt), device=device)
-    gate_wanted = not args.no_gate and any(k in HOID for k in args.keys)
+    # a hoid row is gated; an eager slice with --gate-cache makes the gate for a later slice's hoid rows
+    gate_wanted = not args.no_gate and (any(k in HOID for k in args.keys) or args.gate_cache is not None)
     held: dict = {}
     ctx = decode_stock.Context(device)
     rows = cell["rows"]

@@ -68,16 +68,17 @@ def test_every_row_runs_or_says_it_needs_cuda_and_hoid_passes_the_gate(smoke):
 @pytest.mark.slow
 def test_a_later_slice_gates_hoid_with_the_first_slice_s_teacher_and_baseline(smoke):
     """hf-eager and the gate's sequences in one call, the hoid row in another (device calls are limited): the
-    second reads the first's gate file and runs no eager row, and its verdict is against the same baseline."""
+    first slice (eager alone) saves the gate, the second reads it and runs no eager row, and its verdict is
+    against the baseline the whole run had."""
     smoke, out = smoke
     env = {"TRITON_INTERPRET": "1", "HOID_CACHE": str(out.parent / "cache.sqlite"),
            "HOID_KERNELS": str(out.parent / "kernels.sqlite"), "HOID_JOURNAL": str(out.parent / "journal.sqlite")}
-    code, stdout = run_main("workload_qwen3_moe", ["--tiny", "--device", "cpu", "--prompt", "8", "--new", "8",
-                                                   "--warmup", "1", "--gate-samples", "16", "--rows", "hoid-compile",
-                                                   "--gate-cache", str(out.parent / "gate"),
-                                                   "--out", str(out.parent / "slice")], env)
-    assert code == 0, stdout[-3000:]
-    [cell] = json.loads((out.parent / "slice" / "workload-qwen3-moe-qwen3-30b-a3b-tiny-p8-hoid-compile.json")
+    common = ["--tiny", "--device", "cpu", "--prompt", "8", "--new", "8", "--warmup", "1", "--gate-samples", "16",
+              "--gate-cache", str(out.parent / "slices-gate"), "--out", str(out.parent / "slices")]
+    for rows in ("hf-eager", "hoid-compile"):
+        code, stdout = run_main("workload_qwen3_moe", [*common, "--rows", rows], env)
+        assert code == 0, stdout[-3000:]
+    [cell] = json.loads((out.parent / "slices" / "workload-qwen3-moe-qwen3-30b-a3b-tiny-p8-hoid-compile.json")
                         .read_text())["cells"]
     assert [r["key"] for r in cell["rows"]] == ["hoid-compile"] and cell["gate_sequences"] == 2
     assert cell["gate_from"].endswith(".pt") and cell["gate_baseline"] == smoke["cells"][0]["gate_baseline"]
