@@ -52,14 +52,13 @@ import decode_hoid  # noqa: E402
 import decode_report  # noqa: E402
 import decode_stock  # noqa: E402
 from decode_args import GROUPS, output_name, parse  # noqa: E402
-from decode_gate import Gate, add_sequences, gate_prompts, load_gate, save_gate  # noqa: E402
+from decode_gate import Gate, add_sequences, gate_file, gate_prompts, reuse_gate, save_gate  # noqa: E402
 from decode_loop import (  # noqa: E402
     Shape,
     elapsed,
     open_device,
     phase,
     progress,
-    result_name,
     run_row,
     save_json,
     tokens_per_second,
@@ -135,7 +134,7 @@ def run_shape(lm, shape: Shape, keys: list[str], args, device, cell: dict, save)
     rows = cell["rows"]
 
     prompts = [prompt, *gate_prompts(args.gate_samples, shape, lm.config.vocab_size, args.seed, device)]
-    gate_file = None if args.gate_cache is None else args.gate_cache / _gate_name(args, shape, len(prompts))
+    cached = gate_file(args.gate_cache, args.model, shape, args.seed, len(prompts))
 
     def eager_after(decoder, row, tokens):  # hf-eager's tokens are the gate's teacher
         if gate_wanted:
@@ -148,8 +147,8 @@ def run_shape(lm, shape: Shape, keys: list[str], args, device, cell: dict, save)
             with phase(f"gate: eager bfloat16 baseline, teacher-forced over {len(prompts)} sequence(s)"):
                 row["gate_baseline"] = cell["gate_baseline"] = gate.set_baseline(decoder)
             cell["gate_sequences"] = len(prompts)
-            if gate_file is not None:
-                save_gate(gate_file, lm, gate)
+            if cached is not None:
+                save_gate(cached, lm, gate)
 
     def stock_after(decoder, row, tokens):
         if "gate" not in held:
@@ -177,13 +176,10 @@ def run_shape(lm, shape: Shape, keys: list[str], args, device, cell: dict, save)
         cell["running"] = {"key": key, "since_s": round(elapsed(), 1)}
         save()
 
-    if gate_wanted and "hf-eager" not in keys and gate_file is not None and gate_file.is_file():
-        with phase(f"gate: teacher tokens and eager baseline from {gate_file} (hf-eager not run again)"):
-            loaded = load_gate(gate_file, lm, prompts)
-        if loaded is not None:
-            held["gate"] = loaded
-            cell["gate_baseline"], cell["gate_from"] = loaded.baseline.to_json(), str(gate_file)
-            cell["gate_sequences"] = len(prompts)
+    if gate_wanted and "hf-eager" not in keys and cached is not None and cached.is_file():
+        with phase(f"gate: teacher tokens and eager baseline from {cached} (hf-eager not run again)"):
+            if (loaded := reuse_gate(cached, lm, prompts, cell)) is not None:
+                held["gate"] = loaded
     # hf-eager runs first, and always where the gate needs it: its tokens are what every gated row is fed
     for key in [k for k in decode_stock.ROWS
                 if k in keys or (k == "hf-eager" and gate_wanted and "gate" not in held)]:
@@ -228,10 +224,6 @@ def run_shape(lm, shape: Shape, keys: list[str], args, device, cell: dict, save)
         if plan.prefill is not None:  # again, with the prefill's measurements (a row cut off loses only those)
             plan.save_archive(archive)
         plan.close()
-
-
-def _gate_name(args, shape: Shape, sequences: int) -> str:
-    return result_name("gate", args.model, shape.key, f"s{args.seed}", f"g{sequences}", suffix=".pt")
 
 
 def _line(row: dict) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import decode_hoid
 import decode_stock
+from decode_gate import add_gate_arguments
 from decode_loop import budget_arg, result_name
 
 HERE = Path(__file__).resolve().parent
@@ -52,14 +53,9 @@ def parse(argv=None) -> argparse.Namespace:
                          "estimated from the row's own step rate (the row's gate says so): transformers' slow rows "
                          "took 125 and 143 s each on Qwen3-1.7B (2026-12-04), a slice's limit for a verdict that "
                          "is about no hoid row")
-    ap.add_argument("--gate-cache", type=Path, default=None,
-                    help="a folder for the gate's teacher tokens and eager baseline per (model, shape, seed): a "
-                         "later slice gating hoid rows reads them instead of running hf-eager again (unless "
-                         "--rows names it); h200_session.sh's slices read benchmarks/results/decode/gate (committed)")
-    ap.add_argument("--gate-samples", type=int, default=2048,
-                    help="the gate's (step, sequence) samples: ceil(this / (batch x new)) sequences are teacher-"
-                         "forced, the first on the timed prompt, the others on prompts drawn from --seed + 1 "
-                         "(decode_gate's doc: why 256 samples are too few for the one-point top-1 slack)")
+    add_gate_arguments(ap, samples=2048, samples_note="(decode_gate's doc: why 256 samples are too few for the "
+                                                      "one-point top-1 slack)",
+                       cache_note="; h200_session.sh's slices read benchmarks/results/decode/gate (committed)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=HERE / "results" / "decode")
     ap.add_argument("--reference", type=Path, default=None,

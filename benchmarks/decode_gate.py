@@ -21,7 +21,7 @@ import copy
 from pathlib import Path
 
 import torch
-from decode_loop import Decoder, Shape, measure, progress, release, teacher_forced
+from decode_loop import Decoder, Shape, measure, progress, release, result_name, teacher_forced
 
 from hoid.ir.io import replace_atomically  # the one write-then-rename
 from hoid.testing.gate import Stats, StepErrors, judge
@@ -141,4 +141,37 @@ def load_gate(path: Path, lm, prompts: list[torch.Tensor], kind: type[Gate] = Ga
     for other, tokens in zip(prompts[1:], data["tokens"][1:]):
         gate.add(other, tokens.to(device))
     gate.baseline = Stats(**data["baseline"])
+    return gate
+
+
+def add_gate_arguments(ap, *, samples: int, samples_note: str, cache_note: str = "") -> None:
+    """The gate's options of a decode benchmark's parser: --gate-cache and --gate-samples (default `samples`,
+    its help ending with `samples_note`: why that many)."""
+    ap.add_argument("--gate-cache", type=Path, default=None,
+                    help="a folder for the gate's teacher tokens and eager baseline per (model, shape, seed): a "
+                         "later slice gating hoid rows reads them instead of running hf-eager again (unless "
+                         "--rows names it)" + cache_note)
+    ap.add_argument("--gate-samples", type=int, default=samples,
+                    help="the gate's (step, sequence) samples: ceil(this / (batch x new)) sequences are teacher-"
+                         "forced, the first on the timed prompt, the others on prompts drawn from --seed + 1 "
+                         + samples_note)
+
+
+def gate_file(folder: Path | None, model: str, shape: Shape, seed: int, sequences: int) -> Path | None:
+    """Where --gate-cache keeps the gate of this model, shape, seed and number of sequences (None: no cache)."""
+    if folder is None:
+        return None
+    return folder / result_name("gate", model, shape.key, f"s{seed}", f"g{sequences}", suffix=".pt")
+
+
+def reuse_gate(path: Path | None, lm, prompts: list[torch.Tensor], cell: dict, kind: type[Gate] = Gate
+               ) -> Gate | None:
+    """The gate an earlier slice saved at `path` for these prompts and weights (`load_gate`), recorded in the
+    shape's `cell` (its baseline, file and sequences); None where there is none to reuse (hf-eager runs)."""
+    if path is None or not path.is_file():
+        return None
+    gate = load_gate(path, lm, prompts, kind)
+    if gate is not None:
+        cell["gate_baseline"], cell["gate_from"] = gate.baseline.to_json(), str(path)
+        cell["gate_sequences"] = len(prompts)
     return gate

@@ -334,15 +334,12 @@ def parse(argv=None) -> argparse.Namespace:
     ap.add_argument("--warmup", type=int, default=8)
     ap.add_argument("--no-profile", action="store_true", help="skip hoid's in-context profile")
     ap.add_argument("--no-gate", action="store_true")
-    ap.add_argument("--gate-cache", type=Path, default=None,
-                    help="a folder for the gate's teacher tokens and eager baseline (decode.py's --gate-cache): a "
-                         "later slice gating hoid rows reads them instead of running hf-eager again (unless --rows "
-                         "names it), so that eager and the gate's sequences can take a device call of their own")
-    ap.add_argument("--gate-samples", type=int, default=1024,
-                    help="teacher-forced steps the gate's criterion is read over (default 1024: 4 sequences of 256; "
-                         "one, 12-07 on an H100, failed a plan whose median and p99 errors were below eager's on "
-                         "top-1 alone, 5 tokens of 256 short, 21 of its 29 disagreements near ties; decode.py reads "
-                         "2048, but here each sequence costs ~20 s of layer-wise float32 reference and eager baseline)")
+    decode_gate.add_gate_arguments(
+        ap, samples=1024, cache_note=", so that eager and the gate's sequences can take a device call of their own",
+        samples_note="(1024: 4 sequences of 256; one, 12-07 on an H100, failed a plan whose median and p99 errors "
+                     "were below eager's on top-1 alone, 5 tokens of 256 short, 21 of its 29 disagreements near "
+                     "ties; decode.py reads 2048, but here each sequence costs ~20 s of layer-wise float32 "
+                     "reference and eager baseline)")
     ap.add_argument("--experts", action="store_true",
                     help="also time one layer's routed experts and router alone: triton.moe_experts against "
                          "batched_mm, triton.moe_router against transformers' router (CUDA)")
@@ -373,8 +370,7 @@ def run_shape(lm, shape: Shape, args, device, cell: dict, save) -> None:
     rows = cell["rows"]
 
     prompts = [prompt, *decode_gate.gate_prompts(args.gate_samples, shape, lm.config.vocab_size, args.seed, device)]
-    gate_file = None if args.gate_cache is None else args.gate_cache / result_name(
-        "gate", args.model, shape.key, f"s{args.seed}", f"g{len(prompts)}", suffix=".pt")
+    gate_file = decode_gate.gate_file(args.gate_cache, args.model, shape, args.seed, len(prompts))
 
     def eager_after(decoder, row, tokens):  # hf-eager's tokens are the gate's teacher
         if gate_wanted:
@@ -394,13 +390,9 @@ def run_shape(lm, shape: Shape, args, device, cell: dict, save) -> None:
         print(_line(row), flush=True)
         save()
 
-    if gate_wanted and "hf-eager" not in args.keys and gate_file is not None and gate_file.is_file():
-        held["gate"] = loaded = decode_gate.load_gate(gate_file, lm, prompts, LayerwiseGate)
-        if loaded is not None:  # a slice after the one that ran hf-eager: its teacher tokens and baseline
-            cell["gate_baseline"], cell["gate_from"] = loaded.baseline.to_json(), str(gate_file)
-            cell["gate_sequences"] = len(prompts)
-        else:
-            del held["gate"]
+    if gate_wanted and "hf-eager" not in args.keys:  # a slice after the one that ran hf-eager: its gate
+        if (loaded := decode_gate.reuse_gate(gate_file, lm, prompts, cell, LayerwiseGate)) is not None:
+            held["gate"] = loaded
     for key in [k for k in STOCK if k in args.keys or (k == "hf-eager" and gate_wanted and "gate" not in held)]:
         name, build = STOCK[key]
         done(run_row(key, name, "stock", lambda b=build: b(lm, shape, ctx), prompt, shape.new, warmup=args.warmup,
