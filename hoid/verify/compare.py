@@ -95,7 +95,7 @@ def compare_output(k: int, cand: torch.Tensor, ref: torch.Tensor, tol: Tolerance
     return _compare_finite(k, c, r, n, expect_finite & ~may_overflow, tol, cand.dtype)
 
 
-def _resolution(r: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+def resolution(r: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """What no output of `dtype` can be held to, per element: the reference's own rounding to the dtype,
     plus the dtype's smallest normal number. GPUs flush subnormals to zero (and float32 arithmetic
     underflows to zero where float64 keeps 1e-39), so an honest kernel may give 0 wherever the exact
@@ -107,7 +107,7 @@ def _compare_finite(k, c, r, n, finite, tol: Tolerance, dtype) -> Failure | None
     c, r = torch.where(finite, c, 0.0), torch.where(finite, r, 0.0)
     to_native = torch.where(finite & torch.isfinite(n), (c - n).abs(), float("inf"))
     raw = torch.minimum((c - r).abs(), to_native)
-    err = (raw - _resolution(r, dtype)).clamp(min=0)
+    err = (raw - resolution(r, dtype)).clamp(min=0)
     ref_norm = float(r.norm())
     scale = float(r.square().mean().sqrt()) if r.numel() else 0.0
     allowed = tol.atol * (scale if scale > 0 else 1.0) + tol.rtol * r.abs()

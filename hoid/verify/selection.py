@@ -24,7 +24,7 @@ import torch
 
 from ..ir import Graph
 from ..ir.dtypes import to_torch
-from .compare import _resolution
+from .compare import resolution
 from .region import graph_reference
 from .tolerance import Tolerance
 from .verdict import Failure
@@ -96,7 +96,7 @@ def compare_selection(k: int, cand: torch.Tensor, ref: torch.Tensor, sel: Select
         got, want = got.sort(dim=-1, descending=sel.largest).values, want.sort(dim=-1, descending=sel.largest).values
     dtype = to_torch(sel.dtype)
     scale = float(want.square().mean().sqrt()) if want.numel() else 0.0
-    allowed = tol.atol * (scale if scale > 0 else 1.0) + tol.rtol * want.abs() + _resolution(want, dtype)
+    allowed = tol.atol * (scale if scale > 0 else 1.0) + tol.rtol * want.abs() + resolution(want, dtype)
     fine = ((got - want).abs() <= allowed) | (got == want)  # equal infinities too (masked scores: -inf)
     if native is not None and sel.sorted:  # a tie in the inputs' own dtypes is one torch itself may break either way
         nat = native.detach().to(where, torch.float64).movedim(sel.dim, -1)
