@@ -25,8 +25,8 @@ step whatever the batch, and any ids (an expert twice in a row of ids, which a r
 `index` allows) give the region's result.
 
 Both workspaces are declared (the runtime plans them). "auto" tiles follow the house GEMV's measured
-choices for the same weight shapes (`triton_gemv.choose`), with no split-K (the pairs fill the GPU);
-they are not yet measured for this kernel (benchmarks/workload_qwen3_moe.py times the whole step).
+choices for the same weight shapes (`triton_gemv.choose`), with no split-K (the pairs fill the GPU), but
+for the down launch's warps and K tile at up to 4 tokens, swept for this kernel (`choose`).
 """
 
 from __future__ import annotations
@@ -168,6 +168,14 @@ def choose(tokens: int, top_k: int, hidden: int, inter: int, sms: int, block_n_u
            num_stages="auto") -> dict:
     """Both launches' tiles for `tokens` tokens routed to `top_k` experts each (hidden H, expert width I)."""
     pairs = tokens * top_k
+    # The down launch at 2 warps, not the GEMV's 4, and at more than one token over K tiles of 128: swept on the
+    # H100 at Qwen3-30B-A3B's experts (12-07, benchmarks/moe_tune_round2.py, results/workloads/h100/
+    # moe-tune-round2.json): one token 38.5 us against 45.3, four tokens 109.7 against 124.9; every other
+    # neighbour of the GEMV's tiles was within 2% or slower. Not measured beyond 4 tokens: the GEMV's there.
+    if tokens <= 4:
+        warps_down = 2 if warps_down == "auto" else warps_down
+        if tokens > 1 and block_k_down == "auto":
+            block_k_down = 128
     up = _tile(tokens, inter, hidden, 2, pairs, sms, block_n_up, block_k_up, warps_up)
     down = _tile(tokens, hidden, inter, 1, pairs, sms, block_n_down, block_k_down, warps_down)
     stages = AUTO_STAGES["m1" if tokens == 1 else "small_m"] if num_stages == "auto" else num_stages

@@ -111,7 +111,7 @@ def moe_router(x_ptr, w_ptr, logits_ptr, count_ptr, weights_ptr, ids_ptr, T, E, 
 
 def choose(tokens: int, experts: int, block_e="auto", block_k="auto", num_warps="auto",
            num_stages="auto") -> dict:
-    """The launch's tiles for `tokens` tokens over `experts` experts (see the module doc: not yet swept)."""
+    """The launch's tiles for `tokens` tokens over `experts` experts."""
     if block_e == "auto":
         block_e = 4 if tokens == 1 else 16
     if block_k == "auto":
@@ -119,9 +119,13 @@ def choose(tokens: int, experts: int, block_e="auto", block_k="auto", num_warps=
     if tokens > 1 and block_e < 16:
         raise ValueError(f"moe_router: block_e {block_e} at {tokens} tokens; more than one token multiplies on tensor "
                          f"cores (tl.dot), whose tiles are 16 wide at least: block_e 16 or 32")
+    # Warps and stages: swept on the H100 at Qwen3-30B-A3B's router (12-07, benchmarks/moe_tune_round2.py,
+    # results/workloads/h100/moe-tune-round2.json): 3 stages won at every width (1 token: 6.1 us against 10.3
+    # unpipelined; 4: 9.4 against 13.0; 16: 17.0 against 19.6), and with them 1 warp at one token (5.6 us) and 4
+    # at more (4 tokens 8.5 us, 16 tokens 11.8 against 17.0 at 2 warps)
     return {"block_e": block_e, "block_k": block_k,
-            "num_warps": 2 if num_warps == "auto" else num_warps,
-            "num_stages": (1 if tokens == 1 else 2) if num_stages == "auto" else num_stages}
+            "num_warps": (1 if tokens == 1 else 4) if num_warps == "auto" else num_warps,
+            "num_stages": 3 if num_stages == "auto" else num_stages}
 
 
 PARAMS = (Param("block_e", ("auto", 4, 8, 16, 32), "auto"),
