@@ -41,6 +41,8 @@
 #               MoE command 384 s (reduce-overhead's compile and capture 174 s); with `--gate-samples 1024` (the
 #               default since) each sequence past the first adds ~20 s of layer-wise reference and eager baseline,
 #               and their teacher tokens one batched eager generation (~35 s): plan ~480 s, one call of its own.
+#               Measured 12-07 03:03 (H100, cache carried): 509 s, the gate 7.6 s of it. `--rows hf-eager --no-gate
+#               --tune` 69 s (the tuning ~20 s); benchmarks/moe_tune_round2.py 73 s.
 #               decode.py's 2048 samples in two calls: `--rows hf-eager --gate-samples 2048 --gate-cache $OUT/gate`,
 #               then copy that folder here as .gate/ (add it to .git/info/exclude) and carry it for `--rows
 #               hf-compile-reduce-overhead,hoid-compile --gate-samples 2048 --gate-cache .gate` (the float32
