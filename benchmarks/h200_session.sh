@@ -46,9 +46,9 @@
 #               decode.py's 2048 samples in two calls: `--rows hf-eager --gate-samples 2048 --gate-cache $OUT/gate`,
 #               then copy that folder here as .gate/ (add it to .git/info/exclude) and carry it for `--rows
 #               hf-compile-reduce-overhead,hoid-compile --gate-samples 2048 --gate-cache .gate` (the float32
-#               references are remade there, layer by layer: not timed yet). `--tune` times the two MoE kernels'
-#               neighbouring tiles at one token (29 candidates, hoid.measure.tune; not timed yet): the first
-#               call of the two has room for it.
+#               references are remade there, layer by layer: not timed yet). `--tune` descends over the two MoE kernels'
+#               tiles at 1 to 16 tokens (hoid.measure.descend, 16 a round, 3 rounds at most: about 200 candidates,
+#               ~2 min at the 12-07 rate of 0.7 s each; not timed in this form): the first call of the two has room.
 #   cute-a      [.cute2a]       the first half of CuTe's libraries, kept in /tmp
 #   cute-b      [.cute2b]       the second half; CuTe DSL importable from here on (sitecustomize)
 #   tests [LIMIT [ARGS]]  []    python -m pytest -m gpu (every GPU test; CuTe's too once installed), ARGS to

@@ -9,7 +9,8 @@ widths decode batches reach: the experts at 1 and 4 tokens, the router at 1, 4 a
 differ). `hoid.measure.tune` checks each candidate against the first (the defaults) and reports the fastest
 beyond noise; the defaults of `triton_moe_experts.choose` and `triton_moe_router.choose` cite this file's
 result (`results/workloads/h100/moe-tune-round2.json`, measured before those defaults changed: its "auto"
-rows are the tiles of then).
+rows are the tiles of then). `--tune` descends by itself since (`hoid.measure.descend`, this by hand): this
+script stays as the record of that JSON.
 """
 
 from __future__ import annotations

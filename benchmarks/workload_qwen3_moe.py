@@ -249,35 +249,34 @@ def _router_row(gate, cfg, t: int, device) -> dict:
     return row
 
 
-def tune_table(lm, device=None, size: int = 24) -> list[dict]:
-    """`triton.moe_experts` and `triton.moe_router` at one token of Qwen3-30B-A3B, tuned (`hoid.measure.tune`)
-    over `size` param sets near their "auto" tiles, one param changed at a time (`hoid.measure.tune.neighbours`):
-    neither kernel's tiles were ever swept (the experts' are the GEMV's; at one token they ran at 54% of copy
-    bandwidth on the H100, 12-07). Each row: the choice, its time and the defaults', every trial."""
+def tune_table(lm, device=None, size: int = 16, rounds: int = 3) -> list[dict]:
+    """`triton.moe_experts` (at 1 and 4 tokens) and `triton.moe_router` (at 1, 4 and 16, where its tiles
+    differ) at Qwen3-30B-A3B's shapes, tuned by coordinate descent (`hoid.measure.descend`: `size` param
+    sets a round near the choice before, at most `rounds`). The first sweep of both (12-07, H100, one round
+    then a second by hand, benchmarks/moe_tune_round2.py) gave their "auto" tiles; this says whether they
+    still win, on this GPU. Each row: the choice, its time and the defaults', every trial."""
     from hoid.ir import TensorType
     from hoid.kernels import all_kernels
     from hoid.measure.local import local_device
-    from hoid.measure.tune import neighbours, tune
+    from hoid.measure.tune import descend
 
     cfg, target = lm.config, (device or local_device())
     hidden, inter, experts, k = cfg.hidden_size, cfg.moe_intermediate_size, cfg.num_experts, cfg.num_experts_per_tok
-    calls = {
-        "triton.moe_experts": ([TensorType((1, hidden), "bf16"), TensorType((1, k), "i64"),
-                                TensorType((1, k), "bf16"), TensorType((experts, 2 * inter, hidden), "bf16"),
-                                TensorType((experts, hidden, inter), "bf16")], {}),
-        "triton.moe_router": ([TensorType((1, hidden), "bf16"), TensorType((experts, hidden), "bf16")], {"k": k}),
-    }
+    calls = [("triton.moe_experts", [TensorType((t, hidden), "bf16"), TensorType((t, k), "i64"),
+                                     TensorType((t, k), "bf16"), TensorType((experts, 2 * inter, hidden), "bf16"),
+                                     TensorType((experts, hidden, inter), "bf16")], {}) for t in (1, 4)]
+    calls += [("triton.moe_router", [TensorType((t, hidden), "bf16"), TensorType((experts, hidden), "bf16")],
+               {"k": k}) for t in (1, 4, 16)]
     rows = []
-    for kernel, (types, attrs) in calls.items():
-        spec = all_kernels()[kernel]
-        candidates = neighbours(spec, size, types=types, attrs=attrs, target=target.target())
-        result = tune(spec, types, attrs, device=target, candidates=candidates)
+    for kernel, types, attrs in calls:
+        result = descend(all_kernels()[kernel], types, attrs, size=size, rounds=rounds, device=target)
         default = result.trials[0].median
-        rows.append({"kernel": kernel, "params": result.params, "median_s": result.median, "default_s": default,
-                     "reason": result.reason, "trials": [{"params": t.params, "median_s": t.median,
-                                                          "suspect": t.suspect} for t in result.trials]})
-        print(f"  tuned {kernel}: {result.median * 1e6:.1f} us against the defaults' {default * 1e6:.1f} us over "
-              f"{len(result.trials)} candidates: {result.reason}", flush=True)
+        rows.append({"kernel": kernel, "tokens": types[0].shape[0], "params": result.params,
+                     "median_s": result.median, "default_s": default, "reason": result.reason,
+                     "trials": [{"params": t.params, "median_s": t.median, "suspect": t.suspect}
+                                for t in result.trials]})
+        print(f"  tuned {kernel} at {types[0].shape[0]} token(s): {result.median * 1e6:.1f} us against the "
+              f"defaults' {default * 1e6:.1f} us over {len(result.trials)} candidates: {result.reason}", flush=True)
     return rows
 
 
@@ -344,8 +343,8 @@ def parse(argv=None) -> argparse.Namespace:
                     help="also time one layer's routed experts and router alone: triton.moe_experts against "
                          "batched_mm, triton.moe_router against transformers' router (CUDA)")
     ap.add_argument("--tune", action="store_true",
-                    help="also tune triton.moe_experts and triton.moe_router at one token over their neighbouring "
-                         "tiles (hoid.measure.tune; CUDA)")
+                    help="also tune triton.moe_experts and triton.moe_router at decode widths by coordinate descent "
+                         "over their tiles (hoid.measure.descend; CUDA)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=HERE / "results" / "workloads")
     args = ap.parse_args(argv)

@@ -21,10 +21,10 @@ from .profile import Profile, ProfileRow, profile_graph
 from .roofline import graph_time, kernel_time, memory_floor, node_time, op_time, region_floor
 from .sanity import SanityVerdict, check_time
 from .timing import Timing
-from .tune import TuneResult, tune
+from .tune import TuneResult, descend, tune
 
 __all__ = ["B200", "CPU", "DEVICES", "H100", "H200", "Comparison", "Device", "KernelMeasurement", "MeasureCache",
            "MeasureKey", "Profile", "ProfileRow", "SanityVerdict", "Timing", "TuneResult", "calibrate_cpu",
-           "check_time", "compare", "compare_rounds", "default_cache_path", "get_device", "graph_time", "is_faster",
-           "kernel_time", "local_device", "measure_kernel", "memory_floor", "node_time", "op_time", "profile_graph",
-           "region_floor", "register_device", "time_cpu", "time_cuda", "time_on", "tune"]
+           "check_time", "compare", "compare_rounds", "default_cache_path", "descend", "get_device", "graph_time",
+           "is_faster", "kernel_time", "local_device", "measure_kernel", "memory_floor", "node_time", "op_time",
+           "profile_graph", "region_floor", "register_device", "time_cpu", "time_cuda", "time_on", "tune"]

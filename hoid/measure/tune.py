@@ -5,6 +5,8 @@ timed with `measure_kernel`. The default params are timed twice, first and last,
 (`hoid.measure.noise`) can say whether the fastest candidate beats them by more than the noise; if it
 does not, the default stays. The choice goes to the cache (`MeasureCache.put_choice`), so the next
 process, or the next model with the same signature, reads it instead of tuning again.
+`neighbours` picks a few candidates near the defaults where the product of the choices is too many, and
+`descend` repeats that around each round's choice (coordinate descent).
 """
 
 from __future__ import annotations
@@ -66,18 +68,20 @@ def candidates_of(spec, limit: int = 64) -> list[dict]:
 
 
 def neighbours(spec, size: int = 8, *, types: Sequence[TensorType] | None = None, attrs: dict | None = None,
-               target=None) -> tuple[dict, ...]:
+               target=None, around: dict | None = None, skip: Sequence[dict] = ()) -> tuple[dict, ...]:
     """At most `size` param sets for a search to time: the defaults first, then, one param changed at a time,
     the choices nearest the value the defaults take (for `types` on `target`, "auto" resolved by the spec's
     heuristic; without types, the declared default), taken in turn across params so that every param is
     varied before any is varied twice, each a different kernel once resolved.
+    around: start from these params instead of the defaults (a later round of `descend`); skip: resolved
+    param sets already timed, left out and not counted in `size`.
 
     Why not the product of the choices in declared order: its last param varies fastest, so a sweep of 8
     never reached the first param's second choice (the CuTe GEMV's `rows`, which decides how often x is
     re-read at K = 8192, was never tried by a search)."""
     from ..kernels.launch import resolve_params
 
-    default = spec.default_params()
+    default = spec.check_params(around) if around is not None else spec.default_params()
 
     def resolved(params: dict) -> dict | None:
         if types is None:
@@ -94,7 +98,7 @@ def neighbours(spec, size: int = 8, *, types: Sequence[TensorType] | None = None
         values = [v for v in p.choices if v != "auto" and v != here[p.name]]
         values.sort(key=lambda v: (abs(p.choices.index(v) - at), p.choices.index(v)))
         ranked.append((p.name, values))
-    combos, seen = [default], [here]
+    combos, seen = [default], [here, *skip]
     for rank in range(max((len(values) for _, values in ranked), default=0)):
         for name, values in ranked:
             if len(combos) >= size:
@@ -162,3 +166,40 @@ def _choose(default: dict, baselines, measured) -> tuple[dict, float, str]:
     if verdict.faster:
         return best_params, best.median, f"fastest candidate {best_params}: {verdict.reason}"
     return default, base, f"fastest candidate {best_params}: {verdict.reason}; kept the defaults"
+
+
+def descend(spec, types: Sequence[TensorType], attrs: dict, *, size: int = 8, rounds: int = 2,
+            device: Device | None = None, cache: MeasureCache | None = None, refresh: bool = False,
+            **timer_options) -> TuneResult:
+    """Coordinate descent over `neighbours`: round 1 tunes the defaults' neighbours (`size` of them, the
+    defaults included); each later round, the neighbours of the choice before it, params already timed left
+    out; it stops after `rounds`, or where a round keeps what it started from. Every round is judged as
+    `tune` judges (the fastest beyond noise against the defaults, timed first and last), and the trials of
+    all rounds are returned together.
+
+    Why more than one round: on the H100 (12-07, Qwen3-30B-A3B's MoE kernels; benchmarks/results/workloads/
+    h100/moe-tune-round2.json) one round moved the router to 3 stages (10.3 -> 6.1 us at one token), and
+    only a second round, around that choice, found 1 warp there (5.6) and 4 warps at 16 tokens (17.0 ->
+    11.8 us): the best params were two changes away from the defaults."""
+    from ..kernels.launch import resolve_params
+
+    device = device or local_device()
+    target = device.target()
+    timed, trials, base, result, done = [], [], None, None, 0
+    for round_ in range(rounds):
+        candidates = neighbours(spec, size, types=types, attrs=attrs, target=target, around=base, skip=timed)
+        if round_ and len(candidates) == 1:  # nothing around the choice left untimed
+            break
+        result = tune(spec, types, attrs, device=device, cache=cache, candidates=candidates,
+                      refresh=refresh or round_ > 0, **timer_options)
+        if result.cached:  # a choice made before (by a whole descent or one tune): not tuned again
+            return result
+        done = round_ + 1
+        trials += result.trials if not trials else [t for t in result.trials[1:] if t.params != base]
+        timed += [resolve_params(spec, types, attrs, t.params, target) for t in result.trials]
+        if result.params == (base or spec.default_params()):
+            break
+        base = result.params
+    return TuneResult(spec.id, result.params, result.median, False,
+                      f"{result.reason} (round {done} of at most {rounds})", tuple(trials))
+

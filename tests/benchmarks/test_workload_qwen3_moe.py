@@ -147,9 +147,9 @@ def test_experts_that_no_kernel_matches_are_named_not_silent(capsys, monkeypatch
     assert "WARNING: triton.moe_experts's pattern matched" in capsys.readouterr().out
 
 
-def test_the_tune_table_tries_neighbouring_tiles_of_both_kernels_at_one_token(tiny_bf16, monkeypatch):
-    """`--tune`'s plumbing (the timing itself needs CUDA): each kernel at the model's one-token shapes, over
-    neighbouring tiles from its defaults, the choice and every trial recorded."""
+def test_the_tune_table_descends_over_both_kernels_tiles_at_decode_widths(tiny_bf16, monkeypatch):
+    """`--tune`'s plumbing (the timing itself needs CUDA): each kernel at the model's shapes at 1 to 16
+    tokens, by coordinate descent from its defaults, the choice and every trial recorded."""
     import importlib
 
     import workload_qwen3_moe as bench
@@ -158,19 +158,23 @@ def test_the_tune_table_tries_neighbouring_tiles_of_both_kernels_at_one_token(ti
 
     tuning = importlib.import_module("hoid.measure.tune")  # the module: hoid.measure's `tune` is its function
 
-    seen = {}
+    seen = []
 
-    def fake_tune(spec, types, attrs, *, device, candidates):
-        seen[spec.id] = (types, attrs, candidates)
+    def fake_descend(spec, types, attrs, *, size, rounds, device):
+        seen.append((spec.id, types, attrs))
+        assert "H100" in device.name and size > 1 and rounds > 1
+        candidates = tuning.neighbours(spec, size, types=types, attrs=attrs, target=device.target())
         trials = tuple(tuning.Trial(c, 1e-6 * (i + 1)) for i, c in enumerate(candidates))
         return tuning.TuneResult(spec.id, candidates[0], 1e-6, False, "the defaults", trials)
 
-    monkeypatch.setattr(tuning, "tune", fake_tune)
+    monkeypatch.setattr(tuning, "descend", fake_descend)
     rows = bench.tune_table(tiny_bf16, get_device("h100"))
-    assert [r["kernel"] for r in rows] == ["triton.moe_experts", "triton.moe_router"]
+    assert [(r["kernel"], r["tokens"]) for r in rows] == [
+        ("triton.moe_experts", 1), ("triton.moe_experts", 4),
+        ("triton.moe_router", 1), ("triton.moe_router", 4), ("triton.moe_router", 16)]
     cfg = tiny_bf16.config
-    types, attrs, candidates = seen["triton.moe_router"]
+    _, types, attrs = seen[2]
     assert [t.shape for t in types] == [(1, cfg.hidden_size), (cfg.num_experts, cfg.hidden_size)]
-    assert attrs == {"k": cfg.num_experts_per_tok} and len(candidates) > 1
-    assert len(seen["triton.moe_experts"][2]) > 1 and rows[0]["default_s"] == 1e-6
-    assert len(rows[1]["trials"]) == len(candidates)
+    assert attrs == {"k": cfg.num_experts_per_tok}
+    assert [t.shape for t in seen[1][1]][:2] == [(4, cfg.hidden_size), (4, cfg.num_experts_per_tok)]
+    assert all(len(r["trials"]) > 1 and r["default_s"] == 1e-6 for r in rows)

@@ -10,7 +10,7 @@ from hoid.kernels.registry import library_kernels
 from hoid.kernels.spec import Target
 from hoid.measure.cache import MeasureCache, MeasureKey
 from hoid.measure.cpu import calibrate_cpu
-from hoid.measure.tune import candidates_of, neighbours, tune
+from hoid.measure.tune import candidates_of, descend, neighbours, tune
 
 FAST = {"min_runs": 5, "min_seconds": 0.02}
 # Small enough that one call stays on one thread (torch parallelizes from 32K elements, and a thread
@@ -104,3 +104,49 @@ def test_neighbours_without_types_start_from_the_declared_defaults():
                       params=(Param("block", (64, 128, 256, 512), 256), Param("warps", (2, 4, 8), 4)))
     assert neighbours(spec) == ({"block": 256, "warps": 4}, {"block": 128, "warps": 4}, {"block": 256, "warps": 2},
                                 {"block": 512, "warps": 4}, {"block": 256, "warps": 8}, {"block": 64, "warps": 4})
+
+
+def test_neighbours_around_a_choice_leave_out_what_was_timed():
+    spec = KernelSpec("test.tuned", op_pattern("relu"), "torch", lambda x, out, **p: None,
+                      params=(Param("block", (64, 128, 256, 512), 256), Param("warps", (2, 4, 8), 4)))
+    around = {"block": 128, "warps": 4}
+    assert neighbours(spec, 3, around=around) == (around, {"block": 64, "warps": 4}, {"block": 128, "warps": 2})
+    timed = [*neighbours(spec, 3), {"block": 64, "warps": 4}]  # the defaults (block 256), block 128, warps 2; 64
+    # block 64 and 256 (the defaults) are timed: left out and not counted; warps 2 and 8 come instead
+    assert neighbours(spec, 3, around=around, skip=timed) == (around, {"block": 128, "warps": 2},
+                                                              {"block": 128, "warps": 8})
+
+
+def _chunked_copies(x: torch.Tensor, out: torch.Tensor, *, chunks: int, copies: int) -> None:
+    for _ in range(copies):
+        chunked_silu(x, out, chunks=chunks)
+
+
+DESCENT = KernelSpec(id="test.silu_chunked_copies", pattern=op_pattern("silu"), backend="torch",
+                     launch=_chunked_copies,
+                     params=(Param("chunks", (1024, 256, 64, 16, 1), 1024), Param("copies", (1, 2), 2)))
+
+
+def test_one_round_is_tune_over_the_neighbours_and_more_rounds_walk_further():
+    """The fastest params (one chunk, one copy) are several changes from the defaults (1024 chunks, two
+    copies): 3 candidates a round reach 256 chunks in one round, and the descent walks on to them."""
+    one = descend(DESCENT, TYPES, {}, size=3, rounds=1, device=calibrate_cpu(), **FAST)
+    assert one.params == {"chunks": 256, "copies": 2} and len(one.trials) == 3
+    walked = descend(DESCENT, TYPES, {}, size=3, rounds=10, device=calibrate_cpu(), **FAST)
+    assert walked.params == {"chunks": 1, "copies": 1}, walked.report()
+    rounds = int(walked.reason.split("(round ")[1].split()[0])
+    assert 2 < rounds < 10  # it stops where a round keeps what it started from
+    timed = [str(t.params) for t in walked.trials]
+    assert len(timed) == len(set(timed)) > 3  # each round's trials are new params (the defaults once)
+    assert "beyond the noise" in walked.reason
+
+
+def test_a_descent_reads_a_cached_choice_and_tunes_again_on_refresh(tmp_path):
+    with MeasureCache(tmp_path / "m.sqlite") as cache:
+        first = descend(DESCENT, TYPES, {}, size=3, rounds=10, device=calibrate_cpu(), cache=cache, **FAST)
+        again = descend(DESCENT, TYPES, {}, size=3, rounds=10, device=calibrate_cpu(), cache=cache, **FAST)
+        assert again.cached and again.params == first.params == {"chunks": 1, "copies": 1}
+        fresh = descend(DESCENT, TYPES, {}, size=3, rounds=1, device=calibrate_cpu(), cache=cache, refresh=True,
+                        **FAST)
+        assert not fresh.cached and fresh.params == {"chunks": 256, "copies": 2}
+
