@@ -183,6 +183,8 @@ def descend(spec, types: Sequence[TensorType], attrs: dict, *, size: int = 8, ro
     11.8 us): the best params were two changes away from the defaults."""
     from ..kernels.launch import resolve_params
 
+    if rounds < 1 or size < 1:
+        raise ValueError(f"descend: rounds={rounds}, size={size}; each must be at least 1")
     device = device or local_device()
     target = device.target()
     timed, trials, base, result, done = [], [], None, None, 0

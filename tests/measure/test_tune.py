@@ -149,4 +149,5 @@ def test_a_descent_reads_a_cached_choice_and_tunes_again_on_refresh(tmp_path):
         fresh = descend(DESCENT, TYPES, {}, size=3, rounds=1, device=calibrate_cpu(), cache=cache, refresh=True,
                         **FAST)
         assert not fresh.cached and fresh.params == {"chunks": 256, "copies": 2}
-
+        with pytest.raises(ValueError, match="rounds=0, size=3; each must be at least 1"):
+            descend(DESCENT, TYPES, {}, size=3, rounds=0, device=calibrate_cpu(), cache=cache)
