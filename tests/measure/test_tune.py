@@ -122,20 +122,22 @@ def _chunked_copies(x: torch.Tensor, out: torch.Tensor, *, chunks: int, copies: 
         chunked_silu(x, out, chunks=chunks)
 
 
+# The steps the tests below rely on are factors of 8 in calls: a factor of 2 flipped under CI's load (12-07)
 DESCENT = KernelSpec(id="test.silu_chunked_copies", pattern=op_pattern("silu"), backend="torch",
                      launch=_chunked_copies,
-                     params=(Param("chunks", (1024, 256, 64, 16, 1), 1024), Param("copies", (1, 2), 2)))
+                     params=(Param("chunks", (1024, 64, 4, 1), 1024), Param("copies", (1, 2), 2)))
 
 
 def test_one_round_is_tune_over_the_neighbours_and_more_rounds_walk_further():
     """The fastest params (one chunk, one copy) are several changes from the defaults (1024 chunks, two
-    copies): 3 candidates a round reach 256 chunks in one round, and the descent walks on to them."""
+    copies): 3 candidates a round reach 64 chunks in one round (128 calls against 1024 chunks once), and
+    the descent walks on (4 chunks twice, 8 calls, against 64 once) before it stops."""
     one = descend(DESCENT, TYPES, {}, size=3, rounds=1, device=calibrate_cpu(), **FAST)
-    assert one.params == {"chunks": 256, "copies": 2} and len(one.trials) == 3
+    assert one.params == {"chunks": 64, "copies": 2} and len(one.trials) == 3, one.report()
     walked = descend(DESCENT, TYPES, {}, size=3, rounds=10, device=calibrate_cpu(), **FAST)
-    assert walked.params == {"chunks": 1, "copies": 1}, walked.report()
+    assert walked.params["chunks"] <= 4 and walked.median < one.median, walked.report()
     rounds = int(walked.reason.split("(round ")[1].split()[0])
-    assert 2 < rounds < 10  # it stops where a round keeps what it started from
+    assert 2 <= rounds < 10  # it stops where a round keeps what it started from, or nothing is left to time
     timed = [str(t.params) for t in walked.trials]
     assert len(timed) == len(set(timed)) > 3  # each round's trials are new params (the defaults once)
     assert "beyond the noise" in walked.reason
@@ -145,9 +147,9 @@ def test_a_descent_reads_a_cached_choice_and_tunes_again_on_refresh(tmp_path):
     with MeasureCache(tmp_path / "m.sqlite") as cache:
         first = descend(DESCENT, TYPES, {}, size=3, rounds=10, device=calibrate_cpu(), cache=cache, **FAST)
         again = descend(DESCENT, TYPES, {}, size=3, rounds=10, device=calibrate_cpu(), cache=cache, **FAST)
-        assert again.cached and again.params == first.params == {"chunks": 1, "copies": 1}
+        assert again.cached and again.params == first.params and first.params["chunks"] <= 4
         fresh = descend(DESCENT, TYPES, {}, size=3, rounds=1, device=calibrate_cpu(), cache=cache, refresh=True,
                         **FAST)
-        assert not fresh.cached and fresh.params == {"chunks": 256, "copies": 2}
+        assert not fresh.cached and fresh.params == {"chunks": 64, "copies": 2}
         with pytest.raises(ValueError, match="rounds=0, size=3; each must be at least 1"):
             descend(DESCENT, TYPES, {}, size=3, rounds=0, device=calibrate_cpu(), cache=cache)
