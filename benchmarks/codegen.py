@@ -139,8 +139,7 @@ def bench_region(generated, matches: int, device, smoke: bool) -> dict:
     tuning = tune_region(generated, smoke)
     row = {"kernel": spec.id, "ops": [n.op for n in body.nodes], "matches": matches,
            "types": [str(t) for t in types], "layout": _layout_text(generated.layout), "inductor": dynamo,
-           "tune": {"reason": tuning.reason, "trials": [{"params": t.params, "median_s": t.median,
-                                                           "suspect": t.suspect} for t in tuning.trials]}}
+           "tune": {"reason": tuning.reason, "trials": [t.to_json() for t in tuning.trials]}}
     times = {}
     for which, given in (("auto", {}), ("tuned", tuning.params)):
         params = resolve_params(spec, types, {}, given, Target.H200)

@@ -81,10 +81,7 @@ def main(argv=None) -> None:
     target, rows = local_device(), []
     for kernel, types, attrs, candidates in calls():
         result = tune(all_kernels()[kernel], types, attrs, device=target, candidates=candidates)
-        rows.append({"kernel": kernel, "types": [str(t) for t in types], "params": result.params,
-                     "median_s": result.median, "reason": result.reason,
-                     "trials": [{"params": t.params, "median_s": t.median, "suspect": t.suspect}
-                                for t in result.trials]})
+        rows.append({"kernel": kernel, "types": [str(t) for t in types], **result.to_json()})
         print(kernel, types[0].shape, f"{result.median * 1e6:.1f} us", result.reason, flush=True)
     import triton
 

@@ -271,10 +271,7 @@ def tune_table(lm, device=None, size: int = 16, rounds: int = 3) -> list[dict]:
     for kernel, types, attrs in calls:
         result = descend(all_kernels()[kernel], types, attrs, size=size, rounds=rounds, device=target)
         default = result.trials[0].median
-        rows.append({"kernel": kernel, "tokens": types[0].shape[0], "params": result.params,
-                     "median_s": result.median, "default_s": default, "reason": result.reason,
-                     "trials": [{"params": t.params, "median_s": t.median, "suspect": t.suspect}
-                                for t in result.trials]})
+        rows.append({"kernel": kernel, "tokens": types[0].shape[0], "default_s": default, **result.to_json()})
         print(f"  tuned {kernel} at {types[0].shape[0]} token(s): {result.median * 1e6:.1f} us against the "
               f"defaults' {default * 1e6:.1f} us over {len(result.trials)} candidates: {result.reason}", flush=True)
     return rows

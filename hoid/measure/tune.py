@@ -32,6 +32,9 @@ class Trial:
     median: float | None
     suspect: str = ""
 
+    def to_json(self) -> dict:
+        return {"params": self.params, "median_s": self.median, "suspect": self.suspect}
+
 
 @dataclass(frozen=True)
 class TuneResult:
@@ -54,6 +57,11 @@ class TuneResult:
             lines.append(f"  {t.params}  {time}")
         lines.append(f"chose {self.params} ({format_seconds(self.median)}): {self.reason}")
         return "\n".join(lines)
+
+    def to_json(self) -> dict:
+        """The choice, its time, why, and every trial (what a benchmark's JSON records of a tuning)."""
+        return {"params": self.params, "median_s": self.median, "reason": self.reason, "cached": self.cached,
+                "trials": [t.to_json() for t in self.trials]}
 
 
 def candidates_of(spec, limit: int = 64) -> list[dict]:

@@ -36,6 +36,10 @@ def test_tune_picks_the_faster_params_beyond_noise_and_caches_the_choice(tmp_pat
         assert result.params == {"chunks": 1} and not result.cached
         assert "beyond the noise" in result.reason
         assert len(result.trials) == 2 and "chose {'chunks': 1}" in result.report()
+        recorded = result.to_json()  # what benchmarks write of a tuning
+        assert recorded["params"] == {"chunks": 1} and recorded["reason"] == result.reason
+        assert recorded["trials"][0] == {"params": {"chunks": 1024}, "median_s": result.trials[0].median,
+                                         "suspect": ""}
         again = tune(spec, TYPES, {}, device=calibrate_cpu(), cache=cache)
         assert again.cached and again.params == {"chunks": 1} and again.trials == ()
         assert len(cache.entries(kernel=spec.id)) == 2  # every candidate's measurement is kept
