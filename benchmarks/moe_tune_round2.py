@@ -59,17 +59,12 @@ def router_candidates(tokens: int) -> list[dict]:
 
 
 def calls() -> list[tuple[str, list[TensorType], dict, list[dict]]]:
-    """(kernel, input types, attrs, candidates) for every width timed."""
-    out = []
-    for tokens in (1, 4):
-        types = [TensorType((tokens, HIDDEN), "bf16"), TensorType((tokens, TOP_K), "i64"),
-                 TensorType((tokens, TOP_K), "bf16"), TensorType((EXPERTS, 2 * INTER, HIDDEN), "bf16"),
-                 TensorType((EXPERTS, HIDDEN, INTER), "bf16")]
-        out.append(("triton.moe_experts", types, {}, experts_candidates()))
-    for tokens in (1, 4, 16):
-        types = [TensorType((tokens, HIDDEN), "bf16"), TensorType((EXPERTS, HIDDEN), "bf16")]
-        out.append(("triton.moe_router", types, {"k": TOP_K}, router_candidates(tokens)))
-    return out
+    """(kernel, input types, attrs, candidates) for every width timed (the widths `--tune` times)."""
+    from workload_qwen3_moe import tuned_calls
+
+    return [(kernel, types, attrs, experts_candidates() if kernel == "triton.moe_experts"
+             else router_candidates(types[0].shape[0]))
+            for kernel, types, attrs in tuned_calls(HIDDEN, INTER, EXPERTS, TOP_K)]
 
 
 def main(argv=None) -> None:

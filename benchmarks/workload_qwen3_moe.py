@@ -249,26 +249,32 @@ def _router_row(gate, cfg, t: int, device) -> dict:
     return row
 
 
+def tuned_calls(hidden: int, inter: int, experts: int, k: int) -> list[tuple[str, list, dict]]:
+    """(kernel, input types, attrs) of the two MoE kernels at the decode widths their tiles are tuned at: the
+    experts at 1 and 4 tokens, the router at 1, 4 and 16 (where its tiles differ); bfloat16."""
+    from hoid.ir import TensorType
+
+    calls = [("triton.moe_experts", [TensorType((t, hidden), "bf16"), TensorType((t, k), "i64"),
+                                     TensorType((t, k), "bf16"), TensorType((experts, 2 * inter, hidden), "bf16"),
+                                     TensorType((experts, hidden, inter), "bf16")], {}) for t in (1, 4)]
+    return calls + [("triton.moe_router", [TensorType((t, hidden), "bf16"), TensorType((experts, hidden), "bf16")],
+                     {"k": k}) for t in (1, 4, 16)]
+
+
 def tune_table(lm, device=None, size: int = 16, rounds: int = 3) -> list[dict]:
     """`triton.moe_experts` (at 1 and 4 tokens) and `triton.moe_router` (at 1, 4 and 16, where its tiles
     differ) at Qwen3-30B-A3B's shapes, tuned by coordinate descent (`hoid.measure.descend`: `size` param
     sets a round near the choice before, at most `rounds`). The first sweep of both (12-07, H100, one round
     then a second by hand, benchmarks/moe_tune_round2.py) gave their "auto" tiles; this says whether they
     still win, on this GPU. Each row: the choice, its time and the defaults', every trial."""
-    from hoid.ir import TensorType
     from hoid.kernels import all_kernels
     from hoid.measure.local import local_device
     from hoid.measure.tune import descend
 
     cfg, target = lm.config, (device or local_device())
-    hidden, inter, experts, k = cfg.hidden_size, cfg.moe_intermediate_size, cfg.num_experts, cfg.num_experts_per_tok
-    calls = [("triton.moe_experts", [TensorType((t, hidden), "bf16"), TensorType((t, k), "i64"),
-                                     TensorType((t, k), "bf16"), TensorType((experts, 2 * inter, hidden), "bf16"),
-                                     TensorType((experts, hidden, inter), "bf16")], {}) for t in (1, 4)]
-    calls += [("triton.moe_router", [TensorType((t, hidden), "bf16"), TensorType((experts, hidden), "bf16")],
-               {"k": k}) for t in (1, 4, 16)]
     rows = []
-    for kernel, types, attrs in calls:
+    for kernel, types, attrs in tuned_calls(cfg.hidden_size, cfg.moe_intermediate_size, cfg.num_experts,
+                                            cfg.num_experts_per_tok):
         result = descend(all_kernels()[kernel], types, attrs, size=size, rounds=rounds, device=target)
         default = result.trials[0].median
         rows.append({"kernel": kernel, "tokens": types[0].shape[0], "default_s": default, **result.to_json()})
