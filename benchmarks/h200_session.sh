@@ -16,7 +16,9 @@
 #               to git's info/exclude, so it travels only when a call carries it.
 # There, one call each, with the carry named:
 #   prep        [.whl, .cute1]  egglog + openai into /tmp/site, CuTe DSL part 1 into /tmp/cute; with the stripped
-#               wheel, `prep && cute-a` [.whl, .cute1, .cute2a] is one call
+#               wheel, `prep && cute-a` [.whl, .cute1, .cute2a] was one call while the tree was 3.4 MB; at 18 MB
+#               (12-07: the committed results) the three with it pass 64 MiB and the call is refused before it
+#               starts: prep [.whl, .cute1], then cute-a [.cute2a], then cute-b [.cute2b], each call at once
 #   prep-diffusers [.whl-diffusers]  diffusers into /tmp/site, and a check that SDXL's modules import; then, e.g.
 #               bash benchmarks/h200_session.sh run benchmarks/workloads.py sdxl-unet --rows eager,hoid --out $OUT
 #               Measured on an H100 (12-06): reduce-overhead builds in 80 to 124 s; with the channels-last rules the
