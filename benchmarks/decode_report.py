@@ -126,14 +126,17 @@ def legacy_cell(data: dict, source: str) -> dict:
 
 
 def read_cells(path: Path) -> list[dict]:
+    """A run file's cells, each row with its date and its file (`source`). Read too: a decoder workload's run
+    (`benchmark: workload` with decode's cells: `workload_qwen3_moe.py`), so that its slices merge as decode's."""
     data = json.loads(Path(path).read_text())
-    if data.get("benchmark") != "decode":
+    workload = data.get("benchmark") == "workload" and "cells" in data
+    if data.get("benchmark") != "decode" and not workload:
         return []
-    if data.get("format") != 2:
+    if data.get("format") != 2 and not workload:
         return [legacy_cell(data, str(path))]
     cells = []
     for cell in data["cells"]:
-        rows = [{**r, "date": r.get("date") or data["date"]} for r in cell["rows"]]
+        rows = [{**r, "date": r.get("date") or data["date"], "source": str(path)} for r in cell["rows"]]
         cells.append({**cell, "device": data["device"], "model": data["model"], "rows": rows,
                       "versions": data.get("versions"), "sources": [str(path)]})
     return cells

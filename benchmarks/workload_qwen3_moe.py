@@ -5,6 +5,7 @@
     python benchmarks/workload_qwen3_moe.py --tiny --device cpu --prompt 8 --new 8 --out DIR   # CPU smoke
     python benchmarks/workload_qwen3_moe.py --experts --prompt 128 --rows hoid --out DIR  # + experts, router alone
     python benchmarks/workload_qwen3_moe.py --tune --prompt 128 --rows hf-eager --gate-cache G --out DIR  # + tiles
+    python benchmarks/workload_qwen3_moe.py report DIR/workload-qwen3-moe-*.json     # slices merged: one table
 
 bfloat16, random weights from the published config (`hoid.models`, nothing downloaded). Rows, all timed by
 the one decode loop (`decode_loop.run_row`: tokens/s, time to first token, peak memory):
@@ -439,7 +440,29 @@ def run_shape(lm, shape: Shape, args, device, cell: dict, save) -> None:
         cell["hoid_over_best_stock"] = ours["value"] / best["value"]
 
 
+def report(paths) -> str:
+    """Runs of this benchmark merged (`decode_report.load`: cells by device, model and shape, rows by key, the
+    later date winning) into decode's table over this workload's stock lattice, then each row and its file.
+    Where one process cannot hold every row (at Qwen3-30B-A3B max-autotune's warm-up alone took 431 s of a
+    call's 600, 12-07 on an H100), the rows run as slices on one machine and best stock is taken here."""
+    cells = decode_report.load([Path(p) for p in paths], legacy=None)
+    lines = [decode_report.markdown(cells, tuple(STOCK)), ""]
+    for cell in cells:
+        for r in cell["rows"]:
+            tps = "-" if r.get("tokens_per_s") is None else f"{r['tokens_per_s']:.1f} tok/s"
+            lines.append(f"- {cell['device']}, {cell['model']} {cell['shape']['key']}, {r['key']}: {tps}, "
+                         f"{r.get('status')}, {r['date']} ({Path(r['source']).name})")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["report"]:
+        if len(argv) < 2:
+            print("usage: workload_qwen3_moe.py report RUN.json [RUN.json ...]", file=sys.stderr)
+            return 2
+        print(report(argv[1:]))
+        return 0
     args = parse(argv)
     device, device_name = open_device(args.device)
     from hoid.models import build_model
@@ -454,7 +477,7 @@ def main(argv=None) -> int:
           f"{kv} KV bytes per position; copy bandwidth {bandwidth / 1e9:.0f} GB/s", flush=True)
     result = {"benchmark": "workload", "workload": "qwen3-moe", "format": 1, "model": args.model,
               "device": device_name, "dtype": "bf16", "date": date, "versions": versions(),
-              "argv": sys.argv[1:] if argv is None else list(argv), "bandwidth_bytes_per_s": bandwidth,
+              "argv": argv, "bandwidth_bytes_per_s": bandwidth,
               "bandwidth_how": how, "active_weight_bytes": weights, "kv_bytes_per_position": kv,
               "model_build_s": build_s, "complete": False, "cells": []}
     args.out.mkdir(parents=True, exist_ok=True)
@@ -482,8 +505,11 @@ def main(argv=None) -> int:
                     "best_stock": {}, "gate_baseline": None}
             result["cells"].append(cell)
             run_shape(lm, shape, args, device, cell, save)
-            if "hoid_over_best_stock" in cell:
-                print(f"  hoid / best stock: {cell['hoid_over_best_stock']:.3f}x (target 1.3x)", flush=True)
+            if "hoid_over_best_stock" in cell:  # over this run's stock rows: say which, and which did not run
+                best = cell["best_stock"]["tokens_per_s"]["key"]
+                missing = decode_report.stock_not_run(cell, tuple(STOCK))
+                print(f"  hoid / best stock of this run ({best}): {cell['hoid_over_best_stock']:.3f}x (target 1.3x)"
+                      + (f"; not run: {', '.join(missing)} (`report` merges slices)" if missing else ""), flush=True)
             save()
     result["complete"] = True
     save()

@@ -83,6 +83,20 @@ def test_a_later_slice_gates_hoid_with_the_first_slice_s_teacher_and_baseline(sm
     assert [r["key"] for r in cell["rows"]] == ["hoid-compile"] and cell["gate_sequences"] == 2
     assert cell["gate_from"].endswith(".pt") and cell["gate_baseline"] == smoke["cells"][0]["gate_baseline"]
     assert cell["rows"][0]["gate"]["passed"] and cell["rows"][0]["gate"]["baseline"] == cell["gate_baseline"]
+    # `report` merges the two slices into one cell: best stock from the first, hoid from the second, each row's
+    # file named, and the stock rows that neither ran listed against the lattice
+    import workload_qwen3_moe as bench
+
+    slices = sorted((out.parent / "slices").glob("workload-qwen3-moe-*.json"))
+    eager = json.loads(slices[0].read_text())["cells"][0]["rows"][0]
+    assert len(slices) == 2 and eager["key"] == "hf-eager"
+    table = bench.report(slices)
+    ratio = cell["rows"][0]["tokens_per_s"] / eager["tokens_per_s"]
+    assert f"{eager['tokens_per_s']:.0f} (hf-eager; 1 of {len(bench.STOCK)} rows) |" in table
+    assert f"| {ratio:.2f}x |" in table and "stock rows not run: hf-static" in table
+    assert f"hoid-compile: {cell['rows'][0]['tokens_per_s']:.1f} tok/s, ok" in table and slices[1].name in table
+    code, stdout = run_main("workload_qwen3_moe", ["report", *map(str, slices)], env)
+    assert code == 0 and table in stdout
 
 
 @pytest.fixture(scope="module")
