@@ -51,6 +51,13 @@
 #               references are remade there, layer by layer: not timed yet). `--tune` descends over the two MoE kernels'
 #               tiles at 1 to 16 tokens (hoid.measure.descend, 16 a round, 3 rounds at most: about 200 candidates,
 #               ~2 min at the 12-07 rate of 0.7 s each; not timed in this form): the first call of the two has room.
+#               Measured 12-07 06:15 (H100, warm, cache carried; a warm machine keeps /tmp, so --gate-cache /tmp/gate
+#               serves the next call without a round trip): `--rows hf-eager,hoid-compile --experts --gate-cache
+#               /tmp/gate` 263 s (eager + the 1024-sample gate 151 s); `--rows hf-compile-max-autotune --no-gate`
+#               458 s (its warm-up, compile + autotune + capture, 431 s: no other row fits beside it in a call);
+#               `--rows hf-compile-reduce-overhead --no-gate` 168 s. Merge the slices with
+#               `python benchmarks/workload_qwen3_moe.py report FILES`. Still not run at this size: max-autotune
+#               with coordinate descent (plan a call of its own, > 431 s), hf-static, hf-bmm-reduce-overhead.
 #   cute-a      [.cute2a]       the first half of CuTe's libraries, kept in /tmp
 #   cute-b      [.cute2b]       the second half; CuTe DSL importable from here on (sitecustomize)
 #   tests [LIMIT [ARGS]]  []    python -m pytest -m gpu (every GPU test; CuTe's too once installed), ARGS to
