@@ -58,6 +58,9 @@
 #               `--rows hf-compile-reduce-overhead --no-gate` 168 s. Merge the slices with
 #               `python benchmarks/workload_qwen3_moe.py report FILES`. Still not run at this size: max-autotune
 #               with coordinate descent (plan a call of its own, > 431 s), hf-static, hf-bmm-reduce-overhead.
+#               Inductor keeps its compiled graphs and autotuning choices under /tmp/torchinductor_root while the
+#               machine stays warm: run max-autotune-cd in the call right after max-autotune, so that its grouped
+#               MM choices are read, not tuned again (untried: if it still passes 560 s, it is out of reach here).
 #   cute-a      [.cute2a]       the first half of CuTe's libraries, kept in /tmp
 #   cute-b      [.cute2b]       the second half; CuTe DSL importable from here on (sitecustomize)
 #   tests [LIMIT [ARGS]]  []    python -m pytest -m gpu (every GPU test; CuTe's too once installed), ARGS to
