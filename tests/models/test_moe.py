@@ -220,6 +220,28 @@ def test_the_rewritten_step_runs_the_experts_kernel_in_place_of_the_gathers():
         assert rel_error(got, want) < 1e-5
 
 
+def test_a_prompt_runs_each_expert_on_its_own_tokens_with_the_grouped_kernel():
+    """The prompt's graph (experts traced densely: every expert on every token) is rewritten to one
+    `triton.moe_experts_grouped` call a layer, which runs only the selected pairs (under the Triton interpreter
+    here), and the compiled prefill gives the imported graph's logits and cache."""
+    lm, _ = zoo()
+    prefill = prefill_graph(lm, 12, CACHE_LEN)  # 12 tokens x top 4 = 48 pairs over 16 experts
+    rewritten = hoid.search.rewrite(prefill, device="h200")
+    calls = [n for n in rewritten.nodes if n.op == "kernel" and n.attrs["kernel"] == "triton.moe_experts_grouped"]
+    assert len(calls) == 2 and "eq" not in rewritten.op_counts()  # no dense routing matrix is built
+    for node in calls:  # the stacked weights themselves, [E, 2I, H] and [E, H, I]
+        assert [v.type.shape for v in node.inputs[3:]] == [(16, 64, 64), (16, 64, 32)]
+    ids = _tokens(12, seed=4)
+    inputs = [ids, torch.zeros(1, dtype=torch.long), *empty_cache(prefill)]
+    compiled = hoid.compile(rewritten, device="cpu")
+    with recording() as launches:
+        outputs = compiled(*inputs)
+    grouped = [r.device_kernels for r in launches if r.kernel == "triton.moe_experts_grouped"]
+    assert grouped == [["grouped_gate_up", "grouped_down"]] * 2  # the kernel ran, not its body
+    for got, want in zip(outputs, hoid.run(prefill, *inputs), strict=True):
+        assert rel_error(got, want) < 1e-5
+
+
 def test_the_step_is_the_same_whatever_transformers_batched_mm_does(monkeypatch):
     """The decode step is imported with hoid's own gathered experts: transformers 5.17's `batched_mm` (ids
     clamped for expert parallelism, as the H100's was on 12-06) in place of this one's leaves the graph as it

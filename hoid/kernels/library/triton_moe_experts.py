@@ -194,6 +194,18 @@ def _workspace_types(x: TensorType, ids: TensorType, down: TensorType) -> tuple[
     return TensorType((pairs, inter), "f32"), TensorType((pairs, hidden), "f32")
 
 
+def workspaces(kernel: str, x, ids, down, workspace) -> tuple[torch.Tensor, torch.Tensor]:
+    """The [S, I] and [S, H] float32 scratch of a launch: the ones given (checked against the inputs), else new."""
+    want = _workspace_types(TensorType.of(x), TensorType.of(ids), TensorType.of(down))
+    if not workspace:
+        return tuple(torch.empty(t.shape, dtype=t.torch_dtype, device=x.device) for t in want)
+    got = tuple(TensorType.of(w) for w in workspace)
+    if got != want:
+        raise ValueError(f"{kernel}: workspace {[str(t) for t in got]} given, these inputs need "
+                         f"{[str(t) for t in want]}")
+    return tuple(workspace)
+
+
 def launch(x, ids, routing, gate_up, down, out, *, pdl=False, workspace=None, **params) -> None:
     """out [T, H] <- sum over j of routing[t, j] * down[e] @ (silu(g) * u), [g | u] = gate_up[e] @ x[t],
     e = ids[t, j] (destination-passing; the experts' weights read where they are)."""
@@ -201,15 +213,7 @@ def launch(x, ids, routing, gate_up, down, out, *, pdl=False, workspace=None, **
     top_k, inter = ids.shape[-1], down.shape[-1]
     pairs = tokens * top_k
     cfg = choose(tokens, top_k, hidden, inter, num_sms(x.device), **params)
-    want = _workspace_types(TensorType.of(x), TensorType.of(ids), TensorType.of(down))
-    if workspace:
-        act, part = workspace
-        got = (TensorType.of(act), TensorType.of(part))
-        if got != want:
-            raise ValueError(f"moe_experts: workspace {[str(t) for t in got]} given, these inputs need "
-                             f"{[str(t) for t in want]}")
-    else:
-        act, part = (torch.empty(t.shape, dtype=t.torch_dtype, device=x.device) for t in want)
+    act, part = workspaces("moe_experts", x, ids, down, workspace)
     block_m, block_s = (1 if tokens == 1 else 16), max(16, next_power_of_2(pairs))
     precision = "ieee" if x.dtype == torch.float32 else "tf32"
     common = dict(BLOCK_M=block_m, BLOCK_S=block_s, PRECISION=precision, STAGES=cfg["num_stages"],
@@ -273,15 +277,20 @@ CONSTRAINTS = (
 )
 
 
-def _examples(rng: random.Random):
-    # Small: the interpreter's cost grows with the programs launched. 4 experts for up to 16 x 4 pairs: the
-    # same expert is picked by many pairs (more than a 16-row chunk), and twice in a row of ids.
-    tokens, top_k = rng.choice((1, 1, 3, 16)), rng.choice((2, 4))
-    experts, hidden, inter = rng.choice((4, 16)), rng.choice((32, 72)), rng.choice((16, 40))
+def example_types(rng: random.Random, tokens: int) -> list[TensorType]:
+    """x, ids, routing, gate_up, down of an example at `tokens` tokens: 2 or 4 of 4 or 16 experts, widths that
+    are not multiples of the tiles."""
+    top_k, experts, hidden, inter = rng.choice((2, 4)), rng.choice((4, 16)), rng.choice((32, 72)), rng.choice((16, 40))
     dtype = rng.choice(example_floats())
     return [TensorType((tokens, hidden), dtype), TensorType((tokens, top_k), "i64"),
             TensorType((tokens, top_k), dtype), TensorType((experts, 2 * inter, hidden), dtype),
-            TensorType((experts, hidden, inter), dtype)], {}
+            TensorType((experts, hidden, inter), dtype)]
+
+
+def _examples(rng: random.Random):
+    # Small: the interpreter's cost grows with the programs launched. 4 experts for up to 16 x 4 pairs: the
+    # same expert is picked by many pairs (more than a 16-row chunk), and twice in a row of ids.
+    return example_types(rng, rng.choice((1, 1, 3, 16))), {}
 
 
 def _resolve(types, attrs, params, target) -> dict:

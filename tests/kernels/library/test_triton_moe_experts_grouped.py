@@ -1,0 +1,82 @@
+"""triton.moe_experts_grouped under the Triton interpreter: a prompt's routed experts against the float64 dense
+region (every expert on every token, weighted by the scattered routing), experts with more pairs than a row
+tile and with none, repeats in a row of ids, that only the selected experts' weights are read, determinism,
+the align's tiles, and the builds."""
+
+import pytest
+import torch
+
+from hoid.kernels.library import triton_moe_experts_grouped as grouped
+from hoid.verify import check_kernel
+
+from ..trusted import TIMING_RUNS
+from .reference import assert_matches, launch
+from .test_triton_moe_experts import _inputs
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+@pytest.mark.parametrize("tokens, top_k, experts", [(1, 4, 16), (24, 2, 8), (40, 4, 16)])
+def test_matches_float64_reference(dtype, tokens, top_k, experts):
+    # hidden 72 and width 40 are not multiples of the tiles: the tails are masked
+    assert_matches(grouped.SPEC, _inputs(tokens, top_k, experts, 72, 40, dtype), {}, {"block_k": 32})
+
+
+def test_experts_with_more_pairs_than_a_tile_none_and_repeats_in_a_row():
+    """3 of 4 experts for 20 x 4 pairs: two take more than one 16-row tile, one takes none, and rows of ids
+    name an expert twice (the dense form sums its weights: the same result)."""
+    ids = torch.randint(0, 3, (20, 4), generator=torch.Generator().manual_seed(3))
+    assert (ids == 0).sum() > 16 and (ids == 1).sum() > 16 and not (ids == 3).any()
+    assert_matches(grouped.SPEC, _inputs(20, 4, 4, 32, 16, torch.float32, ids=ids), {}, {"block_m": 16})
+
+
+def test_reads_only_the_selected_experts():
+    """NaN in every expert no token picked: a kernel reading any of them (the dense form reads all) gives NaN."""
+    ins = _inputs(3, 2, 16, 64, 32, torch.float32)
+    picked = set(ins[1].flatten().tolist())
+    for e in set(range(16)) - picked:
+        ins[3][e], ins[4][e] = float("nan"), float("nan")
+    (out,) = launch(grouped.SPEC, ins, {})
+    assert torch.isfinite(out).all()
+
+
+def test_deterministic():
+    ins = _inputs(12, 4, 8, 64, 32, torch.float32, seed=5)
+    assert torch.equal(launch(grouped.SPEC, ins, {})[0], launch(grouped.SPEC, ins, {})[0])
+
+
+def test_the_align_orders_pairs_by_expert_and_counts_their_tiles():
+    ids = torch.tensor([[2, 0], [2, 3], [0, 2]])
+    order, first, count, tile_end = grouped.align(ids, 5, 2)
+    assert order.tolist() == [1, 4, 0, 2, 5, 3]  # expert 0's pairs, then 2's (in order), then 3's
+    assert count.tolist() == [2, 0, 3, 1, 0] and first.tolist() == [0, 2, 2, 5, 6]
+    assert tile_end.tolist() == [1, 1, 3, 4, 4]  # 2 pairs a tile: 1, 0, 2, 1, 0 tiles
+    narrow = grouped.align(ids.int(), 5, 2)  # int32 ids, as a router may give them: the same
+    assert all(torch.equal(a, b) for a, b in zip(narrow, (order, first, count, tile_end), strict=True))
+
+
+def test_a_given_workspace_is_used_and_a_wrong_one_named():
+    ins = _inputs(2, 2, 4, 64, 32, torch.float32)
+    act, part = torch.full((4, 32), float("nan")), torch.full((4, 64), float("nan"))
+    out = torch.empty(2, 64)
+    grouped.launch(*ins, out, workspace=(act, part))
+    assert torch.isfinite(act).all() and torch.isfinite(part).all()
+    with pytest.raises(ValueError, match="workspace"):
+        grouped.launch(*ins, out, workspace=(torch.empty(4, 16), part))
+
+
+def test_auto_rows_follow_the_pairs_an_expert_gets():
+    assert grouped.choose(128 * 8, 128)["block_m"] == 16  # Qwen3-30B-A3B, 128-token prompt: 8 pairs an expert
+    assert grouped.choose(1024 * 8, 128)["block_m"] == 64  # 1024 tokens: 64
+    assert grouped.choose(8, 128, block_m=32)["block_m"] == 32  # a given value stays
+
+
+def test_own_examples_pass():
+    verdict = check_kernel(grouped.SPEC, examples=1, trials=4, seed=1, timing_runs=TIMING_RUNS)
+    assert verdict.ok, verdict.reason
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "sm_100"])
+def test_builds_for_the_gpu_archs(arch):
+    built = grouped.SPEC.compile(arch)
+    assert len(built) == 4 and all(b.ptx_target == arch + "a" for b in built)
+    assert all(b.async_loads > 0 for b in built)  # the K loops feed tl.dot and are pipelined
