@@ -21,7 +21,8 @@ search can reach, the same whatever transformers' version:
     mul(weights) -> sum over k                                             (the weighted combine)
 
 A graph of many tokens (a prefill) would gather one weight copy per (token, expert) pair that way; it is
-traced with every expert on every token instead (`dense_experts_forward`), each expert's weights read once.
+traced with every expert on every token instead (`dense_experts_forward`), each expert's weights read once;
+the search replaces that form with `triton.moe_experts_grouped`, which runs each expert on its own pairs only.
 
 The zoo entries are in `configs.SPECS` (family `qwen3_moe`): `qwen3-30b-a3b` with the numbers
 of its published `config.json`, and `qwen3-30b-a3b-tiny` for tests (2 layers, hidden 64, 16 experts of

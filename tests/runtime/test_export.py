@@ -33,10 +33,22 @@ def _rewritten(name, dtype=torch.float32):
     return hoid.search.rewrite(step, device="h200", kernels=hoid.kernels.KernelSet.default().runnable_here())
 
 
+def _rewritten_prompt(name, tokens=12):
+    """A prompt's graph: the tiny MoE's holds `triton.moe_experts_grouped`, whose module imports other kernels'."""
+    from hoid.models import build_model, prefill_graph
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        graph = prefill_graph(build_model(name), tokens, 16)
+    return hoid.search.rewrite(graph, device="h200", kernels=hoid.kernels.KernelSet.default().runnable_here())
+
+
 def _inputs(graph):
     g = torch.Generator().manual_seed(0)
     states = [torch.randn(v.type.shape, generator=g).to(v.type.torch_dtype) for v in graph.inputs_of_kind("state")]
-    return [torch.tensor([[7]]), torch.tensor([5]), *states]
+    shape = graph.inputs_of_kind("input")[0].type.shape  # a step's one token ([[7]]), or a prompt's
+    tokens = ((torch.arange(1, shape[-1] + 1) * 7) % 64).reshape(shape)
+    return [tokens, torch.tensor([5 if shape[-1] == 1 else 0]), *states]
 
 
 def _run_fresh(tmp_path, jobs: list[dict]) -> list[dict]:
@@ -57,15 +69,19 @@ def _run_fresh(tmp_path, jobs: list[dict]) -> list[dict]:
 
 
 # inductor (C++ codegen on the CPU) for one model, aot_eager (functionalization and the fakes, no codegen)
-# for the others: each inductor build costs a minute on the shared CPU. All five packages run in one fresh
+# for the others: each inductor build costs a minute on the shared CPU. All the packages run in one fresh
 # process (export_worker.py): a process each imported torch and warmed torch.compile up five times (the four
 # aot_eager packages: 23 s in five processes, 14 s in one)
 def test_exported_packages_match_the_compiled_graphs_without_hoid(tmp_path):
     jobs = []
-    # the tiny models in float32, and the MoE in float16 too: only a 16-bit router is `triton.moe_router`'s
-    for name, dtype in [*((n, torch.float32) for n in TINY), ("qwen3-30b-a3b-tiny", torch.float16)]:
-        graph = _rewritten(name, dtype)
+    # the tiny models in float32, the MoE in float16 too (only a 16-bit router is `triton.moe_router`'s), and the
+    # MoE's prompt (its experts are `triton.moe_experts_grouped`, whose module imports another kernel's module)
+    for name, dtype in [*((n, torch.float32) for n in TINY), ("qwen3-30b-a3b-tiny", torch.float16),
+                        ("qwen3-30b-a3b-tiny-prompt", None)]:
+        graph = _rewritten(name, dtype) if dtype else _rewritten_prompt(name.removesuffix("-prompt"))
         assert "kernel" in graph.op_counts(), name
+        if dtype is None:
+            assert any(n.attrs.get("kernel") == "triton.moe_experts_grouped" for n in graph.nodes), name
         if dtype == torch.float16:
             assert any(n.attrs.get("kernel") == "triton.moe_router" for n in graph.nodes), name
             name += "-f16"
