@@ -51,6 +51,9 @@
 #               references are remade there, layer by layer: not timed yet). `--tune` descends over the two MoE kernels'
 #               tiles at 1 to 16 tokens (hoid.measure.descend, 16 a round, 3 rounds at most: about 200 candidates,
 #               ~2 min at the 12-07 rate of 0.7 s each; not timed in this form): the first call of the two has room.
+#               Since 12-07 07:40 it also descends over triton.moe_experts_grouped (the prompt's experts) at 128
+#               and 1024 tokens: a third more candidates, untimed; run it after `pytest -m gpu` has checked that
+#               kernel on the GPU.
 #               Measured 12-07 06:15 (H100, warm, cache carried; a warm machine keeps /tmp, so --gate-cache /tmp/gate
 #               serves the next call without a round trip): `--rows hf-eager,hoid-compile --experts --gate-cache
 #               /tmp/gate` 263 s (eager + the 1024-sample gate 151 s); `--rows hf-compile-max-autotune --no-gate`

@@ -161,9 +161,10 @@ def test_experts_that_no_kernel_matches_are_named_not_silent(capsys, monkeypatch
     assert "WARNING: triton.moe_experts's pattern matched" in capsys.readouterr().out
 
 
-def test_the_tune_table_descends_over_both_kernels_tiles_at_decode_widths(tiny_bf16, monkeypatch):
-    """`--tune`'s plumbing (the timing itself needs CUDA): each kernel at the model's shapes at 1 to 16
-    tokens, by coordinate descent from its defaults, the choice and every trial recorded."""
+def test_the_tune_table_descends_over_the_kernels_tiles_at_their_widths(tiny_bf16, monkeypatch):
+    """`--tune`'s plumbing (the timing itself needs CUDA): each kernel at the model's shapes (the decode ones at
+    1 to 16 tokens, the grouped one at the two prompts), by coordinate descent from its defaults, the choice
+    and every trial recorded."""
     import importlib
 
     import workload_qwen3_moe as bench
@@ -185,7 +186,8 @@ def test_the_tune_table_descends_over_both_kernels_tiles_at_decode_widths(tiny_b
     rows = bench.tune_table(tiny_bf16, get_device("h100"))
     assert [(r["kernel"], r["tokens"]) for r in rows] == [
         ("triton.moe_experts", 1), ("triton.moe_experts", 4),
-        ("triton.moe_router", 1), ("triton.moe_router", 4), ("triton.moe_router", 16)]
+        ("triton.moe_router", 1), ("triton.moe_router", 4), ("triton.moe_router", 16),
+        ("triton.moe_experts_grouped", 128), ("triton.moe_experts_grouped", 1024)]
     cfg = tiny_bf16.config
     _, types, attrs = seen[2]
     assert [t.shape for t in types] == [(1, cfg.hidden_size), (cfg.num_experts, cfg.hidden_size)]
