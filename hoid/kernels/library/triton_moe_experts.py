@@ -73,18 +73,8 @@ def moe_gate_up(x_ptr, ids_ptr, w_ptr, act_ptr, S, TOP_K, K, n_out, k_tiles,
         w_base = w_ptr + expert.to(tl.int64) * (2 * n_out) * K
         for c in range(tl.cdiv(count, BLOCK_M)):
             pair, valid = _chunk(hit, rank, count, c, BLOCK_M, BLOCK_S)
-            token = pair // TOP_K
-            acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
-            acc_up = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
-            for t in tl.range(k_tiles, num_stages=STAGES):
-                k = t * BLOCK_K + tl.arange(0, BLOCK_K)
-                x = tl.load(x_ptr + token[:, None] * K + k[None, :], mask=valid[:, None] & (k[None, :] < K),
-                            other=0.0)
-                w_offs = n[:, None].to(tl.int64) * K + k[None, :]
-                w_mask = (n[:, None] < n_out) & (k[None, :] < K)
-                acc += _product(x, tl.load(w_base + w_offs, mask=w_mask, other=0.0), BLOCK_M, PRECISION)
-                w_up = tl.load(w_base + w_offs + tl.cast(n_out, tl.int64) * K, mask=w_mask, other=0.0)
-                acc_up += _product(x, w_up, BLOCK_M, PRECISION)
+            acc, acc_up = gate_up_rows(x_ptr, pair // TOP_K, valid, w_base, n, K, n_out, k_tiles, BLOCK_M, BLOCK_N,
+                                       BLOCK_K, PRECISION, STAGES)
             offs = pair[:, None] * n_out + n[None, :]
             _epilogue(acc, acc_up, act_ptr, act_ptr, offs, valid[:, None] & (n[None, :] < n_out), 2)
 
@@ -102,14 +92,8 @@ def moe_down(act_ptr, ids_ptr, routing_ptr, w_ptr, part_ptr, count_ptr, out_ptr,
         w_base = w_ptr + expert.to(tl.int64) * n_out * K
         for c in range(tl.cdiv(count, BLOCK_M)):
             pair, valid = _chunk(hit, rank, count, c, BLOCK_M, BLOCK_S)
-            acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
-            for t in tl.range(k_tiles, num_stages=STAGES):
-                k = t * BLOCK_K + tl.arange(0, BLOCK_K)
-                a = tl.load(act_ptr + pair[:, None] * K + k[None, :], mask=valid[:, None] & (k[None, :] < K),
-                            other=0.0)
-                w = tl.load(w_base + n[:, None].to(tl.int64) * K + k[None, :],
-                            mask=(n[:, None] < n_out) & (k[None, :] < K), other=0.0)
-                acc += _product(a, w.to(tl.float32), BLOCK_M, PRECISION)
+            acc = down_rows(act_ptr, pair, valid, w_base, n, K, n_out, k_tiles, BLOCK_M, BLOCK_N, BLOCK_K, PRECISION,
+                            STAGES)
             weight = tl.load(routing_ptr + pair, mask=valid, other=0.0).to(tl.float32)
             y = acc * weight[:, None]
             tl.store(part_ptr + pair[:, None] * n_out + n[None, :], y, mask=valid[:, None] & (n[None, :] < n_out))
@@ -127,6 +111,38 @@ def moe_down(act_ptr, ids_ptr, routing_ptr, w_ptr, part_ptr, count_ptr, out_ptr,
         tl.atomic_xchg(count_ptr + pid_n, 0)  # ready for the next launch (or graph replay)
         tl.store(out_ptr + token[:, None] * n_out + n[None, :], total.to(dtype), mask=mask)
 
+
+
+@device_function
+def gate_up_rows(x_ptr, rows, valid, w_base, n, K, n_out, k_tiles, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                 BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, STAGES: tl.constexpr):
+    """The gate and up products of x's `rows` (those `valid`) with one expert's rows `n` of gate_up (at
+    `w_base`: its gate rows, then n_out up rows), in float32: one read of x for both."""
+    acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
+    acc_up = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
+    for t in tl.range(k_tiles, num_stages=STAGES):
+        k = t * BLOCK_K + tl.arange(0, BLOCK_K)
+        x = tl.load(x_ptr + rows[:, None] * K + k[None, :], mask=valid[:, None] & (k[None, :] < K), other=0.0)
+        w_offs = n[:, None].to(tl.int64) * K + k[None, :]
+        w_mask = (n[:, None] < n_out) & (k[None, :] < K)
+        acc += _product(x, tl.load(w_base + w_offs, mask=w_mask, other=0.0), BLOCK_M, PRECISION)
+        w_up = tl.load(w_base + w_offs + tl.cast(n_out, tl.int64) * K, mask=w_mask, other=0.0)
+        acc_up += _product(x, w_up, BLOCK_M, PRECISION)
+    return acc, acc_up
+
+
+@device_function
+def down_rows(act_ptr, rows, valid, w_base, n, K, n_out, k_tiles, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+              BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, STAGES: tl.constexpr):
+    """The float32 activations' `rows` (those `valid`) times one expert's rows `n` of down (at `w_base`)."""
+    acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
+    for t in tl.range(k_tiles, num_stages=STAGES):
+        k = t * BLOCK_K + tl.arange(0, BLOCK_K)
+        a = tl.load(act_ptr + rows[:, None] * K + k[None, :], mask=valid[:, None] & (k[None, :] < K), other=0.0)
+        w = tl.load(w_base + n[:, None].to(tl.int64) * K + k[None, :], mask=(n[:, None] < n_out) & (k[None, :] < K),
+                    other=0.0)
+        acc += _product(a, w.to(tl.float32), BLOCK_M, PRECISION)
+    return acc
 
 
 @device_function

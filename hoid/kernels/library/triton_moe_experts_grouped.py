@@ -34,8 +34,8 @@ from . import _constraints as C
 from ._triton_build import compile_for, pointer_type
 from ._triton_compile import cdiv, device_function, next_power_of_2, tl, triton_kernel
 from .patterns import SWIGLU_MERGED
-from .triton_gemv import _epilogue, _product
-from .triton_moe_experts import _shapes_fit, _workspace_types, example_types, workspaces
+from .triton_gemv import _epilogue
+from .triton_moe_experts import _shapes_fit, _workspace_types, down_rows, example_types, gate_up_rows, workspaces
 
 
 @device_function
@@ -61,20 +61,10 @@ def grouped_gate_up(x_ptr, order_ptr, tile_end_ptr, first_ptr, count_ptr, w_ptr,
     pid_t, pid_n = tl.program_id(0), tl.program_id(1)
     expert, pair, valid = _tile_rows(order_ptr, tile_end_ptr, first_ptr, count_ptr, pid_t, E, BLOCK_E, BLOCK_M)
     if expert < E:
-        token = pair // TOP_K
         n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         w_base = w_ptr + expert.to(tl.int64) * (2 * n_out) * K
-        acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
-        acc_up = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
-        for t in tl.range(k_tiles, num_stages=STAGES):
-            k = t * BLOCK_K + tl.arange(0, BLOCK_K)
-            x = tl.load(x_ptr + token[:, None].to(tl.int64) * K + k[None, :], mask=valid[:, None] & (k[None, :] < K),
-                        other=0.0)
-            w_offs = n[:, None].to(tl.int64) * K + k[None, :]
-            w_mask = (n[:, None] < n_out) & (k[None, :] < K)
-            acc += _product(x, tl.load(w_base + w_offs, mask=w_mask, other=0.0), BLOCK_M, PRECISION)
-            w_up = tl.load(w_base + w_offs + tl.cast(n_out, tl.int64) * K, mask=w_mask, other=0.0)
-            acc_up += _product(x, w_up, BLOCK_M, PRECISION)
+        acc, acc_up = gate_up_rows(x_ptr, (pair // TOP_K).to(tl.int64), valid, w_base, n, K, n_out, k_tiles, BLOCK_M,
+                                   BLOCK_N, BLOCK_K, PRECISION, STAGES)
         offs = pair[:, None].to(tl.int64) * n_out + n[None, :]
         _epilogue(acc, acc_up, act_ptr, act_ptr, offs, valid[:, None] & (n[None, :] < n_out), 2)
 
@@ -88,14 +78,8 @@ def grouped_down(act_ptr, order_ptr, tile_end_ptr, first_ptr, count_ptr, routing
     if expert < E:
         n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         w_base = w_ptr + expert.to(tl.int64) * n_out * K
-        acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
-        for t in tl.range(k_tiles, num_stages=STAGES):
-            k = t * BLOCK_K + tl.arange(0, BLOCK_K)
-            a = tl.load(act_ptr + pair[:, None].to(tl.int64) * K + k[None, :],
-                        mask=valid[:, None] & (k[None, :] < K), other=0.0)
-            w = tl.load(w_base + n[:, None].to(tl.int64) * K + k[None, :],
-                        mask=(n[:, None] < n_out) & (k[None, :] < K), other=0.0)
-            acc += _product(a, w.to(tl.float32), BLOCK_M, PRECISION)
+        acc = down_rows(act_ptr, pair.to(tl.int64), valid, w_base, n, K, n_out, k_tiles, BLOCK_M, BLOCK_N, BLOCK_K,
+                        PRECISION, STAGES)
         weight = tl.load(routing_ptr + pair, mask=valid, other=0.0).to(tl.float32)
         tl.store(part_ptr + pair[:, None].to(tl.int64) * n_out + n[None, :], acc * weight[:, None],
                  mask=valid[:, None] & (n[None, :] < n_out))
