@@ -123,7 +123,15 @@ class KernelSpec:
     pdl_early: the inputs (indices) a PDL launch may read before its wait, when launched with
     `pdl_early=True` as well (a GEMV's weight tiles, which can stream in while the previous kernel drains).
     Sound only where no kernel of the chain writes them: the runtime asks for it only when each is a
-    bind-time value (a weight, or computed from weights alone), never for an activation or state."""
+    bind-time value (a weight, or computed from weights alone), never for an activation or state.
+
+    work(types, attrs) -> (flops, bytes): the least arithmetic and memory traffic any inputs of these types
+    need, for a kernel that needs less than its pattern's region as written: a routed kernel multiplies only
+    the (token, expert) pairs the routing selects, where the dense region it replaces multiplies every expert
+    on every token and zeroes the rest (at Qwen3-30B-A3B's 1024-token prompt, 77 GFLOP against 1.24 TFLOP).
+    The roofline's sanity gate judges a measured time against this floor: against the region's, a correct
+    time is flagged as impossible (12-07: `--tune` refused `triton.moe_experts_grouped` so). Prices keep the
+    region's floor scaled by the measured efficiency, which may then exceed 1: the price is the time measured."""
 
     id: str
     pattern: Pattern
@@ -143,6 +151,7 @@ class KernelSpec:
     workspace: Callable[[Sequence[TensorType], dict, dict], tuple[TensorType, ...] | None] | None = None
     pdl: bool = False
     pdl_early: tuple[int, ...] = ()
+    work: Callable[[Sequence[TensorType], dict], tuple[int, int]] | None = None
     doc: str = ""
     version: str = field(init=False)
 

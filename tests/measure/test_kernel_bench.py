@@ -5,10 +5,13 @@ import torch
 
 from hoid.ir import TensorType
 from hoid.kernels import get
+from hoid.measure import kernel_bench
 from hoid.measure.cache import MeasureCache
 from hoid.measure.cpu import calibrate_cpu
+from hoid.measure.devices import H100
 from hoid.measure.kernel_bench import measure_kernel
 from hoid.measure.roofline import region_floor
+from hoid.measure.timing import Timing
 
 FAST = {"min_runs": 3, "min_seconds": 0.01}
 TYPES = [TensorType((64, 256), "f32"), TensorType((256,), "f32")]
@@ -68,3 +71,24 @@ def test_an_in_place_kernel_is_timed_writing_into_its_input_not_copying_it():
     cpu = calibrate_cpu()
     assert m.floor == pytest.approx(region_floor(spec.pattern.graph(types, {}), cpu))
     assert m.floor < types[5].nbytes / cpu.copy_bandwidth / 10  # far less than one copy of one cache
+
+
+def test_a_kernel_that_skips_what_its_region_discards_is_judged_by_its_own_work(monkeypatch, tmp_path):
+    """The grouped MoE kernel runs only the selected pairs: on an H100, 0.86 ms for a 1024-token prompt is
+    below the dense region's compute floor (1.24 TFLOP) but above its own work's (77 GFLOP), so the time
+    is kept (12-07: --tune refused it against the region's); a time below its own floor is still suspect."""
+    spec = get("triton.moe_experts_grouped")
+    types = [TensorType((1024, 2048), "bf16"), TensorType((1024, 8), "i64"), TensorType((1024, 8), "bf16"),
+             TensorType((128, 1536, 2048), "bf16"), TensorType((128, 2048, 768), "bf16")]
+    seconds = []
+    monkeypatch.setattr(kernel_bench, "random_inputs",  # 1.2 GB of experts: shapes only, nothing is launched
+                        lambda types, **_: [torch.empty(t.shape, dtype=t.torch_dtype, device="meta") for t in types])
+    monkeypatch.setattr(kernel_bench, "time_on", lambda *a, **k: Timing((seconds[-1],) * 3, "given"))
+    with MeasureCache(tmp_path / "m.sqlite") as cache:
+        seconds.append(862e-6)
+        kept = measure_kernel(spec, types, {}, device=H100, cache=cache)
+        assert not kept.suspect and cache.get(kept.key) is not None
+        assert kept.floor > kept.median  # the price's floor is the region's: an efficiency above 1, as measured
+        seconds.append(20e-6)  # under 77 GFLOP's ~80 us at the H100's bf16 rate
+        low = measure_kernel(spec, types, {}, device=H100, cache=cache, refresh=True)
+        assert low.suspect and "compute floor" in low.sanity.reason

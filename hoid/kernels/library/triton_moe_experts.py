@@ -134,14 +134,16 @@ def gate_up_rows(x_ptr, rows, valid, w_base, n, K, n_out, k_tiles, BLOCK_M: tl.c
 @device_function
 def down_rows(act_ptr, rows, valid, w_base, n, K, n_out, k_tiles, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
               BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, STAGES: tl.constexpr):
-    """The float32 activations' `rows` (those `valid`) times one expert's rows `n` of down (at `w_base`)."""
+    """The activations' `rows` (those `valid`) times one expert's rows `n` of down (at `w_base`), in float32: the
+    weights in the activations' dtype (float32 workspaces here; the grouped kernel's are the input dtype, for
+    bf16 tensor-core products)."""
     acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
     for t in tl.range(k_tiles, num_stages=STAGES):
         k = t * BLOCK_K + tl.arange(0, BLOCK_K)
         a = tl.load(act_ptr + rows[:, None] * K + k[None, :], mask=valid[:, None] & (k[None, :] < K), other=0.0)
         w = tl.load(w_base + n[:, None].to(tl.int64) * K + k[None, :], mask=(n[:, None] < n_out) & (k[None, :] < K),
                     other=0.0)
-        acc += _product(a, w.to(tl.float32), BLOCK_M, PRECISION)
+        acc += _product(a, w.to(a.dtype), BLOCK_M, PRECISION)
     return acc
 
 
@@ -205,14 +207,16 @@ PARAMS = tuple(Param(name, choices, "auto") for name, choices in (
     ("warps_down", ("auto", 2, 4, 8)), ("num_stages", ("auto", 1, 2, 3))))
 
 
-def _workspace_types(x: TensorType, ids: TensorType, down: TensorType) -> tuple[TensorType, TensorType]:
+def _workspace_types(x: TensorType, ids: TensorType, down: TensorType,
+                     act_dtype: str = "f32") -> tuple[TensorType, TensorType]:
     pairs, (hidden, inter) = x.shape[0] * ids.shape[-1], down.shape[1:]
-    return TensorType((pairs, inter), "f32"), TensorType((pairs, hidden), "f32")
+    return TensorType((pairs, inter), act_dtype), TensorType((pairs, hidden), "f32")
 
 
-def workspaces(kernel: str, x, ids, down, workspace) -> tuple[torch.Tensor, torch.Tensor]:
-    """The [S, I] and [S, H] float32 scratch of a launch: the ones given (checked against the inputs), else new."""
-    want = _workspace_types(TensorType.of(x), TensorType.of(ids), TensorType.of(down))
+def workspaces(kernel: str, x, ids, down, workspace, act_dtype: str = "f32") -> tuple[torch.Tensor, torch.Tensor]:
+    """The [S, I] activations (`act_dtype`) and [S, H] float32 partials of a launch: the ones given (checked
+    against the inputs), else new."""
+    want = _workspace_types(TensorType.of(x), TensorType.of(ids), TensorType.of(down), act_dtype)
     if not workspace:
         return tuple(torch.empty(t.shape, dtype=t.torch_dtype, device=x.device) for t in want)
     got = tuple(TensorType.of(w) for w in workspace)

@@ -11,14 +11,20 @@ where transformers' `grouped_mm` gave the first token in 14.2 ms. Here:
 0. align (torch, on the device, capturable): the S = tokens x k pairs ordered by expert (a stable sort), each
    expert's count, its first pair in that order, and the running total of its row tiles (BLOCK_M pairs each);
 1. gate/up: one program per (row tile, N tile): its expert's BLOCK_M pairs times that expert's weights on
-   tensor cores, silu(gate) * up in the epilogue (the house GEMV's), into an [S, I] float32 workspace;
-2. down: the same tiling over H, each row times its pair's routing weight, into an [S, H] float32 workspace;
+   tensor cores, silu(gate) * up in the epilogue (the house GEMV's), into an [S, I] workspace (`act_dtype`:
+   bfloat16 for bfloat16 inputs, rounded where the region's matmul, SiLU and product round);
+2. down: the same tiling over H, those activations times the expert's down weights on tensor cores, each row
+   times its pair's routing weight, into an [S, H] float32 workspace;
 3. the sum of each token's k rows in a fixed order (torch), cast into `out`: deterministic.
 
 The grid is sized for the most tiles any routing can need (ceil(S / BLOCK_M) + E); the programs past the
-routing's own tiles return at once. Everything between the loads and the one store of `out` stays float32,
-as `triton.moe_experts` (the decode form, up to 16 tokens) does: a higher-precision replacement of the region.
-Its tiles are the common Hopper grouped-GEMM starting points, not yet swept on a GPU (`choose`).
+routing's own tiles return at once. Activations of bfloat16 inputs are stored in bfloat16, not float32 as
+`triton.moe_experts` (the decode form, up to 16 tokens, whose few rows cost nothing to keep) keeps them: in
+float32 the down launch's products ran in tf32 over twice the bytes, 281 us a layer at 1024 tokens against
+gate/up's 133 for twice the arithmetic (H100, 12-07, `*-p1024-hf-eager_hoid-compile-1207c.log`). float16's
+stay float32: float16 lacks float32's range, and an activation past 65504 that the float64 reference carries
+(its down product finite) would be inf here. The products and the per-token sum stay float32. Its tiles are
+the common Hopper grouped-GEMM starting points, not yet swept on a GPU (`choose`).
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ import random
 
 import torch
 
-from ...ir import GraphBuilder, Value
+from ...ir import GraphBuilder, TensorType, Value
 from ..pattern import Pattern
 from ..spec import KernelSpec, Param
 from . import _constraints as C
@@ -101,11 +107,20 @@ PARAMS = tuple(Param(name, choices, "auto") for name, choices in (
     ("num_warps", ("auto", 4, 8)), ("num_stages", ("auto", 1, 2, 3, 4))))
 
 
+def act_dtype(x: TensorType) -> str:
+    """The gated activations' dtype: bfloat16 for bfloat16 x (its tensor cores, and float32's range), else
+    float32 (float16 overflows where the reference does not)."""
+    return "bf16" if x.dtype == "bf16" else "f32"
+
+
 def align(ids: torch.Tensor, experts: int, block_m: int):
     """The pairs ordered by expert, and per expert its first pair in that order, its count and the running
     total of its row tiles (int32, on the ids' device; no host sync, so a CUDA graph captures it)."""
     flat = ids.reshape(-1).long()  # scatter_add_ indexes with int64; the router's ids may be int32
-    order = torch.argsort(flat, stable=True).to(torch.int32)
+    # torch sorts on the GPU by radix over every bit of the key: int64 ids took 8 passes, 2.4 ms of a 36.4 ms
+    # 1024-token prefill over 48 layers (H100, 12-07); the experts' count fits a byte or two
+    key = flat.to(torch.uint8 if experts <= 256 else torch.int16 if experts <= 2**15 else torch.int32)
+    order = torch.argsort(key, stable=True).to(torch.int32)
     count = torch.zeros(experts, dtype=torch.int32, device=ids.device)
     count.scatter_add_(0, flat, torch.ones_like(flat, dtype=torch.int32))
     first = torch.cumsum(count, 0, dtype=torch.int32) - count
@@ -120,7 +135,7 @@ def launch(x, ids, routing, gate_up, down, out, *, workspace=None, **params) -> 
     top_k, (experts, _, inter) = ids.shape[-1], down.shape
     pairs = tokens * top_k
     cfg = choose(pairs, experts, **params)
-    act, part = workspaces("moe_experts_grouped", x, ids, down, workspace)
+    act, part = workspaces("moe_experts_grouped", x, ids, down, workspace, act_dtype(TensorType.of(x)))
     bm, bn, bk = cfg["block_m"], cfg["block_n"], cfg["block_k"]
     order, first, count, tile_end = align(ids, experts, bm)
     common = dict(BLOCK_E=next_power_of_2(experts), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
@@ -176,6 +191,16 @@ def _resolve(types, attrs, params, target) -> dict:
     return choose(x.shape[0] * ids.shape[-1], down.shape[0], **params)
 
 
+def _work(types, attrs) -> tuple[int, int]:
+    """What any routing needs: the selected pairs' products (gate, up and down: 6 H I flops a pair), and x,
+    the ids, the routing weights and `out` moved once with one expert's weights (every row of ids may name
+    the same expert). The dense region counts every expert's products on every token."""
+    x, ids, routing, gate_up, down = types
+    pairs, (hidden, inter) = x.shape[0] * ids.shape[-1], down.shape[1:]
+    one_expert = (gate_up.nbytes + down.nbytes) // gate_up.shape[0]
+    return 6 * pairs * hidden * inter, 2 * x.nbytes + ids.nbytes + routing.nbytes + one_expert
+
+
 def _builds(arch: str) -> list:
     """The two launches "auto" runs at Qwen3-30B-A3B's shapes (H 2048, I 768, E 128, top 8), prompts of 128
     and 1024 tokens."""
@@ -187,11 +212,11 @@ def _builds(arch: str) -> list:
         common = {"BLOCK_E": 128, "BLOCK_M": cfg["block_m"], "BLOCK_N": cfg["block_n"], "BLOCK_K": cfg["block_k"],
                   "PRECISION": "tf32", "STAGES": cfg["num_stages"]}
         built.append(compile_for(
-            grouped_gate_up, arch, {"x_ptr": ptr, **align_ptrs, "w_ptr": ptr, "act_ptr": f32, "E": "i32",
+            grouped_gate_up, arch, {"x_ptr": ptr, **align_ptrs, "w_ptr": ptr, "act_ptr": ptr, "E": "i32",
                                     "TOP_K": "i32", "K": "i32", "n_out": "i32", "k_tiles": "i32"},
             common, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], divisible_by_16=("K", "n_out")))
         built.append(compile_for(
-            grouped_down, arch, {"act_ptr": f32, **align_ptrs, "routing_ptr": ptr, "w_ptr": ptr, "part_ptr": f32,
+            grouped_down, arch, {"act_ptr": ptr, **align_ptrs, "routing_ptr": ptr, "w_ptr": ptr, "part_ptr": f32,
                                  "E": "i32", "K": "i32", "n_out": "i32", "k_tiles": "i32"},
             common, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], divisible_by_16=("K", "n_out")))
     return built
@@ -203,7 +228,8 @@ SPEC = KernelSpec(
     index_bounds=lambda types, attrs: {1: types[3].shape[0]}, compile=_builds, resolve=_resolve,
     # two Triton launches, and the align's sort, counts and sums and the last sum, whose kernels torch picks
     launches=lambda types, attrs, params: None,
-    workspace=lambda types, attrs, params: _workspace_types(types[0], types[1], types[4]),
+    workspace=lambda types, attrs, params: _workspace_types(types[0], types[1], types[4], act_dtype(types[0])),
+    work=_work,
     doc="a prompt's routed experts as a grouped GEMM: each expert's gate/up (SiLU-gated) and down on only the "
         "tokens that selected it, weighted and summed per token",
 )

@@ -6,7 +6,9 @@ the align's tiles, and the builds."""
 import pytest
 import torch
 
+from hoid.ir import TensorType
 from hoid.kernels.library import triton_moe_experts_grouped as grouped
+from hoid.measure.roofline import region_work
 from hoid.verify import check_kernel
 
 from ..trusted import TIMING_RUNS
@@ -54,6 +56,15 @@ def test_the_align_orders_pairs_by_expert_and_counts_their_tiles():
     assert all(torch.equal(a, b) for a, b in zip(narrow, (order, first, count, tile_end), strict=True))
 
 
+@pytest.mark.parametrize("experts", [128, 256, 300, 40000])
+def test_the_align_sorts_by_the_narrowest_key_the_experts_fit_alike(experts):
+    """The sort's key is a byte up to 256 experts, two up to 32768, else four: the order is int64's."""
+    ids = torch.randint(0, experts, (64, 8), generator=torch.Generator().manual_seed(experts))
+    ids[0, 0], ids[1, 0] = experts - 1, experts - 1  # the widest id, twice: the stable order keeps them in turn
+    order = grouped.align(ids, experts, 16)[0]
+    assert order.tolist() == torch.argsort(ids.reshape(-1), stable=True).tolist()
+
+
 def test_a_given_workspace_is_used_and_a_wrong_one_named():
     ins = _inputs(2, 2, 4, 64, 32, torch.float32)
     act, part = torch.full((4, 32), float("nan")), torch.full((4, 64), float("nan"))
@@ -62,6 +73,38 @@ def test_a_given_workspace_is_used_and_a_wrong_one_named():
     assert torch.isfinite(act).all() and torch.isfinite(part).all()
     with pytest.raises(ValueError, match="workspace"):
         grouped.launch(*ins, out, workspace=(torch.empty(4, 16), part))
+
+
+def test_bf16_activations_are_bf16_and_f16_ones_float32():
+    """bf16's activations feed bf16 tensor cores (in float32 the down launch took twice gate/up's time, 12-07);
+    f16's stay float32, whose range they need (the next test). The interpreter's bf16 is not faithful: the
+    bf16 path is checked on the GPU (tests/kernels/library/test_gpu.py's bf16 draws)."""
+    for dtype, act in (("bf16", "bf16"), ("f16", "f32"), ("f32", "f32")):
+        types = [TensorType((5, 64), dtype), TensorType((5, 2), "i64"), TensorType((5, 2), dtype),
+                 TensorType((4, 64, 64), dtype), TensorType((4, 64, 32), dtype)]
+        assert [t.dtype for t in grouped.SPEC.workspace(types, {}, {})] == [act, "f32"]
+
+
+def test_f16_activations_past_its_range_stay_finite():
+    """Gate and up near 300: silu(g) * u passes f16's 65504, the down weights bring the result back in range."""
+    x, ids, routing, gate_up, down = _inputs(4, 2, 4, 32, 16, torch.float32, seed=2)
+    x = torch.ones_like(x)
+    gate_up = torch.full_like(gate_up, 300 / 32) * (1 + 0.01 * torch.rand_like(gate_up))
+    down = down / 200
+    ins = [t.to(torch.float16) if t.is_floating_point() else t for t in (x, ids, routing, gate_up, down)]
+    assert (gate_up.double() @ x[0].double()).abs().min() ** 2 > 65504  # the activations overflow f16
+    assert_matches(grouped.SPEC, ins, {})
+
+
+def test_work_counts_the_selected_pairs_not_every_expert():
+    """Qwen3-30B-A3B's 1024-token prompt: 77 GFLOP for the 8192 pairs, where the dense region counts 1.24
+    TFLOP (128 experts on every token); the roofline's sanity gate judges a measured time by the former."""
+    types = [TensorType((1024, 2048), "bf16"), TensorType((1024, 8), "i64"), TensorType((1024, 8), "bf16"),
+             TensorType((128, 1536, 2048), "bf16"), TensorType((128, 2048, 768), "bf16")]
+    flops, nbytes = grouped.SPEC.work(types, {})
+    region_flops, region_bytes = region_work(grouped.SPEC.pattern.graph(types, {}))
+    assert flops == 6 * 1024 * 8 * 2048 * 768 and region_flops > 16 * flops
+    assert nbytes == 2 * 1024 * 2048 * 2 + 1024 * 8 * (8 + 2) + 3 * 2048 * 768 * 2 and nbytes < region_bytes
 
 
 def test_auto_rows_follow_the_pairs_an_expert_gets():
