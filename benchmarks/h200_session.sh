@@ -64,6 +64,14 @@
 #               Inductor keeps its compiled graphs and autotuning choices under /tmp/torchinductor_root while the
 #               machine stays warm: run max-autotune-cd in the call right after max-autotune, so that its grouped
 #               MM choices are read, not tuned again (untried: if it still passes 560 s, it is out of reach here).
+#               Measured 12-07 08:20-08:51 (H100, warm throughout, no measurement cache carried: a new checkout):
+#               prep 4 s, cute-a 0.2 s, cute-b && `tests 400 --ignore=tests/agent/test_dir_kernels_gpu.py -n 4` 149 s
+#               (221 passed); `--prompt 128 --rows hf-eager,hoid-compile --experts --gate-cache /tmp/gate` 346 s
+#               (the gate's eager side 137 s); `--prompt 1024` the same 292 s; `--prompt 1024 --rows
+#               hf-compile-reduce-overhead --no-gate` 164 s; `--prompt 1024 --rows hf-compile-max-autotune --no-gate`
+#               463 s (warm-up 437 s); `--rows hf-static --no-gate` 45 s at 128, 47 at 1024; `--rows hf-eager
+#               --no-gate --tune` stopped after 107 s at the grouped kernel's 1024 tokens (the roofline floor then
+#               counted the dense region's products: `KernelSpec.work` since). 1800 s held seven calls.
 #   cute-a      [.cute2a]       the first half of CuTe's libraries, kept in /tmp
 #   cute-b      [.cute2b]       the second half; CuTe DSL importable from here on (sitecustomize)
 #   tests [LIMIT [ARGS]]  []    python -m pytest -m gpu (every GPU test; CuTe's too once installed), ARGS to
