@@ -208,15 +208,15 @@ PARAMS = tuple(Param(name, choices, "auto") for name, choices in (
 
 
 def _workspace_types(x: TensorType, ids: TensorType, down: TensorType,
-                     act_dtype: str = "f32") -> tuple[TensorType, TensorType]:
+                     dtype: str = "f32") -> tuple[TensorType, TensorType]:
     pairs, (hidden, inter) = x.shape[0] * ids.shape[-1], down.shape[1:]
-    return TensorType((pairs, inter), act_dtype), TensorType((pairs, hidden), "f32")
+    return TensorType((pairs, inter), dtype), TensorType((pairs, hidden), dtype)
 
 
-def workspaces(kernel: str, x, ids, down, workspace, act_dtype: str = "f32") -> tuple[torch.Tensor, torch.Tensor]:
-    """The [S, I] activations (`act_dtype`) and [S, H] float32 partials of a launch: the ones given (checked
-    against the inputs), else new."""
-    want = _workspace_types(TensorType.of(x), TensorType.of(ids), TensorType.of(down), act_dtype)
+def workspaces(kernel: str, x, ids, down, workspace, dtype: str = "f32") -> tuple[torch.Tensor, torch.Tensor]:
+    """The [S, I] activations and [S, H] partials of a launch, in `dtype`: the ones given (checked against the
+    inputs), else new."""
+    want = _workspace_types(TensorType.of(x), TensorType.of(ids), TensorType.of(down), dtype)
     if not workspace:
         return tuple(torch.empty(t.shape, dtype=t.torch_dtype, device=x.device) for t in want)
     got = tuple(TensorType.of(w) for w in workspace)

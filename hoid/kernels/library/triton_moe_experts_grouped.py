@@ -11,19 +11,21 @@ where transformers' `grouped_mm` gave the first token in 14.2 ms. Here:
 0. align (torch, on the device, capturable): the S = tokens x k pairs ordered by expert (a stable sort), each
    expert's count, its first pair in that order, and the running total of its row tiles (BLOCK_M pairs each);
 1. gate/up: one program per (row tile, N tile): its expert's BLOCK_M pairs times that expert's weights on
-   tensor cores, silu(gate) * up in the epilogue (the house GEMV's), into an [S, I] workspace (`act_dtype`:
-   bfloat16 for bfloat16 inputs, rounded where the region's matmul, SiLU and product round);
+   tensor cores, silu(gate) * up in the epilogue (the house GEMV's), into an [S, I] workspace;
 2. down: the same tiling over H, those activations times the expert's down weights on tensor cores, each row
-   times its pair's routing weight, into an [S, H] float32 workspace;
-3. the sum of each token's k rows in a fixed order (torch), cast into `out`: deterministic.
+   times its pair's routing weight, into an [S, H] workspace;
+3. the sum of each token's k rows in a fixed order (torch, in float32), into `out`: deterministic.
+The workspaces are bfloat16 for bfloat16 inputs, each value rounded where the region rounds it (its matmuls,
+SiLU, product and weighting), and float32 otherwise (`scratch_dtype`).
 
 The grid is sized for the most tiles any routing can need (ceil(S / BLOCK_M) + E); the programs past the
-routing's own tiles return at once. Activations of bfloat16 inputs are stored in bfloat16, not float32 as
-`triton.moe_experts` (the decode form, up to 16 tokens, whose few rows cost nothing to keep) keeps them: in
-float32 the down launch's products ran in tf32 over twice the bytes, 281 us a layer at 1024 tokens against
-gate/up's 133 for twice the arithmetic (H100, 12-07, `*-p1024-hf-eager_hoid-compile-1207c.log`). float16's
-stay float32: float16 lacks float32's range, and an activation past 65504 that the float64 reference carries
-(its down product finite) would be inf here. The products and the per-token sum stay float32. Its tiles are
+routing's own tiles return at once. bfloat16 workspaces, not float32 as `triton.moe_experts` (the decode
+form, up to 16 tokens, whose few rows cost nothing to keep) keeps them: in float32 the down launch's products
+ran in tf32 over twice the bytes, 281 us a layer at 1024 tokens against gate/up's 133 for twice the
+arithmetic (H100, 12-07, `*-p1024-hf-eager_hoid-compile-1207c.log`), and its [S, H] partials are 67 MB a
+layer there, written and read again. float16's stay float32: float16 lacks float32's range, and an
+activation past 65504 that the float64 reference carries (its down product finite) would be inf here. The
+products and the per-token sum are float32. Its tiles are
 the common Hopper grouped-GEMM starting points, not yet swept on a GPU (`choose`).
 """
 
@@ -87,8 +89,9 @@ def grouped_down(act_ptr, order_ptr, tile_end_ptr, first_ptr, count_ptr, routing
         acc = down_rows(act_ptr, pair.to(tl.int64), valid, w_base, n, K, n_out, k_tiles, BLOCK_M, BLOCK_N, BLOCK_K,
                         PRECISION, STAGES)
         weight = tl.load(routing_ptr + pair, mask=valid, other=0.0).to(tl.float32)
-        tl.store(part_ptr + pair[:, None].to(tl.int64) * n_out + n[None, :], acc * weight[:, None],
-                 mask=valid[:, None] & (n[None, :] < n_out))
+        dtype = part_ptr.dtype.element_ty  # the region rounds the product, then its weighting
+        tl.store(part_ptr + pair[:, None].to(tl.int64) * n_out + n[None, :],
+                 (acc.to(dtype).to(tl.float32) * weight[:, None]).to(dtype), mask=valid[:, None] & (n[None, :] < n_out))
 
 
 def choose(pairs: int, experts: int, block_m="auto", block_n="auto", block_k="auto", num_warps="auto",
@@ -107,9 +110,9 @@ PARAMS = tuple(Param(name, choices, "auto") for name, choices in (
     ("num_warps", ("auto", 4, 8)), ("num_stages", ("auto", 1, 2, 3, 4))))
 
 
-def act_dtype(x: TensorType) -> str:
-    """The gated activations' dtype: bfloat16 for bfloat16 x (its tensor cores, and float32's range), else
-    float32 (float16 overflows where the reference does not)."""
+def scratch_dtype(x: TensorType) -> str:
+    """The workspaces' dtype: bfloat16 for bfloat16 x (its tensor cores, half the bytes, and float32's
+    range), else float32 (float16 overflows where the reference does not)."""
     return "bf16" if x.dtype == "bf16" else "f32"
 
 
@@ -135,7 +138,7 @@ def launch(x, ids, routing, gate_up, down, out, *, workspace=None, **params) -> 
     top_k, (experts, _, inter) = ids.shape[-1], down.shape
     pairs = tokens * top_k
     cfg = choose(pairs, experts, **params)
-    act, part = workspaces("moe_experts_grouped", x, ids, down, workspace, act_dtype(TensorType.of(x)))
+    act, part = workspaces("moe_experts_grouped", x, ids, down, workspace, scratch_dtype(TensorType.of(x)))
     bm, bn, bk = cfg["block_m"], cfg["block_n"], cfg["block_k"]
     order, first, count, tile_end = align(ids, experts, bm)
     common = dict(BLOCK_E=next_power_of_2(experts), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
@@ -146,7 +149,11 @@ def launch(x, ids, routing, gate_up, down, out, *, workspace=None, **params) -> 
                                               inter, cdiv(hidden, bk), **common)
     grouped_down[(tiles, cdiv(hidden, bn))](act, order, tile_end, first, count, routing, down, part, experts, inter,
                                             hidden, cdiv(inter, bk), **common)
-    out.copy_(part.view(tokens, top_k, hidden).sum(dim=1))  # each token's k rows, in order
+    rows = part.view(tokens, top_k, hidden)  # each token's k rows, summed in float32 in a fixed order
+    if part.dtype == out.dtype:
+        torch.sum(rows, dim=1, out=out)
+    else:
+        out.copy_(rows.sum(dim=1))
 
 
 # --- pattern ---------------------------------------------------------------------------------------
@@ -204,7 +211,7 @@ def _work(types, attrs) -> tuple[int, int]:
 def _builds(arch: str) -> list:
     """The two launches "auto" runs at Qwen3-30B-A3B's shapes (H 2048, I 768, E 128, top 8), prompts of 128
     and 1024 tokens."""
-    ptr, f32, i32 = pointer_type("bf16"), pointer_type("f32"), pointer_type("i32")
+    ptr, i32 = pointer_type("bf16"), pointer_type("i32")
     align_ptrs = {"order_ptr": i32, "tile_end_ptr": i32, "first_ptr": i32, "count_ptr": i32}
     built = []
     for tokens in (128, 1024):
@@ -216,7 +223,7 @@ def _builds(arch: str) -> list:
                                     "TOP_K": "i32", "K": "i32", "n_out": "i32", "k_tiles": "i32"},
             common, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], divisible_by_16=("K", "n_out")))
         built.append(compile_for(
-            grouped_down, arch, {"act_ptr": ptr, **align_ptrs, "routing_ptr": ptr, "w_ptr": ptr, "part_ptr": f32,
+            grouped_down, arch, {"act_ptr": ptr, **align_ptrs, "routing_ptr": ptr, "w_ptr": ptr, "part_ptr": ptr,
                                  "E": "i32", "K": "i32", "n_out": "i32", "k_tiles": "i32"},
             common, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], divisible_by_16=("K", "n_out")))
     return built
@@ -228,7 +235,7 @@ SPEC = KernelSpec(
     index_bounds=lambda types, attrs: {1: types[3].shape[0]}, compile=_builds, resolve=_resolve,
     # two Triton launches, and the align's sort, counts and sums and the last sum, whose kernels torch picks
     launches=lambda types, attrs, params: None,
-    workspace=lambda types, attrs, params: _workspace_types(types[0], types[1], types[4], act_dtype(types[0])),
+    workspace=lambda types, attrs, params: _workspace_types(types[0], types[1], types[4], scratch_dtype(types[0])),
     work=_work,
     doc="a prompt's routed experts as a grouped GEMM: each expert's gate/up (SiLU-gated) and down on only the "
         "tokens that selected it, weighted and summed per token",
