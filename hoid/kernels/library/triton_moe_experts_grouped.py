@@ -25,8 +25,8 @@ ran in tf32 over twice the bytes, 281 us a layer at 1024 tokens against gate/up'
 arithmetic (H100, 12-07, `*-p1024-hf-eager_hoid-compile-1207c.log`), and its [S, H] partials are 67 MB a
 layer there, written and read again. float16's stay float32: float16 lacks float32's range, and an
 activation past 65504 that the float64 reference carries (its down product finite) would be inf here. The
-products and the per-token sum are float32. Its tiles are
-the common Hopper grouped-GEMM starting points, not yet swept on a GPU (`choose`).
+products and the per-token sum are float32. Its tiles are the common Hopper grouped-GEMM starting points, not
+yet swept on a GPU (`choose`).
 """
 
 from __future__ import annotations
