@@ -272,7 +272,8 @@ def tune_table(lm, device=None, size: int = 16, rounds: int = 3) -> list[dict]:
     descent (`hoid.measure.descend`: `size` param
     sets a round near the choice before, at most `rounds`). The first sweep of both (12-07, H100, one round
     then a second by hand, benchmarks/moe_tune_round2.py) gave their "auto" tiles; this says whether they
-    still win, on this GPU. Each row: the choice, its time and the defaults', every trial."""
+    still win, on this GPU. Each row: the choice, its time and the defaults', every trial; or, where tuning
+    refused (a default below the roofline floor, 12-07), the reason, and the next kernel is tuned."""
     from hoid.kernels import all_kernels
     from hoid.measure.local import local_device
     from hoid.measure.tune import descend
@@ -281,7 +282,12 @@ def tune_table(lm, device=None, size: int = 16, rounds: int = 3) -> list[dict]:
     rows = []
     for kernel, types, attrs in tuned_calls(cfg.hidden_size, cfg.moe_intermediate_size, cfg.num_experts,
                                             cfg.num_experts_per_tok):
-        result = descend(all_kernels()[kernel], types, attrs, size=size, rounds=rounds, device=target)
+        try:
+            result = descend(all_kernels()[kernel], types, attrs, size=size, rounds=rounds, device=target)
+        except RuntimeError as error:  # 12-07: one refusal ended the run, and the rows tuned before it with it
+            rows.append({"kernel": kernel, "tokens": types[0].shape[0], "error": str(error)})
+            print(f"  tuning {kernel} at {types[0].shape[0]} token(s) refused: {error}", flush=True)
+            continue
         default = result.trials[0].median
         rows.append({"kernel": kernel, "tokens": types[0].shape[0], "default_s": default, **result.to_json()})
         print(f"  tuned {kernel} at {types[0].shape[0]} token(s): {result.median * 1e6:.1f} us against the "

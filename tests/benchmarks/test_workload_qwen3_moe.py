@@ -194,3 +194,13 @@ def test_the_tune_table_descends_over_the_kernels_tiles_at_their_widths(tiny_bf1
     assert attrs == {"k": cfg.num_experts_per_tok}
     assert [t.shape for t in seen[1][1]][:2] == [(4, cfg.hidden_size), (4, cfg.num_experts_per_tok)]
     assert all(len(r["trials"]) > 1 and r["default_s"] == 1e-6 for r in rows)
+
+    def refuse_the_grouped(spec, types, attrs, **kw):
+        if spec.id == "triton.moe_experts_grouped" and types[0].shape[0] == 128:
+            raise RuntimeError(f"tuning {spec.id}: the default params' time is below the roofline floor")
+        return fake_descend(spec, types, attrs, **kw)
+
+    monkeypatch.setattr(tuning, "descend", refuse_the_grouped)
+    rows = bench.tune_table(tiny_bf16, get_device("h100"))  # one refusal is a row; the ones after it still run
+    assert [r["tokens"] for r in rows] == [1, 4, 1, 4, 16, 128, 1024]
+    assert "roofline floor" in rows[5]["error"] and "trials" not in rows[5] and len(rows[6]["trials"]) > 1
