@@ -253,7 +253,7 @@ def _router_row(gate, cfg, t: int, device) -> dict:
 def tuned_calls(hidden: int, inter: int, experts: int, k: int) -> list[tuple[str, list, dict]]:
     """(kernel, input types, attrs) of the MoE kernels at the widths their tiles are tuned at, bfloat16: the
     experts at 1 and 4 tokens, the router at 1, 4 and 16 (where its tiles differ), and the prompt's grouped
-    experts at the two prompts, 128 and 1024 tokens."""
+    experts and router at the two prompts, 128 and 1024 tokens."""
     from hoid.ir import TensorType
 
     def experts_at(t):
@@ -261,16 +261,19 @@ def tuned_calls(hidden: int, inter: int, experts: int, k: int) -> list[tuple[str
                 TensorType((experts, 2 * inter, hidden), "bf16"), TensorType((experts, hidden, inter), "bf16")]
 
     calls = [("triton.moe_experts", experts_at(t), {}) for t in (1, 4)]
-    calls += [("triton.moe_router", [TensorType((t, hidden), "bf16"), TensorType((experts, hidden), "bf16")],
-               {"k": k}) for t in (1, 4, 16)]
-    return calls + [("triton.moe_experts_grouped", experts_at(t), {}) for t in (128, 1024)]
+    def router_at(t):
+        return [TensorType((t, hidden), "bf16"), TensorType((experts, hidden), "bf16")]
+
+    calls += [("triton.moe_router", router_at(t), {"k": k}) for t in (1, 4, 16)]
+    calls += [("triton.moe_experts_grouped", experts_at(t), {}) for t in (128, 1024)]
+    return calls + [("triton.moe_router_rows", router_at(t), {"k": k}) for t in (128, 1024)]
 
 
 def tune_table(lm, device=None, size: int = 16, rounds: int = 3) -> list[dict]:
-    """`triton.moe_experts` (at 1 and 4 tokens), `triton.moe_router` (at 1, 4 and 16, where its tiles differ)
-    and `triton.moe_experts_grouped` (prompts of 128 and 1024) at Qwen3-30B-A3B's shapes, tuned by coordinate
-    descent (`hoid.measure.descend`: `size` param
-    sets a round near the choice before, at most `rounds`). The first sweep of both (12-07, H100, one round
+    """`triton.moe_experts` (at 1 and 4 tokens), `triton.moe_router` (at 1, 4 and 16, where its tiles differ),
+    `triton.moe_experts_grouped` and `triton.moe_router_rows` (prompts of 128 and 1024) at Qwen3-30B-A3B's
+    shapes, tuned by coordinate descent (`hoid.measure.descend`: `size` param sets a round near the choice
+    before, at most `rounds`). The first sweep of both (12-07, H100, one round
     then a second by hand, benchmarks/moe_tune_round2.py) gave their "auto" tiles; this says whether they
     still win, on this GPU. Each row: the choice, its time and the defaults', every trial; or, where tuning
     refused (a default below the roofline floor, 12-07), the reason, and the next kernel is tuned."""
@@ -359,7 +362,8 @@ def parse(argv=None) -> argparse.Namespace:
                          "batched_mm, triton.moe_router against transformers' router (CUDA)")
     ap.add_argument("--tune", action="store_true",
                     help="also tune triton.moe_experts and triton.moe_router at decode widths, and "
-                         "triton.moe_experts_grouped at 128 and 1024 tokens, by coordinate descent over their "
+                         "triton.moe_experts_grouped and triton.moe_router_rows at 128 and 1024 tokens, by "
+                         "coordinate descent over their "
                          "tiles (hoid.measure.descend; CUDA)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=HERE / "results" / "workloads")

@@ -187,7 +187,8 @@ def test_the_tune_table_descends_over_the_kernels_tiles_at_their_widths(tiny_bf1
     assert [(r["kernel"], r["tokens"]) for r in rows] == [
         ("triton.moe_experts", 1), ("triton.moe_experts", 4),
         ("triton.moe_router", 1), ("triton.moe_router", 4), ("triton.moe_router", 16),
-        ("triton.moe_experts_grouped", 128), ("triton.moe_experts_grouped", 1024)]
+        ("triton.moe_experts_grouped", 128), ("triton.moe_experts_grouped", 1024),
+        ("triton.moe_router_rows", 128), ("triton.moe_router_rows", 1024)]
     cfg = tiny_bf16.config
     _, types, attrs = seen[2]
     assert [t.shape for t in types] == [(1, cfg.hidden_size), (cfg.num_experts, cfg.hidden_size)]
@@ -202,5 +203,5 @@ def test_the_tune_table_descends_over_the_kernels_tiles_at_their_widths(tiny_bf1
 
     monkeypatch.setattr(tuning, "descend", refuse_the_grouped)
     rows = bench.tune_table(tiny_bf16, get_device("h100"))  # one refusal is a row; the ones after it still run
-    assert [r["tokens"] for r in rows] == [1, 4, 1, 4, 16, 128, 1024]
+    assert [r["tokens"] for r in rows] == [1, 4, 1, 4, 16, 128, 1024, 128, 1024]
     assert "roofline floor" in rows[5]["error"] and "trials" not in rows[5] and len(rows[6]["trials"]) > 1

@@ -276,18 +276,40 @@ def test_a_16_bit_step_routes_with_the_router_kernel_and_computes_the_same():
     """In 16 bits (where the import has the router's two casts) each layer's router is one `triton.moe_router`
     launch whose ids feed `triton.moe_experts`, and the compiled step (both kernels under the Triton interpreter,
     in float16: its bfloat16 is not faithful) gives the imported step's logits and cache."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        lm = build_model(TINY, dtype=torch.float16)
-    step = decode_step_graph(lm, CACHE_LEN)
+    step = decode_step_graph(_tiny_f16(), CACHE_LEN)
     rewritten = hoid.search.rewrite(step, device="h200")
     kernels = [n.attrs["kernel"] for n in rewritten.nodes if n.op == "kernel"]
     assert kernels.count("triton.moe_router") == 2 and "topk" not in rewritten.op_counts()
     token, position, *states = _step_inputs(step, seed=3)
-    inputs = [token, position, *(s.half() for s in states)]
+    _runs_its_kernel_and_matches(rewritten, step, [token, position, *(s.half() for s in states)],
+                                 "triton.moe_router", ["moe_router"])
+
+
+def _tiny_f16():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return build_model(TINY, dtype=torch.float16)
+
+
+def _runs_its_kernel_and_matches(rewritten, imported, inputs, kernel: str, device_kernels: list[str]):
+    """The compiled `rewritten` graph launches `kernel` (as `device_kernels`) once a layer, not its body, and
+    gives `imported`'s outputs (float16 under the interpreter: relative L2 < 2e-3)."""
     compiled = hoid.compile(rewritten, device="cpu")
     with recording() as launches:
         outputs = compiled(*inputs)
-    assert [r.device_kernels for r in launches if r.kernel == "triton.moe_router"] == [["moe_router"]] * 2
-    for got, want in zip(outputs, hoid.run(step, *inputs), strict=True):
+    assert [r.device_kernels for r in launches if r.kernel == kernel] == [device_kernels] * 2
+    for got, want in zip(outputs, hoid.run(imported, *inputs), strict=True):
         assert rel_error(got.float(), want.float()) < 2e-3
+
+
+def test_a_16_bit_prompt_routes_with_the_prompt_router_and_computes_the_same():
+    """A float16 prompt of 20 tokens (more than the decode router takes) routes each layer with one
+    `triton.moe_router_rows` launch whose ids feed `triton.moe_experts_grouped`, and the compiled prefill (both
+    under the Triton interpreter) gives the imported graph's logits and cache."""
+    prefill = prefill_graph(_tiny_f16(), 20, CACHE_LEN)
+    rewritten = hoid.search.rewrite(prefill, device="h200")
+    kernels = [n.attrs["kernel"] for n in rewritten.nodes if n.op == "kernel"]
+    assert kernels.count("triton.moe_router_rows") == 2 and kernels.count("triton.moe_experts_grouped") == 2
+    assert "topk" not in rewritten.op_counts()
+    inputs = [_tokens(20, seed=6), torch.zeros(1, dtype=torch.long), *(s.half() for s in empty_cache(prefill))]
+    _runs_its_kernel_and_matches(rewritten, prefill, inputs, "triton.moe_router_rows", ["moe_router_rows"])

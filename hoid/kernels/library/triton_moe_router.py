@@ -42,6 +42,7 @@ from . import _constraints as C
 from ._triton_build import compile_for, pointer_type
 from ._triton_compile import (
     cdiv,
+    device_function,
     example_floats,
     next_power_of_2,
     pdl_enter,
@@ -88,26 +89,35 @@ def moe_router(x_ptr, w_ptr, logits_ptr, count_ptr, weights_ptr, ids_ptr, T, E, 
         expert = (rows < T) & (cols < E)
         logits = tl.load(logits_ptr + rows * E + cols, mask=expert, other=-float("inf"), cache_modifier=".cg")
         logits = tl.where(rows < T, logits, 0.0)  # rows past T (never stored) finite: no inf - inf
-        p = tl.exp(logits - tl.max(logits, 1)[:, None])
-        probs = p / tl.sum(p, 1)[:, None]  # the float32 softmax (0 beyond E)
-        # One max a slot: a probability's bits (>= 0: ordered as integers, NaN above all, as topk has it) over
-        # its reversed index, so that the largest key is the largest probability at its lowest index.
-        key = (probs.to(tl.int32, bitcast=True).to(tl.int64) << 32) | (BLOCK_ALL - 1 - cols).to(tl.int64)
-        key = tl.where(expert, key, -1)  # -1: no expert, or taken
-        values = tl.zeros((BLOCK_T, BLOCK_TOP), tl.float32)
-        ids = tl.zeros((BLOCK_T, BLOCK_TOP), tl.int32)
-        for j in tl.static_range(TOP_K):
-            best = tl.max(key, 1)[:, None]
-            at = BLOCK_ALL - 1 - (best & 0xFFFFFFFF).to(tl.int32)
-            values = tl.where(slots[None, :] == j, (best >> 32).to(tl.int32).to(tl.float32, bitcast=True), values)
-            ids = tl.where(slots[None, :] == j, at, ids)
-            key = tl.where(cols == at, -1, key)
-        weights = values / tl.sum(values, 1)[:, None]  # slots past TOP_K hold 0
+        weights, ids = select_top(logits, expert, cols, TOP_K, BLOCK_T, BLOCK_ALL, BLOCK_TOP)
         out = rows * TOP_K + slots[None, :]
         stored = (rows < T) & (slots[None, :] < TOP_K)
         tl.store(weights_ptr + out, weights.to(dtype), mask=stored)
         tl.store(ids_ptr + out, ids.to(tl.int64), mask=stored)
 
+
+@device_function
+def select_top(logits, expert, cols, TOP_K: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_ALL: tl.constexpr,
+               BLOCK_TOP: tl.constexpr):
+    """Each of BLOCK_R rows of float32 logits (-inf past the experts; `expert`: the real ones): its float32
+    softmax, the top k of it (ties to the lowest index) and their weights renormalized, as [BLOCK_R, BLOCK_TOP]
+    (float32 weights, int32 ids; slots past TOP_K hold 0). Shared by the decode router and the prompt's."""
+    slots = tl.arange(0, BLOCK_TOP)
+    p = tl.exp(logits - tl.max(logits, 1)[:, None])
+    probs = p / tl.sum(p, 1)[:, None]  # the float32 softmax (0 beyond E)
+    # One max a slot: a probability's bits (>= 0: ordered as integers, NaN above all, as topk has it) over
+    # its reversed index, so that the largest key is the largest probability at its lowest index.
+    key = (probs.to(tl.int32, bitcast=True).to(tl.int64) << 32) | (BLOCK_ALL - 1 - cols).to(tl.int64)
+    key = tl.where(expert, key, -1)  # -1: no expert, or taken
+    values = tl.zeros((BLOCK_R, BLOCK_TOP), tl.float32)
+    ids = tl.zeros((BLOCK_R, BLOCK_TOP), tl.int32)
+    for j in tl.static_range(TOP_K):
+        best = tl.max(key, 1)[:, None]
+        at = BLOCK_ALL - 1 - (best & 0xFFFFFFFF).to(tl.int32)
+        values = tl.where(slots[None, :] == j, (best >> 32).to(tl.int32).to(tl.float32, bitcast=True), values)
+        ids = tl.where(slots[None, :] == j, at, ids)
+        key = tl.where(cols == at, -1, key)
+    return values / tl.sum(values, 1)[:, None], ids
 
 def choose(tokens: int, experts: int, block_e="auto", block_k="auto", num_warps="auto",
            num_stages="auto") -> dict:
@@ -179,16 +189,20 @@ PATTERN = Pattern("moe_router", ("x", "w"), _router, attrs=(Attr("k", "int", doc
 # --- spec ------------------------------------------------------------------------------------------
 
 _OPS = PATTERN.operands
-CONSTRAINTS = (
+# what any router kernel of this pattern needs (the prompt's, triton_moe_router_rows, adds its own bounds too)
+ROUTER_CONSTRAINTS = (
     Constraint("x, w: one dtype, f16 or bf16 (a float32 router has no casts: another pattern)",
                lambda t, attrs: t[0].dtype == t[1].dtype and t[0].dtype in ("f16", "bf16")),
     C.contiguous(_OPS, *_OPS),
     C.shape_holds("x [T, H], w [E, H]", lambda t: t[0].rank == t[1].rank == 2 and t[0].shape[1] == t[1].shape[1]),
+    Constraint(f"k: 1 to {MAX_TOP_K}, and at most the experts",
+               lambda t, attrs: t[1].rank == 2 and 1 <= attrs["k"] <= min(MAX_TOP_K, t[1].shape[0])),
+)
+CONSTRAINTS = (
+    *ROUTER_CONSTRAINTS,
     C.shape_holds(f"x: 1 to {MAX_TOKENS} tokens (decode)", lambda t: 1 <= t[0].shape[0] <= MAX_TOKENS),
     C.shape_holds(f"w: 1 to {MAX_EXPERTS} experts (one tile of the selecting program)",
                   lambda t: 1 <= t[1].shape[0] <= MAX_EXPERTS),
-    Constraint(f"k: 1 to {MAX_TOP_K}, and at most the experts",
-               lambda t, attrs: t[1].rank == 2 and 1 <= attrs["k"] <= min(MAX_TOP_K, t[1].shape[0])),
 )
 
 

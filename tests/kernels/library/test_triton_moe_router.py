@@ -35,13 +35,19 @@ def test_the_weights_are_the_renormalized_probabilities_of_the_ids():
     assert (picked.diff(dim=-1) <= 0).all()  # largest first
 
 
-def test_ties_go_to_the_lowest_index_and_the_check_accepts_them():
-    """Experts with the same weight rows give the same logits: the kernel takes the lowest of them first, which
-    the CPU's topk need not (its order among ties is arbitrary), and `check_kernel` judges ids up to ties."""
-    x, w = _inputs(2, 8, 32, seed=2)
+def tied_inputs(tokens: int):
+    """x, w over 8 experts where four (1, 5, 6, 7) tie for the largest logit of every token."""
+    x, w = _inputs(tokens, 8, 32, seed=2)
     w[5], w[6], w[7] = w[1], w[1], w[1]  # four experts tie: 1, 5, 6, 7
     w[1] *= 4  # and they are the largest for these tokens
     x[:] = w[1].abs().sign() * w[1].sign()
+    return x, w
+
+
+def test_ties_go_to_the_lowest_index_and_the_check_accepts_them():
+    """Experts with the same weight rows give the same logits: the kernel takes the lowest of them first, which
+    the CPU's topk need not (its order among ties is arbitrary), and `check_kernel` judges ids up to ties."""
+    x, w = tied_inputs(2)
     _, ids = launch(router.SPEC, [x, w], {"k": 3})
     assert ids.tolist() == [[1, 5, 6], [1, 5, 6]]
     assert_matches(router.SPEC, [x, w], {"k": 3})
