@@ -72,6 +72,11 @@
 #               463 s (warm-up 437 s); `--rows hf-static --no-gate` 45 s at 128, 47 at 1024; `--rows hf-eager
 #               --no-gate --tune` stopped after 107 s at the grouped kernel's 1024 tokens (the roofline floor then
 #               counted the dense region's products: `KernelSpec.work` since). 1800 s held seven calls.
+#               Next (untimed): after `tests` (the grouped kernel's bf16 workspaces and triton.moe_router_rows get
+#               their first GPU checks there), `--prompt 1024 --rows hf-eager,hoid-compile --experts --tune
+#               --gate-cache /tmp/gate` (the tune now covers both prompt kernels at 128 and 1024: if the call nears
+#               its limit, `--rows hf-eager --no-gate --tune` alone first), then `--prompt 128` without --tune; merge
+#               with `report` over the committed *-1207b/c stock files.
 #   cute-a      [.cute2a]       the first half of CuTe's libraries, kept in /tmp
 #   cute-b      [.cute2b]       the second half; CuTe DSL importable from here on (sitecustomize)
 #   tests [LIMIT [ARGS]]  []    python -m pytest -m gpu (every GPU test; CuTe's too once installed), ARGS to
