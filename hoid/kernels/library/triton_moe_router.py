@@ -119,6 +119,7 @@ def select_top(logits, expert, cols, TOP_K: tl.constexpr, BLOCK_R: tl.constexpr,
         key = tl.where(cols == at, -1, key)
     return values / tl.sum(values, 1)[:, None], ids
 
+
 def choose(tokens: int, experts: int, block_e="auto", block_k="auto", num_warps="auto",
            num_stages="auto") -> dict:
     """The launch's tiles for `tokens` tokens over `experts` experts."""
