@@ -284,13 +284,18 @@ def _shapes_fit(types) -> bool:
             and down.shape == (experts, hidden, rows // 2) and rows % 2 == 0)
 
 
+# what any kernel of the routed experts needs: the prompt's grouped kernel (triton_moe_experts_grouped) takes
+# these alone (the same operands, another pattern: the dense form prompts import with)
 _OPS = PATTERN.operands
-CONSTRAINTS = (
+EXPERTS_CONSTRAINTS = (
     C.float_dtype(_OPS, "x", "routing", "gate_up", "down"),
     C.int_dtype(_OPS, "ids"),
     C.contiguous(_OPS, *_OPS),
     C.shape_holds("x [T, H], ids and routing [T, k], gate_up [E, 2I, H], down [E, H, I]", _shapes_fit),
-    C.shape_holds(f"x: 1 to {MAX_TOKENS} tokens (decode; a prefill's experts are dense matmuls)",
+)
+CONSTRAINTS = (
+    *EXPERTS_CONSTRAINTS,
+    C.shape_holds(f"x: 1 to {MAX_TOKENS} tokens (decode; a prompt's: triton.moe_experts_grouped)",
                   lambda t: t[0].rank == 2 and 1 <= t[0].shape[0] <= MAX_TOKENS),
     C.shape_holds(f"ids: 1 to {MAX_PAIRS // MAX_TOKENS} experts per token (one program scans all tokens' ids)",
                   lambda t: t[1].rank == 2 and 1 <= t[1].shape[-1] <= MAX_PAIRS // MAX_TOKENS),

@@ -38,18 +38,26 @@ import torch
 from ...ir import GraphBuilder, TensorType, Value
 from ..pattern import Pattern
 from ..spec import KernelSpec, Param
-from . import _constraints as C
 from ._triton_build import compile_for, pointer_type
 from ._triton_compile import cdiv, device_function, next_power_of_2, tl, triton_kernel
 from .patterns import SWIGLU_MERGED
 from .triton_gemv import _epilogue
-from .triton_moe_experts import _shapes_fit, _workspace_types, down_rows, example_types, gate_up_rows, workspaces
+from .triton_moe_experts import (
+    EXPERTS_CONSTRAINTS,
+    _workspace_types,
+    down_rows,
+    example_types,
+    gate_up_rows,
+    workspaces,
+)
 
 
 @device_function
-def _tile_rows(order_ptr, tile_end_ptr, first_ptr, count_ptr, pid_t, E, BLOCK_E: tl.constexpr,
-               BLOCK_M: tl.constexpr):
-    """Row tile `pid_t`'s expert (E when the routing needs fewer tiles), its pairs, and which rows hold one."""
+def _tile(order_ptr, tile_end_ptr, first_ptr, count_ptr, E, BLOCK_E: tl.constexpr, BLOCK_M: tl.constexpr,
+          BLOCK_N: tl.constexpr):
+    """This program's tile: its row tile's expert (E when the routing needs fewer tiles), its pairs, which rows
+    hold one, and its output columns."""
+    pid_t, pid_n = tl.program_id(0), tl.program_id(1)
     e = tl.arange(0, BLOCK_E)
     ends = tl.load(tile_end_ptr + e, mask=e < E, other=2**30)
     expert = tl.sum((ends <= pid_t).to(tl.int32), 0)  # the first expert whose tiles end after this one
@@ -59,17 +67,15 @@ def _tile_rows(order_ptr, tile_end_ptr, first_ptr, count_ptr, pid_t, E, BLOCK_E:
     r = local * BLOCK_M + tl.arange(0, BLOCK_M)
     valid = (r < count) & (expert < E)
     pair = tl.load(order_ptr + tl.load(first_ptr + safe) + r, mask=valid, other=0)
-    return expert, pair, valid
+    return expert, pair, valid, pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
 
 
 @triton_kernel
 def grouped_gate_up(x_ptr, order_ptr, tile_end_ptr, first_ptr, count_ptr, w_ptr, act_ptr, E, TOP_K, K, n_out,
                     k_tiles, BLOCK_E: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                     BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, STAGES: tl.constexpr):
-    pid_t, pid_n = tl.program_id(0), tl.program_id(1)
-    expert, pair, valid = _tile_rows(order_ptr, tile_end_ptr, first_ptr, count_ptr, pid_t, E, BLOCK_E, BLOCK_M)
+    expert, pair, valid, n = _tile(order_ptr, tile_end_ptr, first_ptr, count_ptr, E, BLOCK_E, BLOCK_M, BLOCK_N)
     if expert < E:
-        n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         w_base = w_ptr + expert.to(tl.int64) * (2 * n_out) * K
         acc, acc_up = gate_up_rows(x_ptr, (pair // TOP_K).to(tl.int64), valid, w_base, n, K, n_out, k_tiles, BLOCK_M,
                                    BLOCK_N, BLOCK_K, PRECISION, STAGES)
@@ -81,10 +87,8 @@ def grouped_gate_up(x_ptr, order_ptr, tile_end_ptr, first_ptr, count_ptr, w_ptr,
 def grouped_down(act_ptr, order_ptr, tile_end_ptr, first_ptr, count_ptr, routing_ptr, w_ptr, part_ptr, E, K, n_out,
                  k_tiles, BLOCK_E: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                  BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, STAGES: tl.constexpr):
-    pid_t, pid_n = tl.program_id(0), tl.program_id(1)
-    expert, pair, valid = _tile_rows(order_ptr, tile_end_ptr, first_ptr, count_ptr, pid_t, E, BLOCK_E, BLOCK_M)
+    expert, pair, valid, n = _tile(order_ptr, tile_end_ptr, first_ptr, count_ptr, E, BLOCK_E, BLOCK_M, BLOCK_N)
     if expert < E:
-        n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
         w_base = w_ptr + expert.to(tl.int64) * n_out * K
         acc = down_rows(act_ptr, pair.to(tl.int64), valid, w_base, n, K, n_out, k_tiles, BLOCK_M, BLOCK_N, BLOCK_K,
                         PRECISION, STAGES)
@@ -178,13 +182,9 @@ PATTERN = Pattern("moe_experts_dense", ("x", "ids", "routing", "gate_up", "down"
 
 # --- spec ------------------------------------------------------------------------------------------
 
-_OPS = PATTERN.operands
-CONSTRAINTS = (
-    C.float_dtype(_OPS, "x", "routing", "gate_up", "down"),
-    C.int_dtype(_OPS, "ids"),
-    C.contiguous(_OPS, *_OPS),
-    C.shape_holds("x [T, H], ids and routing [T, k], gate_up [E, 2I, H], down [E, H, I]", _shapes_fit),
-)
+# the decode kernel's, whose pattern has these operands in this order (a test holds them equal); any number of
+# tokens and of experts per token
+CONSTRAINTS = EXPERTS_CONSTRAINTS
 
 
 def _examples(rng: random.Random):

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from hoid.ir import TensorType
+from hoid.kernels.library import triton_moe_experts as moe
 from hoid.kernels.library import triton_moe_experts_grouped as grouped
 from hoid.measure.roofline import region_work
 from hoid.verify import check_kernel
@@ -111,6 +112,15 @@ def test_auto_rows_follow_the_pairs_an_expert_gets():
     assert grouped.choose(128 * 8, 128)["block_m"] == 16  # Qwen3-30B-A3B, 128-token prompt: 8 pairs an expert
     assert grouped.choose(1024 * 8, 128)["block_m"] == 64  # 1024 tokens: 64
     assert grouped.choose(8, 128, block_m=32)["block_m"] == 32  # a given value stays
+
+
+def test_the_decode_kernels_constraints_fit_its_operands():
+    """The grouped kernel takes triton.moe_experts' shared constraints, which index operands by their names there."""
+    assert grouped.PATTERN.operands == moe.PATTERN.operands and grouped.CONSTRAINTS == moe.EXPERTS_CONSTRAINTS
+    types = [TensorType((40, 64), "f16"), TensorType((40, 8), "i64"), TensorType((40, 8), "f16"),
+             TensorType((16, 64, 64), "f16"), TensorType((16, 64, 32), "f16")]
+    assert grouped.SPEC.rejects(types, {}) is None and "16 tokens" in moe.SPEC.rejects(types, {})
+    assert "down [E, H, I]" in grouped.SPEC.rejects([*types[:4], TensorType((16, 64, 48), "f16")], {})
 
 
 def test_own_examples_pass():
