@@ -279,7 +279,7 @@ def tune_table(lm, device=None, size: int = 16, rounds: int = 3) -> list[dict]:
     refused (a default below the roofline floor, 12-07), the reason, and the next kernel is tuned."""
     from hoid.kernels import all_kernels
     from hoid.measure.local import local_device
-    from hoid.measure.tune import descend
+    from hoid.measure.tune import TuneRefused, descend
 
     cfg, target = lm.config, (device or local_device())
     rows = []
@@ -287,7 +287,7 @@ def tune_table(lm, device=None, size: int = 16, rounds: int = 3) -> list[dict]:
                                             cfg.num_experts_per_tok):
         try:
             result = descend(all_kernels()[kernel], types, attrs, size=size, rounds=rounds, device=target)
-        except RuntimeError as error:  # 12-07: one refusal ended the run, and the rows tuned before it with it
+        except TuneRefused as error:  # 12-07: one refusal ended the run, and the rows tuned before it with it
             rows.append({"kernel": kernel, "tokens": types[0].shape[0], "error": str(error)})
             print(f"  tuning {kernel} at {types[0].shape[0]} token(s) refused: {error}", flush=True)
             continue

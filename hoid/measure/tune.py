@@ -24,6 +24,11 @@ from .noise import compare
 from .timing import format_seconds
 
 
+class TuneRefused(RuntimeError):
+    """Tuning cannot start or finish: the defaults' time, every candidate's baseline, is below the roofline
+    floor (a broken measurement, or a floor that overcounts the kernel's work: `KernelSpec.work`)."""
+
+
 @dataclass(frozen=True)
 class Trial:
     """One candidate: its params, its median (None when suspect) and, when suspect, why."""
@@ -147,7 +152,7 @@ def tune(spec, types: Sequence[TensorType], attrs: dict, *, device: Device | Non
 
     def check_baseline(baseline: KernelMeasurement) -> None:
         if baseline.suspect:
-            raise RuntimeError(f"tuning {spec.id}: the default params' time is below the roofline floor "
+            raise TuneRefused(f"tuning {spec.id}: the default params' time is below the roofline floor "
                                f"({baseline.sanity.reason}); fix the measurement before tuning")
 
     first = measure(default)

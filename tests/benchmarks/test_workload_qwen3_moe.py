@@ -198,7 +198,7 @@ def test_the_tune_table_descends_over_the_kernels_tiles_at_their_widths(tiny_bf1
 
     def refuse_the_grouped(spec, types, attrs, **kw):
         if spec.id == "triton.moe_experts_grouped" and types[0].shape[0] == 128:
-            raise RuntimeError(f"tuning {spec.id}: the default params' time is below the roofline floor")
+            raise tuning.TuneRefused(f"tuning {spec.id}: the default params' time is below the roofline floor")
         return fake_descend(spec, types, attrs, **kw)
 
     monkeypatch.setattr(tuning, "descend", refuse_the_grouped)

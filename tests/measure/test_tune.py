@@ -82,7 +82,7 @@ def test_a_suspect_default_stops_tuning_before_the_candidates_are_timed(monkeypa
         return SimpleNamespace(suspect=True, sanity=SimpleNamespace(reason="faster than DRAM allows"))
 
     monkeypatch.setattr(tune_module, "measure_kernel", suspect_measure)
-    with pytest.raises(RuntimeError, match="below the roofline floor .faster than DRAM allows."):
+    with pytest.raises(tune_module.TuneRefused, match="below the roofline floor .faster than DRAM allows."):
         tune(spec_with_default(1), TYPES, {}, device=calibrate_cpu(), **FAST)
     assert timed == [{"chunks": 1}]  # the default alone: no candidate timed against a useless baseline
 
