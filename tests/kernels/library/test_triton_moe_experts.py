@@ -57,14 +57,20 @@ def test_deterministic_and_resets_its_counters():
     assert not moe._counters(first.device, 1024).any(), "arrival counters must be zero between launches"
 
 
-def test_a_given_workspace_is_used_and_a_wrong_one_named():
-    ins = _inputs(1, 4, 8, 64, 32, torch.float32)
-    act, part = torch.full((4, 32), float("nan")), torch.full((4, 64), float("nan"))
-    out = torch.empty(1, 64)
-    moe.launch(*ins, out, workspace=(act, part))
+def assert_a_given_workspace_is_used_and_a_wrong_one_named(launch, ins):
+    """`launch` (an experts kernel's) writes the [S, I] and [S, H] workspaces it is given, and refuses ones of
+    another shape, naming the workspace."""
+    pairs, (hidden, inter) = ins[1].numel(), ins[4].shape[1:]
+    act, part = torch.full((pairs, inter), float("nan")), torch.full((pairs, hidden), float("nan"))
+    out = torch.empty(ins[0].shape[0], hidden)
+    launch(*ins, out, workspace=(act, part))
     assert torch.isfinite(act).all() and torch.isfinite(part).all()
     with pytest.raises(ValueError, match="workspace"):
-        moe.launch(*ins, out, workspace=(torch.empty(4, 16), part))
+        launch(*ins, out, workspace=(torch.empty(pairs, inter // 2), part))
+
+
+def test_a_given_workspace_is_used_and_a_wrong_one_named():
+    assert_a_given_workspace_is_used_and_a_wrong_one_named(moe.launch, _inputs(1, 4, 8, 64, 32, torch.float32))
 
 
 def test_constraints_say_what_is_wrong():

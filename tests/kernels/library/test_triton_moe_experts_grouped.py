@@ -14,7 +14,7 @@ from hoid.verify import check_kernel
 
 from ..trusted import TIMING_RUNS
 from .reference import assert_matches, launch
-from .test_triton_moe_experts import _inputs
+from .test_triton_moe_experts import _inputs, assert_a_given_workspace_is_used_and_a_wrong_one_named
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
@@ -67,13 +67,7 @@ def test_the_align_sorts_by_the_narrowest_key_the_experts_fit_alike(experts):
 
 
 def test_a_given_workspace_is_used_and_a_wrong_one_named():
-    ins = _inputs(2, 2, 4, 64, 32, torch.float32)
-    act, part = torch.full((4, 32), float("nan")), torch.full((4, 64), float("nan"))
-    out = torch.empty(2, 64)
-    grouped.launch(*ins, out, workspace=(act, part))
-    assert torch.isfinite(act).all() and torch.isfinite(part).all()
-    with pytest.raises(ValueError, match="workspace"):
-        grouped.launch(*ins, out, workspace=(torch.empty(4, 16), part))
+    assert_a_given_workspace_is_used_and_a_wrong_one_named(grouped.launch, _inputs(2, 2, 4, 64, 32, torch.float32))
 
 
 def test_bf16_workspaces_are_bf16_and_f16_ones_float32():
