@@ -60,7 +60,7 @@ def router_candidates(tokens: int) -> list[dict]:
 
 def calls() -> list[tuple[str, list[TensorType], dict, list[dict]]]:
     """(kernel, input types, attrs, candidates) for every width timed (the widths `--tune` times)."""
-    from workload_qwen3_moe import tuned_calls
+    from moe_kernel_tables import tuned_calls
 
     return [(kernel, types, attrs, experts_candidates() if kernel == "triton.moe_experts"
              else router_candidates(types[0].shape[0]))

@@ -167,7 +167,7 @@ def test_the_tune_table_descends_over_the_kernels_tiles_at_their_widths(tiny_bf1
     and every trial recorded."""
     import importlib
 
-    import workload_qwen3_moe as bench
+    import moe_kernel_tables as bench
 
     from hoid.measure.devices import get_device
 
