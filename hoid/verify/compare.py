@@ -3,9 +3,9 @@
 The reference arrives in float64 where it could run so (see `trials.py`), and also as computed in the
 inputs' own dtypes; the candidate in its own dtype. Non-finite values are judged against the reference
 rounded to the candidate's dtype, so that a value too large for float16 is expected to be Inf there;
-everything else against the float64 values, or the native ones where the candidate is closer to those
-(no kernel is held to more than torch computes in its dtypes), with `tolerance.py`'s per-element and
-relative-L2 bounds. Every failure says which output, how many elements, the figures and the worst element.
+everything else against the float64 values, with torch's own error in those dtypes forgiven element by
+element (no kernel is held to more than torch computes in its dtypes), and `tolerance.py`'s per-element and
+relative-L2 bounds beyond it. Every failure says which output, how many elements, the figures and the worst element.
 
 The comparison runs where the reference ran (the check's device): in float64 on the CPU, a check of one library
 kernel at BGE-M3's [32, 512, 1024] projection took 33 s of a 1-minute `hoid.optimize` on an H100 (12-05,
@@ -43,9 +43,10 @@ def compare_output(k: int, cand: torch.Tensor, ref: torch.Tensor, tol: Tolerance
     """None when output `k` of the candidate matches the reference within `tol`, else the failure.
 
     `native`: the same reference run in the inputs' own dtypes, where `ref` ran in float64. An element
-    within tolerance of either passes: a kernel is never held to more than torch computes in its dtypes
-    (float32's exp overflows at 89 where float64's does not, and silu then gives 0 instead of 1e-37), and
-    where the reference is NaN or Inf, the native value is accepted as well."""
+    passes when its distance from the float64 value, less torch's own there, is within tolerance: a kernel is
+    never held to more than torch computes in its dtypes (float32's exp overflows at 89 where float64's does
+    not, and silu then gives 0 instead of 1e-37), and where the reference is NaN or Inf, the native value is
+    accepted as well."""
     if tol.exact:
         return _compare_exact(k, cand, ref)
     where = ref.device  # the module doc says why not the CPU
@@ -105,8 +106,14 @@ def resolution(r: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 def _compare_finite(k, c, r, n, finite, tol: Tolerance, dtype) -> Failure | None:
     c, r = torch.where(finite, c, 0.0), torch.where(finite, r, 0.0)
-    to_native = torch.where(finite & torch.isfinite(n), (c - n).abs(), float("inf"))
-    raw = torch.minimum((c - r).abs(), to_native)
+    # The error beyond torch's own in the inputs' dtypes, element by element (|c - n| is never less: the
+    # triangle inequality). Where the region is ill-conditioned, a sum that cancels terms far larger than
+    # itself, its own rounding of those terms exceeds any tolerance scaled by the output, and an honest kernel
+    # that rounds where the region rounds, in another order, lands as far off, on either side (the grouped
+    # MoE kernel's bfloat16 partials, weighted by routing weights of 1e-4 and summed to 1e-3 from 1e-2,
+    # H100 12-07: 2.1e-4 from both, its bound 1.7e-4).
+    own = torch.where(finite & torch.isfinite(n), (n - r).abs(), 0.0)
+    raw = ((c - r).abs() - own).clamp(min=0)
     err = (raw - resolution(r, dtype)).clamp(min=0)
     ref_norm = float(r.norm())
     scale = float(r.square().mean().sqrt()) if r.numel() else 0.0

@@ -126,6 +126,24 @@ def test_what_torch_computes_in_the_same_dtypes_is_accepted_too():
     assert compare_output(0, torch.tensor([0.0, 3.0e-37]), ref, F32, native=native).kind == "mismatch"
 
 
+def test_torchs_own_error_in_the_dtype_is_forgiven_on_either_side_and_no_more():
+    # An ill-conditioned output: 2^-10 from terms far larger, so that torch's bfloat16 lands 2^-12 above the
+    # float64 value, 25% of it and far past a tolerance scaled by the output. A kernel rounding the same terms
+    # in another order may land as far below; twice as far is its own error.
+    bf16 = tolerance_for("bf16")
+    ref = torch.full((4,), 2.0**-10, dtype=torch.float64)
+    native = ref.to(torch.bfloat16).clone()
+    native[0] += 2.0**-12
+    below = ref.to(torch.bfloat16).clone()
+    below[0] -= 2.0**-12
+    assert compare_output(0, below, ref, bf16).kind == "mismatch"  # without torch's figure to forgive
+    assert compare_output(0, below, ref, bf16, native=native) is None
+    twice = ref.to(torch.bfloat16).clone()
+    twice[0] -= 2.0**-11
+    failure = compare_output(0, twice, ref, bf16, native=native)
+    assert failure.kind == "mismatch" and "1 of 4 elements" in failure.message
+
+
 def test_where_the_reference_is_not_finite_what_torch_computes_in_the_same_dtypes_is_accepted_too():
     # log(log_softmax(x)) at the row's max: float64 keeps log_softmax at -3.8e-11 (log: NaN), float16 rounds
     # it to -0 and torch gives -inf. Only the native value is excused, and only where it was given.
