@@ -11,22 +11,26 @@ where transformers' `grouped_mm` gave the first token in 14.2 ms. Here:
 0. align (torch, on the device, capturable): the S = tokens x k pairs ordered by expert (a stable sort), each
    expert's count, its first pair in that order, and the running total of its row tiles (BLOCK_M pairs each);
 1. gate/up: one program per (row tile, N tile): its expert's BLOCK_M pairs times that expert's weights on
-   tensor cores, silu(gate) * up in the epilogue (the house GEMV's), into an [S, I] workspace;
+   tensor cores, silu(gate) * up in the epilogue (the house GEMV's), into an [S, I] workspace (`act_dtype`:
+   bfloat16 for bfloat16 inputs, rounded where the region's matmul, SiLU and product round);
 2. down: the same tiling over H, those activations times the expert's down weights on tensor cores, each row
-   times its pair's routing weight, into an [S, H] workspace;
-3. the sum of each token's k rows in a fixed order (torch, in float32), into `out`: deterministic.
-The workspaces are bfloat16 for bfloat16 inputs, each value rounded where the region rounds it (its matmuls,
-SiLU, product and weighting), and float32 otherwise (`scratch_dtype`).
+   times its pair's routing weight, into an [S, H] float32 workspace;
+3. the sum of each token's k rows in a fixed order (torch, in float32), cast into `out`: deterministic.
 
 The grid is sized for the most tiles any routing can need (ceil(S / BLOCK_M) + E); the programs past the
-routing's own tiles return at once. bfloat16 workspaces, not float32 as `triton.moe_experts` (the decode
-form, up to 16 tokens, whose few rows cost nothing to keep) keeps them: in float32 the down launch's products
-ran in tf32 over twice the bytes, 281 us a layer at 1024 tokens against gate/up's 133 for twice the
-arithmetic (H100, 12-07, `*-p1024-hf-eager_hoid-compile-1207c.log`), and its [S, H] partials are 67 MB a
-layer there, written and read again. float16's stay float32: float16 lacks float32's range, and an
-activation past 65504 that the float64 reference carries (its down product finite) would be inf here. The
-products and the per-token sum are float32. Its tiles are the common Hopper grouped-GEMM starting points, not
-yet swept on a GPU (`choose`).
+routing's own tiles return at once. Activations of bfloat16 inputs are stored in bfloat16, not float32 as
+`triton.moe_experts` (the decode form, up to 16 tokens, whose few rows cost nothing to keep) keeps them: in
+float32 the down launch's products ran in tf32 over twice the bytes, 281 us a layer at 1024 tokens against
+gate/up's 133 for twice the arithmetic (H100, 12-07, `*-p1024-hf-eager_hoid-compile-1207c.log`); in bfloat16
+the two launches took 97 and 133 us, and the first token 25.6 ms against 39.7 (`*-1207d.log`, with the
+bfloat16 partials of then: float32 ones move 67 MB more a layer there, ~1 ms over 48 layers, modelled). float16's
+stay float32: float16 lacks float32's range, and an activation past 65504 that the float64 reference carries
+(its down product finite) would be inf here. The partials stay float32 and unrounded, where the region rounds
+each product and weighting: rounded to bfloat16 they were 1 ulp of terms much larger than a sum that cancels
+them, wherever the accumulation order rounded otherwise than torch's, and 30 ulps where a row of ids names
+one expert twice with weights of opposite sign (the region sums the two weights first): the check refused
+them on the H100 (12-07, seeds 11 and 14). Its tiles are the common Hopper grouped-GEMM starting points; a
+descent at 128 and 1024 tokens found at most 2.5% (`*-p128-hf-eager-tune-1207d.json`), not adopted (`choose`).
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from .triton_gemv import _epilogue
 from .triton_moe_experts import (
     EXPERTS_CONSTRAINTS,
     _workspace_types,
+    down_precision,
     down_rows,
     example_types,
     gate_up_rows,
@@ -93,15 +98,16 @@ def grouped_down(act_ptr, order_ptr, tile_end_ptr, first_ptr, count_ptr, routing
         acc = down_rows(act_ptr, pair.to(tl.int64), valid, w_base, n, K, n_out, k_tiles, BLOCK_M, BLOCK_N, BLOCK_K,
                         PRECISION, STAGES)
         weight = tl.load(routing_ptr + pair, mask=valid, other=0.0).to(tl.float32)
-        dtype = part_ptr.dtype.element_ty  # the region rounds the product, then its weighting
-        tl.store(part_ptr + pair[:, None].to(tl.int64) * n_out + n[None, :],
-                 (acc.to(dtype).to(tl.float32) * weight[:, None]).to(dtype), mask=valid[:, None] & (n[None, :] < n_out))
+        tl.store(part_ptr + pair[:, None].to(tl.int64) * n_out + n[None, :], acc * weight[:, None],
+                 mask=valid[:, None] & (n[None, :] < n_out))
 
 
 def choose(pairs: int, experts: int, block_m="auto", block_n="auto", block_k="auto", num_warps="auto",
            num_stages="auto") -> dict:
-    """Tiles for `pairs` (token, expert) pairs over `experts` experts. Not measured yet: rows enough for the
-    pairs an expert gets on average (16 to 64), 64 x 64 output and K tiles, 4 warps, 3 stages."""
+    """Tiles for `pairs` (token, expert) pairs over `experts` experts: rows enough for the pairs an expert gets
+    on average (16 to 64), 64 x 64 output and K tiles, 4 warps, 3 stages. A coordinate descent at Qwen3-30B-A3B's
+    shapes found 2.5% at 128 tokens (64 x 32 tiles) and nothing at 1024 (H100, 12-07,
+    `benchmarks/results/workloads/h100/*-p128-hf-eager-tune-1207d.json`): kept."""
     per_expert = max(1, pairs // max(experts, 1))
     return {"block_m": min(64, max(16, next_power_of_2(per_expert))) if block_m == "auto" else block_m,
             "block_n": 64 if block_n == "auto" else block_n, "block_k": 64 if block_k == "auto" else block_k,
@@ -114,9 +120,9 @@ PARAMS = tuple(Param(name, choices, "auto") for name, choices in (
     ("num_warps", ("auto", 4, 8)), ("num_stages", ("auto", 1, 2, 3, 4))))
 
 
-def scratch_dtype(x: TensorType) -> str:
-    """The workspaces' dtype: bfloat16 for bfloat16 x (its tensor cores, half the bytes, and float32's
-    range), else float32 (float16 overflows where the reference does not)."""
+def act_dtype(x: TensorType) -> str:
+    """The gated activations' dtype: bfloat16 for bfloat16 x (its tensor cores, and float32's range), else
+    float32 (float16 overflows where the reference does not)."""
     return "bf16" if x.dtype == "bf16" else "f32"
 
 
@@ -142,11 +148,11 @@ def launch(x, ids, routing, gate_up, down, out, *, workspace=None, **params) -> 
     top_k, (experts, _, inter) = ids.shape[-1], down.shape
     pairs = tokens * top_k
     cfg = choose(pairs, experts, **params)
-    act, part = workspaces("moe_experts_grouped", x, ids, down, workspace, scratch_dtype(TensorType.of(x)))
+    act, part = workspaces("moe_experts_grouped", x, ids, down, workspace, act_dtype(TensorType.of(x)))
     bm, bn, bk = cfg["block_m"], cfg["block_n"], cfg["block_k"]
     order, first, count, tile_end = align(ids, experts, bm)
     common = dict(BLOCK_E=next_power_of_2(experts), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
-                  PRECISION="ieee" if x.dtype == torch.float32 else "tf32", STAGES=cfg["num_stages"],
+                  PRECISION=down_precision(x.dtype), STAGES=cfg["num_stages"],
                   num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     tiles = cdiv(pairs, bm) + experts  # the most any routing needs: each expert's last tile may be partial
     grouped_gate_up[(tiles, cdiv(inter, bn))](x, order, tile_end, first, count, gate_up, act, experts, top_k, hidden,
@@ -211,7 +217,7 @@ def _work(types, attrs) -> tuple[int, int]:
 def _builds(arch: str) -> list:
     """The two launches "auto" runs at Qwen3-30B-A3B's shapes (H 2048, I 768, E 128, top 8), prompts of 128
     and 1024 tokens."""
-    ptr, i32 = pointer_type("bf16"), pointer_type("i32")
+    ptr, f32, i32 = pointer_type("bf16"), pointer_type("f32"), pointer_type("i32")
     align_ptrs = {"order_ptr": i32, "tile_end_ptr": i32, "first_ptr": i32, "count_ptr": i32}
     built = []
     for tokens in (128, 1024):
@@ -223,7 +229,7 @@ def _builds(arch: str) -> list:
                                     "TOP_K": "i32", "K": "i32", "n_out": "i32", "k_tiles": "i32"},
             common, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], divisible_by_16=("K", "n_out")))
         built.append(compile_for(
-            grouped_down, arch, {"act_ptr": ptr, **align_ptrs, "routing_ptr": ptr, "w_ptr": ptr, "part_ptr": ptr,
+            grouped_down, arch, {"act_ptr": ptr, **align_ptrs, "routing_ptr": ptr, "w_ptr": ptr, "part_ptr": f32,
                                  "E": "i32", "K": "i32", "n_out": "i32", "k_tiles": "i32"},
             common, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], divisible_by_16=("K", "n_out")))
     return built
@@ -235,7 +241,7 @@ SPEC = KernelSpec(
     index_bounds=lambda types, attrs: {1: types[3].shape[0]}, compile=_builds, resolve=_resolve,
     # two Triton launches, and the align's sort, counts and sums and the last sum, whose kernels torch picks
     launches=lambda types, attrs, params: None,
-    workspace=lambda types, attrs, params: _workspace_types(types[0], types[1], types[4], scratch_dtype(types[0])),
+    workspace=lambda types, attrs, params: _workspace_types(types[0], types[1], types[4], act_dtype(types[0])),
     work=_work,
     doc="a prompt's routed experts as a grouped GEMM: each expert's gate/up (SiLU-gated) and down on only the "
         "tokens that selected it, weighted and summed per token",

@@ -49,3 +49,14 @@ def test_bf16_draws_match_float64(kernel_id):
         if checked == 2:
             break
     assert checked == 2, f"{kernel_id}: its examples drew bf16 {checked} times in 60 draws"
+
+
+@pytest.mark.parametrize("kernel_id", ["triton.moe_experts", "triton.moe_experts_grouped"])
+def test_the_moe_experts_pass_twenty_seeds_of_the_checks_draws(kernel_id):
+    """The check's draws at seed 11 alone missed two classes (H100, 12-07): float16 sums that cancel terms of
+    1e8 to 1e4 (tf32 products: 9 of 20 seeds of the grouped kernel and 3 of 10 of the decode one failed), and
+    the grouped kernel's bfloat16 partials (seeds 11 and 14). Twenty seeds hold both."""
+    failed = [(seed, verdict.reason) for seed in range(20)
+              for verdict in [check_kernel(all_kernels()[kernel_id], examples=2, seed=seed, device="cuda")]
+              if not verdict.ok]
+    assert not failed, f"{len(failed)} of 20 seeds failed, the first: seed {failed[0][0]}: {failed[0][1]}"
