@@ -8,7 +8,8 @@ logits) ranks two nearly equal ones either way. Compared exactly, an honest kern
 So an output that holds a sorted `topk`'s indices (the node's second output, or that reshaped) is accepted,
 where it differs from the reference's, when in every row its indices are in range and distinct, and each
 selects a score within the scores' tolerance of the one the reference's index selects at that slot (or the
-very same score in the inputs' own dtypes, where torch itself sees a tie). Any index the candidate is free
+very same score in the inputs' own dtypes, where torch itself sees a tie, or the score torch's own topk selects
+at that slot in those dtypes). Any index the candidate is free
 to pick under rounding passes; an index that selects a lower score, out of order beyond rounding, or twice
 does not. The values the indices go with are compared as usual, and the scores (topk's input) come from the
 reference graph itself, in float64 and in the inputs' dtypes, only when an index differs.
@@ -98,9 +99,18 @@ def compare_selection(k: int, cand: torch.Tensor, ref: torch.Tensor, sel: Select
     scale = float(want.square().mean().sqrt()) if want.numel() else 0.0
     allowed = tol.atol * (scale if scale > 0 else 1.0) + tol.rtol * want.abs() + resolution(want, dtype)
     fine = ((got - want).abs() <= allowed) | (got == want)  # equal infinities too (masked scores: -inf)
-    if native is not None and sel.sorted:  # a tie in the inputs' own dtypes is one torch itself may break either way
+    if native is not None:
         nat = native.detach().to(where, torch.float64).movedim(sel.dim, -1)
-        fine |= nat.gather(-1, c) == nat.gather(-1, r)
+        if sel.sorted:  # a tie in the inputs' own dtypes is one torch itself may break either way
+            fine |= nat.gather(-1, c) == nat.gather(-1, r)
+        # what torch itself selects in those dtypes, slot by slot: logits of 1e6 rounded to bfloat16 tie where
+        # float64's do not, so torch's softmax gives two experts 0.5 each where float64 gives one 1 and the next
+        # slot an expert of 0 (a router's check on the H100, 12-07: a kernel selected as torch did, and failed)
+        mine = nat.gather(-1, c)
+        torchs = nat.topk(c.shape[-1], dim=-1, largest=sel.largest, sorted=True).values
+        if not sel.sorted:
+            mine = mine.sort(dim=-1, descending=sel.largest).values
+        fine |= mine == torchs
     if bool(fine.all()):
         return None
     bad = (~fine).movedim(-1, sel.dim)  # reported where topk's indices have it (before any reshape)

@@ -4,7 +4,8 @@ import torch
 
 from hoid.ir import GraphBuilder
 from hoid.verify import Input, check
-from hoid.verify.selection import selections
+from hoid.verify.selection import compare_selection, selections
+from hoid.verify.tolerance import tolerance_for
 
 
 def _topk_graph(shape=(6, 12), k=3, dtype="f32", reshaped=False):
@@ -132,3 +133,16 @@ def test_masked_scores_tie_at_minus_infinity():
 
     verdict = check(candidate, graph, [((4, 10), "f32"), Input((4, 10), "f32", derive=masks)], seed=1)
     assert verdict, verdict.reason
+
+
+def test_what_torch_selects_in_the_inputs_dtypes_passes_where_float64_sees_no_tie():
+    """Logits of 1e6 in bfloat16: two round to one value, and torch's float32 softmax gives each 0.5 where
+    float64's gives the larger 1 and every other expert 0 (so its topk's next slot is index 0). A kernel that
+    selects as torch does passes; one that drops the expert both rank first does not."""
+    sel = selections(_router_graph(tokens=1, experts=4, k=2))[1]
+    exact = torch.tensor([[0.0, 0.0, 0.0, 1.0]], dtype=torch.float64)
+    torchs = torch.tensor([[0.0, 0.5, 0.0, 0.5]])
+    reference, tol = torch.tensor([[3, 0]]), tolerance_for("f32")
+    assert compare_selection(1, torch.tensor([[1, 3]]), reference, sel, exact, torchs, tol) is None
+    assert compare_selection(1, torch.tensor([[1, 3]]), reference, sel, exact, None, tol).kind == "mismatch"
+    assert compare_selection(1, torch.tensor([[0, 1]]), reference, sel, exact, torchs, tol).kind == "mismatch"
