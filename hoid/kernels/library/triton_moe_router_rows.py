@@ -12,8 +12,12 @@ the lowest index) and renormalized weights in registers (`triton_moe_router.sele
 own). No workspace and no atomics: each program owns its rows, and each logit is one sum in a fixed order, so
 the result is deterministic. The check judges `ids` up to ties, as for the decode router.
 
-"auto" tiles, not yet measured: 32 tokens a program (the selection holds a [BLOCK_M, E] int64 key in
-registers), K tiles of 64 on 4 warps, 3 stages.
+"auto" tiles, measured at Qwen3-30B-A3B's router (H 2048, E 128, top 8) by `--tune`'s coordinate descent
+(H100, 12-07, `benchmarks/results/workloads/h100/*-p128-hf-eager-tune-1207d.json`): 16 tokens a program and
+K tiles of 128 on 4 warps, 3 stages, 12.5 us at 128 tokens and 12.9 at 1024, where the first guess (32 tokens,
+K tiles of 64) took 18.8 and 19.5: twice the programs (8 at 128 tokens, 64 at 1024, fewer than the 132
+multiprocessors either way), each with half the [BLOCK_M, E] int64 keys of its selection in registers. Both
+choices sat at the edge of the candidates then (16 is tl.dot's fewest rows; K tiles of 256 are tried since).
 """
 
 from __future__ import annotations
@@ -57,13 +61,13 @@ def moe_router_rows(x_ptr, w_ptr, weights_ptr, ids_ptr, T, E, K, k_tiles, TOP_K:
 
 
 def choose(block_m="auto", block_k="auto", num_warps="auto", num_stages="auto") -> dict:
-    """The launch's tiles (not yet measured: see the module's doc)."""
-    return {"block_m": 32 if block_m == "auto" else block_m, "block_k": 64 if block_k == "auto" else block_k,
+    """The launch's tiles ("auto": measured, see the module's doc)."""
+    return {"block_m": 16 if block_m == "auto" else block_m, "block_k": 128 if block_k == "auto" else block_k,
             "num_warps": 4 if num_warps == "auto" else num_warps,
             "num_stages": 3 if num_stages == "auto" else num_stages}
 
 
-PARAMS = (Param("block_m", ("auto", 16, 32, 64), "auto"), Param("block_k", ("auto", 32, 64, 128), "auto"),
+PARAMS = (Param("block_m", ("auto", 16, 32, 64), "auto"), Param("block_k", ("auto", 32, 64, 128, 256), "auto"),
           Param("num_warps", ("auto", 4, 8), "auto"), Param("num_stages", ("auto", 1, 2, 3), "auto"))
 
 
