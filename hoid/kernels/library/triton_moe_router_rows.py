@@ -30,7 +30,7 @@ from . import _constraints as C
 from ._triton_build import compile_for, pointer_type
 from ._triton_compile import cdiv, example_floats, next_power_of_2, tl, triton_kernel
 from .triton_gemv import _product
-from .triton_moe_router import MAX_TOKENS, PATTERN, ROUTER_CONSTRAINTS, select_top
+from .triton_moe_router import MAX_TOKENS, MAX_TOP_K, PATTERN, ROUTER_CONSTRAINTS, select_top
 
 MAX_EXPERTS = 256  # every expert's logit of a row in one program's registers, beside the selection's keys
 
@@ -94,11 +94,12 @@ CONSTRAINTS = (
 
 
 def _examples(rng: random.Random):
-    # Small for the interpreter: a partial last row tile, experts not a power of 2 among them, k up to all.
+    # Small for the interpreter: a partial last row tile, experts not a power of 2 among them, k up to all of them
+    # or the most the selection holds
     tokens, hidden, experts = rng.choice((17, 24, 40)), rng.choice((32, 72)), rng.choice((4, 16, 40))
     dtype = rng.choice([d for d in example_floats() if d != "f32"])
     return [TensorType((tokens, hidden), dtype), TensorType((experts, hidden), dtype)], \
-        {"k": rng.choice((1, 2, 4, experts))}
+        {"k": rng.choice((1, 2, 4, min(experts, MAX_TOP_K)))}
 
 
 def _resolve(types, attrs, params, target) -> dict:
