@@ -72,11 +72,15 @@
 #               463 s (warm-up 437 s); `--rows hf-static --no-gate` 45 s at 128, 47 at 1024; `--rows hf-eager
 #               --no-gate --tune` stopped after 107 s at the grouped kernel's 1024 tokens (the roofline floor then
 #               counted the dense region's products: `KernelSpec.work` since). 1800 s held seven calls.
-#               Next (untimed): after `tests` (the grouped kernel's bf16 workspaces and triton.moe_router_rows get
-#               their first GPU checks there), `--prompt 1024 --rows hf-eager,hoid-compile --experts --tune
-#               --gate-cache /tmp/gate` (the tune now covers both prompt kernels at 128 and 1024: if the call nears
-#               its limit, `--rows hf-eager --no-gate --tune` alone first), then `--prompt 128` without --tune; merge
-#               with `report` over the committed *-1207b/c stock files.
+#               Measured 12-07 11:25-12:06 (H100; no machine came for 40 minutes before, and the failed tries
+#               took 650 s of the budget): prep 4 s, cute-a 0.2, cute-b && `tests 400 --ignore=... -n 4` 115 s;
+#               `--prompt 1024 --rows hf-eager,hoid-compile --experts --gate-cache /tmp/gate` 276 s; `--prompt 128
+#               --rows hf-eager --no-gate --tune` 136 s (all nine tuned rows); a cold machine's prep, the MoE GPU
+#               tests, 20 seeds of check_kernel for two kernels and the same 1024 run in one call 324 s.
+#               Next: prep, then `python3 -m pytest -m gpu tests/kernels/library/test_gpu.py -k moe` (the grouped
+#               kernel's float32 partials and the twenty-seed test get their first GPU run: ~2 min, untimed), then
+#               `--prompt 1024 --rows hf-eager,hoid-compile --experts --gate-cache /tmp/gate` and `--prompt 128`
+#               the same; merge with `report` over the committed *-1207b/c stock files.
 #   cute-a      [.cute2a]       the first half of CuTe's libraries, kept in /tmp
 #   cute-b      [.cute2b]       the second half; CuTe DSL importable from here on (sitecustomize)
 #   tests [LIMIT [ARGS]]  []    python -m pytest -m gpu (every GPU test; CuTe's too once installed), ARGS to
