@@ -12,9 +12,9 @@ expert (~3.6 GB a step over 48 layers), more than the step's own weights. Here t
    [S, H] float32 workspace; the last program of each H tile to finish (an atomic counter, as in the GEMV's
    split-K) sums each token's k rows in a fixed order: deterministic, and no third launch.
 
-Everything between the loads and the one store of `out` stays float32 (the products tf32 for bfloat16 inputs,
-float32 for the others: `down_precision`): a higher-precision replacement of
-the region (which rounds h, silu * up, y and its weighting to the dtype), as the precision policy allows.
+Everything between the loads and the one store of `out` stays float32 (the down products tf32 for bfloat16
+inputs, float32 for the others: `down_precision`): a higher-precision replacement of the region (which rounds
+h, silu * up, y and its weighting to the dtype), as the precision policy allows.
 It must be: in float16 the region's silu(gate) * up overflows (a product of two projections) where its
 float64 value, and the block's result, are finite, and the Inf turns to NaN in the down projection.
 
