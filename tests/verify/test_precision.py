@@ -65,3 +65,26 @@ def test_a_lower_precision_kernel_never_replaces_a_higher_precision_region():
     verdict = check(lambda x, w: (x.bfloat16() * w.bfloat16()).float(), graph, _inputs(graph), seed=1)
     assert not verdict.ok and "lower precision than its float32 output" in verdict.reason, verdict
     assert torch.finfo(torch.bfloat16).eps > torch.finfo(torch.float32).eps
+
+
+def test_where_float16_overflows_a_kernel_is_held_to_float32s_own_error():
+    """(x * 2^28 + 1) - x * 2^28 is 1. torch in float16 overflows (Inf - Inf: NaN) for |x| >= 2^-12, and float32
+    loses the 1 for |x| >= 1/16: a kernel that keeps float32 intermediates gives float32's answer there and
+    passes (it was refused before, held to float64 where torch had no answer); one worse than float32, where
+    float32 is exact, fails."""
+    from hoid.verify import Input
+
+    def reference(x):
+        return (x * 2.0**28 + 1) - x * 2.0**28
+
+    def in_float32(x):
+        wide = x.float() * 2.0**28
+        return ((wide + 1) - wide).to(x.dtype)
+
+    def worse(x):
+        return in_float32(x) + 1
+
+    xs = Input((64,), "f16", derive=lambda earlier, sizes: torch.linspace(-1, 1, 64, dtype=torch.float16))
+    assert check(in_float32, reference, [xs], seed=0)
+    verdict = check(worse, reference, [xs], seed=0)
+    assert not verdict and "differs from the reference" in verdict.reason
