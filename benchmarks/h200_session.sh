@@ -78,7 +78,8 @@
 #               --rows hf-eager --no-gate --tune` 136 s (all nine tuned rows); a cold machine's prep, the MoE GPU
 #               tests, 20 seeds of check_kernel for two kernels and the same 1024 run in one call 324 s.
 #               Next: prep, then `python3 -m pytest -m gpu tests/kernels/library/test_gpu.py -k moe` (the grouped
-#               kernel's float32 partials and the twenty-seed test get their first GPU run: ~2 min, untimed), then
+#               kernel's split bf16 down products and the twenty-seed test get their first GPU run: ~2 min,
+#               untimed), then
 #               `--prompt 1024 --rows hf-eager,hoid-compile --experts --gate-cache /tmp/gate` and `--prompt 128`
 #               the same; merge with `report` over the committed *-1207b/c stock files.
 #   cute-a      [.cute2a]       the first half of CuTe's libraries, kept in /tmp

@@ -136,8 +136,8 @@ def gate_up_rows(x_ptr, rows, valid, w_base, n, K, n_out, k_tiles, BLOCK_M: tl.c
 def down_rows(act_ptr, rows, valid, w_base, n, K, n_out, k_tiles, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
               BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, STAGES: tl.constexpr):
     """The activations' `rows` (those `valid`) times one expert's rows `n` of down (at `w_base`), in float32: the
-    weights in the activations' dtype (float32 workspaces here; the grouped kernel's are bf16 for bf16 inputs,
-    for bf16 tensor-core products)."""
+    weights in the activations' dtype, float32 (the grouped kernel takes bf16 weights over them in two bf16
+    halves instead: `triton_moe_experts_grouped._down_rows_split`)."""
     acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
     for t in tl.range(k_tiles, num_stages=STAGES):
         k = t * BLOCK_K + tl.arange(0, BLOCK_K)

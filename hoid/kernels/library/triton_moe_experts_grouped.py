@@ -11,26 +11,29 @@ where transformers' `grouped_mm` gave the first token in 14.2 ms. Here:
 0. align (torch, on the device, capturable): the S = tokens x k pairs ordered by expert (a stable sort), each
    expert's count, its first pair in that order, and the running total of its row tiles (BLOCK_M pairs each);
 1. gate/up: one program per (row tile, N tile): its expert's BLOCK_M pairs times that expert's weights on
-   tensor cores, silu(gate) * up in the epilogue (the house GEMV's), into an [S, I] workspace (`act_dtype`:
-   bfloat16 for bfloat16 inputs, rounded where the region's matmul, SiLU and product round);
+   tensor cores, silu(gate) * up in the epilogue, in float32 and not rounded, into an [S, I] float32 workspace;
 2. down: the same tiling over H, those activations times the expert's down weights on tensor cores, each row
-   times its pair's routing weight, into an [S, H] float32 workspace;
+   times its pair's routing weight, into an [S, H] float32 workspace. For bfloat16 weights each activation
+   enters as two bfloat16 values, its rounding and the rest (16 of float32's 24 bits: `_down_rows_split`), two
+   bf16 products a tile; other dtypes as `triton.moe_experts` does (`down_rows`, `down_precision`);
 3. the sum of each token's k rows in a fixed order (torch, in float32), cast into `out`: deterministic.
 
 The grid is sized for the most tiles any routing can need (ceil(S / BLOCK_M) + E); the programs past the
-routing's own tiles return at once. Activations of bfloat16 inputs are stored in bfloat16, not float32 as
-`triton.moe_experts` (the decode form, up to 16 tokens, whose few rows cost nothing to keep) keeps them: in
-float32 the down launch's products ran in tf32 over twice the bytes, 281 us a layer at 1024 tokens against
-gate/up's 133 for twice the arithmetic (H100, 12-07, `*-p1024-hf-eager_hoid-compile-1207c.log`); in bfloat16
-the two launches took 97 and 133 us, and the first token 25.6 ms against 39.7 (`*-1207d.log`, with the
-bfloat16 partials of then: float32 ones move 67 MB more a layer there, ~1 ms over 48 layers, modelled). float16's
-stay float32: float16 lacks float32's range, and an activation past 65504 that the float64 reference carries
-(its down product finite) would be inf here. The partials stay float32 and unrounded, where the region rounds
-each product and weighting: rounded to bfloat16 they were 1 ulp of terms much larger than a sum that cancels
-them, wherever the accumulation order rounded otherwise than torch's, and 30 ulps where a row of ids names
-one expert twice with weights of opposite sign (the region sums the two weights first): the check refused
-them on the H100 (12-07, seeds 11 and 14). Its tiles are the common Hopper grouped-GEMM starting points; a
-descent at 128 and 1024 tokens found at most 2.5% (`*-p128-hf-eager-tune-1207d.json`), not adopted (`choose`).
+routing's own tiles return at once.
+
+Precision, as measured (H100, 12-07). float32 activations through tf32 products (the decode kernel's way)
+took the down launch 281 us a layer at 1024 tokens against gate/up's 133 for twice the arithmetic
+(`benchmarks/results/workloads/h100/*-p1024-hf-eager_hoid-compile-1207c.log`; every weight tile is converted to
+float32 on the way). Activations and partials rounded to bfloat16 where the region rounds them took it to
+97 us and the first token from 39.7 to 25.6 ms (`*-1207d.log`), but the check refused that kernel: rounding
+where the region rounds, in another order, it lands as far from float64 as torch where the routing cancels
+terms far larger than the output, on the other side as often as not (seeds 11 and 14 of the GPU's draws;
+float32 partials alone still failed at 2 seeds of some 300 in an emulation on the CPU: the rounded
+activations' share). So the activations stay float32 and unrounded, as precise as the decode kernel's, and
+the bf16 products take them in two halves: twice the bfloat16 form's down products and activation bytes, not
+yet timed (~2 to 3 ms over a 1024-token prefill, modelled from that profile). Its tiles are the common Hopper
+grouped-GEMM starting points; a descent at 128 and 1024 tokens found at most 2.5% with bfloat16 activations
+(`*-p128-hf-eager-tune-1207d.json`), not adopted (`choose`).
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ import random
 
 import torch
 
-from ...ir import GraphBuilder, TensorType, Value
+from ...ir import GraphBuilder, Value
 from ..pattern import Pattern
 from ..spec import KernelSpec, Param
 from ._triton_build import compile_for, pointer_type
@@ -88,15 +91,36 @@ def grouped_gate_up(x_ptr, order_ptr, tile_end_ptr, first_ptr, count_ptr, w_ptr,
         _epilogue(acc, acc_up, act_ptr, act_ptr, offs, valid[:, None] & (n[None, :] < n_out), 2)
 
 
+@device_function
+def _down_rows_split(act_ptr, rows, valid, w_base, n, K, n_out, k_tiles, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                     BLOCK_K: tl.constexpr, STAGES: tl.constexpr):
+    """`down_rows` for bfloat16 weights over the float32 activations, on bfloat16 tensor cores: each activation
+    as the sum of two bfloat16 values (its rounding and the rest: 16 of float32's 24 bits), two products a tile.
+    The weights stay as stored, where tf32 products converted every tile of them to float32."""
+    acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
+    for t in tl.range(k_tiles, num_stages=STAGES):
+        k = t * BLOCK_K + tl.arange(0, BLOCK_K)
+        a = tl.load(act_ptr + rows[:, None] * K + k[None, :], mask=valid[:, None] & (k[None, :] < K), other=0.0)
+        w = tl.trans(tl.load(w_base + n[:, None].to(tl.int64) * K + k[None, :],
+                             mask=(n[:, None] < n_out) & (k[None, :] < K), other=0.0))
+        high = a.to(w.dtype)
+        acc += tl.dot(high, w) + tl.dot((a - high.to(tl.float32)).to(w.dtype), w)
+    return acc
+
+
 @triton_kernel
 def grouped_down(act_ptr, order_ptr, tile_end_ptr, first_ptr, count_ptr, routing_ptr, w_ptr, part_ptr, E, K, n_out,
                  k_tiles, BLOCK_E: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                 BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, STAGES: tl.constexpr):
+                 BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, STAGES: tl.constexpr, SPLIT: tl.constexpr):
     expert, pair, valid, n = _tile(order_ptr, tile_end_ptr, first_ptr, count_ptr, E, BLOCK_E, BLOCK_M, BLOCK_N)
     if expert < E:
         w_base = w_ptr + expert.to(tl.int64) * n_out * K
-        acc = down_rows(act_ptr, pair.to(tl.int64), valid, w_base, n, K, n_out, k_tiles, BLOCK_M, BLOCK_N, BLOCK_K,
-                        PRECISION, STAGES)
+        if SPLIT:
+            acc = _down_rows_split(act_ptr, pair.to(tl.int64), valid, w_base, n, K, n_out, k_tiles, BLOCK_M, BLOCK_N,
+                                   BLOCK_K, STAGES)
+        else:
+            acc = down_rows(act_ptr, pair.to(tl.int64), valid, w_base, n, K, n_out, k_tiles, BLOCK_M, BLOCK_N,
+                            BLOCK_K, PRECISION, STAGES)
         weight = tl.load(routing_ptr + pair, mask=valid, other=0.0).to(tl.float32)
         tl.store(part_ptr + pair[:, None].to(tl.int64) * n_out + n[None, :], acc * weight[:, None],
                  mask=valid[:, None] & (n[None, :] < n_out))
@@ -118,12 +142,6 @@ def choose(pairs: int, experts: int, block_m="auto", block_n="auto", block_k="au
 PARAMS = tuple(Param(name, choices, "auto") for name, choices in (
     ("block_m", ("auto", 16, 32, 64)), ("block_n", ("auto", 32, 64, 128)), ("block_k", ("auto", 32, 64, 128)),
     ("num_warps", ("auto", 4, 8)), ("num_stages", ("auto", 1, 2, 3, 4))))
-
-
-def act_dtype(x: TensorType) -> str:
-    """The gated activations' dtype: bfloat16 for bfloat16 x (its tensor cores, and float32's range), else
-    float32 (float16 overflows where the reference does not)."""
-    return "bf16" if x.dtype == "bf16" else "f32"
 
 
 def align(ids: torch.Tensor, experts: int, block_m: int):
@@ -148,7 +166,7 @@ def launch(x, ids, routing, gate_up, down, out, *, workspace=None, **params) -> 
     top_k, (experts, _, inter) = ids.shape[-1], down.shape
     pairs = tokens * top_k
     cfg = choose(pairs, experts, **params)
-    act, part = workspaces("moe_experts_grouped", x, ids, down, workspace, act_dtype(TensorType.of(x)))
+    act, part = workspaces("moe_experts_grouped", x, ids, down, workspace)
     bm, bn, bk = cfg["block_m"], cfg["block_n"], cfg["block_k"]
     order, first, count, tile_end = align(ids, experts, bm)
     common = dict(BLOCK_E=next_power_of_2(experts), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
@@ -158,7 +176,7 @@ def launch(x, ids, routing, gate_up, down, out, *, workspace=None, **params) -> 
     grouped_gate_up[(tiles, cdiv(inter, bn))](x, order, tile_end, first, count, gate_up, act, experts, top_k, hidden,
                                               inter, cdiv(hidden, bk), **common)
     grouped_down[(tiles, cdiv(hidden, bn))](act, order, tile_end, first, count, routing, down, part, experts, inter,
-                                            hidden, cdiv(inter, bk), **common)
+                                            hidden, cdiv(inter, bk), SPLIT=x.dtype == torch.bfloat16, **common)
     rows = part.view(tokens, top_k, hidden)  # each token's k rows, summed in float32 in a fixed order
     if part.dtype == out.dtype:
         torch.sum(rows, dim=1, out=out)
@@ -225,13 +243,14 @@ def _builds(arch: str) -> list:
         common = {"BLOCK_E": 128, "BLOCK_M": cfg["block_m"], "BLOCK_N": cfg["block_n"], "BLOCK_K": cfg["block_k"],
                   "PRECISION": "tf32", "STAGES": cfg["num_stages"]}
         built.append(compile_for(
-            grouped_gate_up, arch, {"x_ptr": ptr, **align_ptrs, "w_ptr": ptr, "act_ptr": ptr, "E": "i32",
+            grouped_gate_up, arch, {"x_ptr": ptr, **align_ptrs, "w_ptr": ptr, "act_ptr": f32, "E": "i32",
                                     "TOP_K": "i32", "K": "i32", "n_out": "i32", "k_tiles": "i32"},
             common, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], divisible_by_16=("K", "n_out")))
         built.append(compile_for(
-            grouped_down, arch, {"act_ptr": ptr, **align_ptrs, "routing_ptr": ptr, "w_ptr": ptr, "part_ptr": f32,
+            grouped_down, arch, {"act_ptr": f32, **align_ptrs, "routing_ptr": ptr, "w_ptr": ptr, "part_ptr": f32,
                                  "E": "i32", "K": "i32", "n_out": "i32", "k_tiles": "i32"},
-            common, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], divisible_by_16=("K", "n_out")))
+            {**common, "SPLIT": True}, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
+            divisible_by_16=("K", "n_out")))
     return built
 
 
@@ -241,7 +260,7 @@ SPEC = KernelSpec(
     index_bounds=lambda types, attrs: {1: types[3].shape[0]}, compile=_builds, resolve=_resolve,
     # two Triton launches, and the align's sort, counts and sums and the last sum, whose kernels torch picks
     launches=lambda types, attrs, params: None,
-    workspace=lambda types, attrs, params: _workspace_types(types[0], types[1], types[4], act_dtype(types[0])),
+    workspace=lambda types, attrs, params: _workspace_types(types[0], types[1], types[4]),
     work=_work,
     doc="a prompt's routed experts as a grouped GEMM: each expert's gate/up (SiLU-gated) and down on only the "
         "tokens that selected it, weighted and summed per token",
