@@ -9,10 +9,10 @@ So an output that holds a sorted `topk`'s indices (the node's second output, or 
 where it differs from the reference's, when in every row its indices are in range and distinct, and each
 selects a score within the scores' tolerance of the one the reference's index selects at that slot (or the
 very same score in the inputs' own dtypes, where torch itself sees a tie, or the score torch's own topk selects
-at that slot in those dtypes). Any index the candidate is free
-to pick under rounding passes; an index that selects a lower score, out of order beyond rounding, or twice
-does not. The values the indices go with are compared as usual, and the scores (topk's input) come from the
-reference graph itself, in float64 and in the inputs' dtypes, only when an index differs.
+at that slot in those dtypes). Any index the candidate is free to pick under rounding passes; an index that
+selects a lower score, out of order beyond rounding, or twice does not. The values the indices go with are
+compared as usual, and the scores (topk's input) come from the reference graph itself, in float64 and in the
+inputs' dtypes, only when an index differs.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ import torch
 
 import hoid
 from hoid.ir import get_op
-from hoid.verify import check
+from hoid.verify import Input, check
 from hoid.verify.check import region_inputs
 
 EPS = 1e-6
@@ -72,8 +72,6 @@ def test_where_float16_overflows_a_kernel_is_held_to_float32s_own_error():
     loses the 1 for |x| >= 1/16: a kernel that keeps float32 intermediates gives float32's answer there and
     passes (it was refused before, held to float64 where torch had no answer); one worse than float32, where
     float32 is exact, fails."""
-    from hoid.verify import Input
-
     def reference(x):
         return (x * 2.0**28 + 1) - x * 2.0**28
 
