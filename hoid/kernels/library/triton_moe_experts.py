@@ -218,16 +218,15 @@ def down_precision(dtype: torch.dtype) -> str:
     return "tf32" if dtype == torch.bfloat16 else "ieee"
 
 
-def _workspace_types(x: TensorType, ids: TensorType, down: TensorType,
-                     act_dtype: str = "f32") -> tuple[TensorType, TensorType]:
+def _workspace_types(x: TensorType, ids: TensorType, down: TensorType) -> tuple[TensorType, TensorType]:
     pairs, (hidden, inter) = x.shape[0] * ids.shape[-1], down.shape[1:]
-    return TensorType((pairs, inter), act_dtype), TensorType((pairs, hidden), "f32")
+    return TensorType((pairs, inter), "f32"), TensorType((pairs, hidden), "f32")
 
 
-def workspaces(kernel: str, x, ids, down, workspace, act_dtype: str = "f32") -> tuple[torch.Tensor, torch.Tensor]:
-    """The [S, I] activations (in `act_dtype`) and [S, H] float32 partials of a launch: the ones given (checked
-    against the inputs), else new."""
-    want = _workspace_types(TensorType.of(x), TensorType.of(ids), TensorType.of(down), act_dtype)
+def workspaces(kernel: str, x, ids, down, workspace) -> tuple[torch.Tensor, torch.Tensor]:
+    """The [S, I] activations and [S, H] partials of a launch, float32: the ones given (checked against the
+    inputs), else new."""
+    want = _workspace_types(TensorType.of(x), TensorType.of(ids), TensorType.of(down))
     if not workspace:
         return tuple(torch.empty(t.shape, dtype=t.torch_dtype, device=x.device) for t in want)
     got = tuple(TensorType.of(w) for w in workspace)
