@@ -28,12 +28,14 @@ float32 on the way). Activations and partials rounded to bfloat16 where the regi
 97 us and the first token from 39.7 to 25.6 ms (`*-1207d.log`), but the check refused that kernel: rounding
 where the region rounds, in another order, it lands as far from float64 as torch where the routing cancels
 terms far larger than the output, on the other side as often as not (seeds 11 and 14 of the GPU's draws;
-float32 partials alone still failed at 2 seeds of some 300 in an emulation on the CPU: the rounded
-activations' share). So the activations stay float32 and unrounded, as precise as the decode kernel's, and
-the bf16 products take them in two halves (the same emulation: all 300 seeds passed): twice the bfloat16
-form's down products and activation bytes, not yet timed (~2 to 3 ms over a 1024-token prefill, modelled from
-that profile). Its tiles are the common Hopper grouped-GEMM starting points; a descent at 128 and 1024 tokens
-found at most 2.5% with bfloat16 activations (`*-p128-hf-eager-tune-1207d.json`), not adopted (`choose`).
+float32 partials alone still failed at 2 seeds of 120 in `benchmarks/moe_grouped_emulation.py`, the kernel's
+arithmetic in torch through the check's draws: the rounded activations' share). So the activations stay
+float32 and unrounded, as precise as the decode kernel's, and the bf16 products take them in two halves (the
+same emulation: none of the 120 failed; `benchmarks/results/workloads/moe-grouped-emulation-*-1100-1220.json`):
+twice the bfloat16 form's down products and activation bytes, not yet timed (~2 to 3 ms over a 1024-token
+prefill, modelled from that profile). Its tiles are the common Hopper grouped-GEMM starting points; a descent
+at 128 and 1024 tokens found at most 2.5% with bfloat16 activations (`*-p128-hf-eager-tune-1207d.json`), not
+adopted (`choose`).
 """
 
 from __future__ import annotations
