@@ -77,11 +77,15 @@
 #               `--prompt 1024 --rows hf-eager,hoid-compile --experts --gate-cache /tmp/gate` 276 s; `--prompt 128
 #               --rows hf-eager --no-gate --tune` 136 s (all nine tuned rows); a cold machine's prep, the MoE GPU
 #               tests, 20 seeds of check_kernel for two kernels and the same 1024 run in one call 324 s.
-#               Next: prep, then `python3 -m pytest -m gpu tests/kernels/library/test_gpu.py -k moe` (the grouped
-#               kernel's split bf16 down products and the twenty-seed test get their first GPU run: ~2 min,
-#               untimed), then
-#               `--prompt 1024 --rows hf-eager,hoid-compile --experts --gate-cache /tmp/gate` and `--prompt 128`
-#               the same; merge with `report` over the committed *-1207b/c stock files.
+#               Measured 12-07 14:34-14:55 (H100; no machine for the 35 minutes before: ~480 s of the budget in
+#               refusals): prep and the MoE GPU tests (`python3 -m pytest -m gpu tests/kernels/library/test_gpu.py
+#               tests/kernels/library/test_triton_moe_experts_grouped.py -k moe`, 13) 132 s with the start;
+#               `--prompt 1024 --rows hf-eager,hoid-compile --experts --gate-cache /tmp/gate` 338 s; `--prompt 128`
+#               the same 272 s; cute-a 0.2 s; cute-b && `tests 250 tests --ignore=tests/agent/test_dir_kernels_gpu.py
+#               -n 4` 98 s (228 passed). Plain `python3 -m pytest` there lacks /tmp/site (egglog): use `tests`.
+#               Next: prep, then the MoE GPU tests above (the grouped kernel's halves now stored by gate/up: their
+#               first GPU run), then `--prompt 1024 --rows hf-eager,hoid-compile --experts --gate-cache /tmp/gate`
+#               and `--prompt 128` the same; merge with `report` over the committed *-1207b/c stock files.
 #   cute-a      [.cute2a]       the first half of CuTe's libraries, kept in /tmp
 #   cute-b      [.cute2b]       the second half; CuTe DSL importable from here on (sitecustomize)
 #   tests [LIMIT [ARGS]]  []    python -m pytest -m gpu (every GPU test; CuTe's too once installed), ARGS to

@@ -11,11 +11,13 @@ where transformers' `grouped_mm` gave the first token in 14.2 ms. Here:
 0. align (torch, on the device, capturable): the S = tokens x k pairs ordered by expert (a stable sort), each
    expert's count, its first pair in that order, and the running total of its row tiles (BLOCK_M pairs each);
 1. gate/up: one program per (row tile, N tile): its expert's BLOCK_M pairs times that expert's weights on
-   tensor cores, silu(gate) * up in the epilogue, in float32 and not rounded, into an [S, I] float32 workspace;
+   tensor cores, silu(gate) * up in the epilogue, in float32 and not rounded, into an [S, I] float32 workspace
+   (for bfloat16 weights, the same bytes as [S, 2I] bfloat16: each activation's rounding and the rest, 16 of
+   float32's 24 bits, `_store_halves`);
 2. down: the same tiling over H, those activations times the expert's down weights on tensor cores, each row
-   times its pair's routing weight, into an [S, H] float32 workspace. For bfloat16 weights each activation
-   enters as two bfloat16 values, its rounding and the rest (16 of float32's 24 bits: `_down_rows_split`), two
-   bf16 products a tile; other dtypes as `triton.moe_experts` does (`down_rows`, `down_precision`);
+   times its pair's routing weight, into an [S, H] float32 workspace. For bfloat16 weights, two bf16 products a
+   tile, one for each half (`_down_rows_split`); other dtypes as `triton.moe_experts` does (`down_rows`,
+   `down_precision`);
 3. the sum of each token's k rows in a fixed order (torch, in float32), cast into `out`: deterministic.
 
 The grid is sized for the most tiles any routing can need (ceil(S / BLOCK_M) + E); the programs past the
@@ -31,11 +33,16 @@ terms far larger than the output, on the other side as often as not (seeds 11 an
 float32 partials alone still failed at 2 seeds of 120 in `benchmarks/moe_grouped_emulation.py`, the kernel's
 arithmetic in torch through the check's draws: the rounded activations' share). So the activations stay
 float32 and unrounded, as precise as the decode kernel's, and the bf16 products take them in two halves (the
-same emulation: none of the 120 failed; `benchmarks/results/workloads/moe-grouped-emulation-*-1100-1220.json`):
-twice the bfloat16 form's down products and activation bytes, not yet timed (~2 to 3 ms over a 1024-token
-prefill, modelled from that profile). Its tiles are the common Hopper grouped-GEMM starting points; a descent
-at 128 and 1024 tokens found at most 2.5% with bfloat16 activations (`*-p128-hf-eager-tune-1207d.json`), not
-adopted (`choose`).
+same emulation: none of the 120 failed; `benchmarks/results/workloads/moe-grouped-emulation-*-1100-1220.json`).
+Split in registers between the float32 load and the products, that form passed twenty seeds of the check on
+the GPU but took the down launch back to 277 us a layer and the first token to 35.4 ms at 1024 tokens
+(12.7 at 128; `*-p1024-hf-eager_hoid-compile-1207f.log`, `*-p128-*-1207f.log`), as slow as tf32: both feed
+the products operands computed in registers, the bfloat16 form's came straight from memory (read from the
+timings, not profiled). The halves are therefore split once, in gate/up's epilogue, and stored; the down
+launch feeds both to the products from memory: the same bytes as float32 activations, twice the bfloat16
+form's products. Not yet timed. Its tiles are the common Hopper grouped-GEMM starting points; a descent at 128
+and 1024 tokens found at most 2.5% with bfloat16 activations (`*-p128-hf-eager-tune-1207d.json`), not adopted
+(`choose`).
 """
 
 from __future__ import annotations
@@ -80,33 +87,52 @@ def _tile(order_ptr, tile_end_ptr, first_ptr, count_ptr, E, BLOCK_E: tl.constexp
     return expert, pair, valid, pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
 
 
+@device_function
+def _store_halves(acc, acc_up, act_ptr, pair, n, n_out, mask):
+    """silu(gate) * up in float32, as `_epilogue` computes it into a float32 workspace, stored as two bfloat16
+    values: its rounding in columns [0, n_out) of the pair's row, the rest in [n_out, 2 n_out). The down launch
+    reads both as they are (`_down_rows_split`), products fed from memory, where splitting float32 tiles in
+    registers before the products took 277 us a layer (H100, 12-07,
+    `benchmarks/results/workloads/h100/*-p1024-hf-eager_hoid-compile-1207f.log`)."""
+    half = act_ptr.dtype.element_ty  # bfloat16 (float16 where a CPU test runs this path: `_splits`)
+    y = acc / (1.0 + tl.exp(-acc)) * acc_up
+    high = y.to(half)
+    offs = pair[:, None].to(tl.int64) * (2 * n_out) + n[None, :]
+    tl.store(act_ptr + offs, high, mask=mask)
+    tl.store(act_ptr + offs + n_out, (y - high.to(tl.float32)).to(half), mask=mask)
+
+
 @triton_kernel
 def grouped_gate_up(x_ptr, order_ptr, tile_end_ptr, first_ptr, count_ptr, w_ptr, act_ptr, E, TOP_K, K, n_out,
                     k_tiles, BLOCK_E: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                    BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, STAGES: tl.constexpr):
+                    BLOCK_K: tl.constexpr, PRECISION: tl.constexpr, STAGES: tl.constexpr, SPLIT: tl.constexpr):
     expert, pair, valid, n = _tile(order_ptr, tile_end_ptr, first_ptr, count_ptr, E, BLOCK_E, BLOCK_M, BLOCK_N)
     if expert < E:
         w_base = w_ptr + expert.to(tl.int64) * (2 * n_out) * K
         acc, acc_up = gate_up_rows(x_ptr, (pair // TOP_K).to(tl.int64), valid, w_base, n, K, n_out, k_tiles, BLOCK_M,
                                    BLOCK_N, BLOCK_K, PRECISION, STAGES)
-        offs = pair[:, None].to(tl.int64) * n_out + n[None, :]
-        _epilogue(acc, acc_up, act_ptr, act_ptr, offs, valid[:, None] & (n[None, :] < n_out), 2)
+        mask = valid[:, None] & (n[None, :] < n_out)
+        if SPLIT:
+            _store_halves(acc, acc_up, act_ptr, pair, n, n_out, mask)
+        else:
+            _epilogue(acc, acc_up, act_ptr, act_ptr, pair[:, None].to(tl.int64) * n_out + n[None, :], mask, 2)
 
 
 @device_function
 def _down_rows_split(act_ptr, rows, valid, w_base, n, K, n_out, k_tiles, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                      BLOCK_K: tl.constexpr, STAGES: tl.constexpr):
-    """`down_rows` for bfloat16 weights over the float32 activations, on bfloat16 tensor cores: each activation
-    as the sum of two bfloat16 values (its rounding and the rest: 16 of float32's 24 bits), two products a tile.
-    The weights stay as stored, where tf32 products converted every tile of them to float32."""
+    """`down_rows` for bfloat16 weights over the activations as `_store_halves` left them (each float32 value as
+    two bfloat16 ones: 16 of its 24 bits), on bfloat16 tensor cores: two products a tile, one weight tile for
+    both. The weights stay as stored, where tf32 products converted every tile of them to float32."""
     acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
     for t in tl.range(k_tiles, num_stages=STAGES):
         k = t * BLOCK_K + tl.arange(0, BLOCK_K)
-        a = tl.load(act_ptr + rows[:, None] * K + k[None, :], mask=valid[:, None] & (k[None, :] < K), other=0.0)
+        offs = rows[:, None] * (2 * K) + k[None, :]
+        mask = valid[:, None] & (k[None, :] < K)
         w = tl.trans(tl.load(w_base + n[:, None].to(tl.int64) * K + k[None, :],
                              mask=(n[:, None] < n_out) & (k[None, :] < K), other=0.0))
-        high = a.to(w.dtype)
-        acc += tl.dot(high, w) + tl.dot((a - high.to(tl.float32)).to(w.dtype), w)
+        acc = tl.dot(tl.load(act_ptr + offs, mask=mask, other=0.0), w, acc)
+        acc = tl.dot(tl.load(act_ptr + offs + K, mask=mask, other=0.0), w, acc)
     return acc
 
 
@@ -161,6 +187,13 @@ def align(ids: torch.Tensor, experts: int, block_m: int):
     return order, first, count, tile_end
 
 
+def _splits(dtype: torch.dtype) -> bool:
+    """Whether the down products take each float32 activation as two values of the weights' dtype: for
+    bfloat16, whose products are the fast ones (float16 and float32 take float32 products, `down_precision`).
+    A CPU test sets it for float16, the interpreter's bfloat16 products being garbage (triton 3.6)."""
+    return dtype == torch.bfloat16
+
+
 def launch(x, ids, routing, gate_up, down, out, *, workspace=None, **params) -> None:
     """out [T, H] <- sum over j of routing[t, j] * down[e] @ (silu(g) * u), [g | u] = gate_up[e] @ x[t],
     e = ids[t, j]: each expert on its own tokens (destination-passing)."""
@@ -169,16 +202,19 @@ def launch(x, ids, routing, gate_up, down, out, *, workspace=None, **params) -> 
     pairs = tokens * top_k
     cfg = choose(pairs, experts, **params)
     act, part = workspaces("moe_experts_grouped", x, ids, down, workspace)
+    split = _splits(x.dtype)
+    if split:  # the float32 workspace's bytes as [S, 2I] 16-bit values: each activation's two (`_store_halves`)
+        act = act.view(x.dtype)
     bm, bn, bk = cfg["block_m"], cfg["block_n"], cfg["block_k"]
     order, first, count, tile_end = align(ids, experts, bm)
     common = dict(BLOCK_E=next_power_of_2(experts), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
-                  PRECISION=down_precision(x.dtype), STAGES=cfg["num_stages"],
+                  PRECISION=down_precision(x.dtype), STAGES=cfg["num_stages"], SPLIT=split,
                   num_warps=cfg["num_warps"], num_stages=cfg["num_stages"])
     tiles = cdiv(pairs, bm) + experts  # the most any routing needs: each expert's last tile may be partial
     grouped_gate_up[(tiles, cdiv(inter, bn))](x, order, tile_end, first, count, gate_up, act, experts, top_k, hidden,
                                               inter, cdiv(hidden, bk), **common)
     grouped_down[(tiles, cdiv(hidden, bn))](act, order, tile_end, first, count, routing, down, part, experts, inter,
-                                            hidden, cdiv(inter, bk), SPLIT=x.dtype == torch.bfloat16, **common)
+                                            hidden, cdiv(inter, bk), **common)
     rows = part.view(tokens, top_k, hidden)  # each token's k rows, summed in float32 in a fixed order
     if part.dtype == out.dtype:
         torch.sum(rows, dim=1, out=out)
@@ -243,15 +279,15 @@ def _builds(arch: str) -> list:
     for tokens in (128, 1024):
         cfg = choose(tokens * 8, 128)
         common = {"BLOCK_E": 128, "BLOCK_M": cfg["block_m"], "BLOCK_N": cfg["block_n"], "BLOCK_K": cfg["block_k"],
-                  "PRECISION": "tf32", "STAGES": cfg["num_stages"]}
+                  "PRECISION": "tf32", "STAGES": cfg["num_stages"], "SPLIT": True}
         built.append(compile_for(
-            grouped_gate_up, arch, {"x_ptr": ptr, **align_ptrs, "w_ptr": ptr, "act_ptr": f32, "E": "i32",
+            grouped_gate_up, arch, {"x_ptr": ptr, **align_ptrs, "w_ptr": ptr, "act_ptr": ptr, "E": "i32",
                                     "TOP_K": "i32", "K": "i32", "n_out": "i32", "k_tiles": "i32"},
             common, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"], divisible_by_16=("K", "n_out")))
         built.append(compile_for(
-            grouped_down, arch, {"act_ptr": f32, **align_ptrs, "routing_ptr": ptr, "w_ptr": ptr, "part_ptr": f32,
+            grouped_down, arch, {"act_ptr": ptr, **align_ptrs, "routing_ptr": ptr, "w_ptr": ptr, "part_ptr": f32,
                                  "E": "i32", "K": "i32", "n_out": "i32", "k_tiles": "i32"},
-            {**common, "SPLIT": True}, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
+            common, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
             divisible_by_16=("K", "n_out")))
     return built
 

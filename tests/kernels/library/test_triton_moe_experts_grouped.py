@@ -82,9 +82,10 @@ def test_the_workspaces_are_float32_for_every_dtype():
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: the interpreter's bf16 is not faithful")
 def test_bf16_down_products_keep_sixteen_bits_of_each_activation():
-    """Each token names one expert twice, weighted 1 and -0.9921875: its output is 1/128 of each partial. The
-    activations' two bf16 halves keep it within bfloat16's bound against float64; activations rounded to bf16,
-    as the region rounds them, would be off by some 2^-9 of each partial, a quarter of the output."""
+    """Each token names one expert twice, weighted 1 and -0.9921875: its output is 1/128 of each partial, kept
+    within bfloat16's bound against float64 on the GPU's bfloat16 products. Partials rounded to bf16 would be
+    off by some 2^-9 of each, a quarter of the output (the two pairs share their activations, so the halves'
+    share is read from the workspaces: `test_the_split_activations_reach_the_down_products_whole`)."""
     from hoid.kernels.library._triton_compile import interpreting
 
     if interpreting():
@@ -102,6 +103,30 @@ def test_bf16_down_products_keep_sixteen_bits_of_each_activation():
     want = torch.einsum("thi,ti->th", down64[ids[:, 0]], g * torch.sigmoid(g) * u) / 128
     error = float((out.double().cpu() - want.cpu()).norm() / want.norm())
     assert error < 1.6e-2, error
+
+
+@pytest.mark.parametrize("tokens, top_k, experts", [(24, 2, 8), (40, 4, 16)])
+def test_the_split_activations_reach_the_down_products_whole(monkeypatch, tokens, top_k, experts):
+    """The bfloat16 path's data flow (each activation's two halves stored side by side, both read back by the
+    down launch), run in float16 where the interpreter can (its bfloat16 products are garbage). The output is
+    rounded to float16, which would hide a lost half: the workspaces are read instead. Their halves hold 22
+    bits of each activation and the partials keep them; the first half alone would leave ~1e-4."""
+    monkeypatch.setattr(grouped, "_splits", lambda dtype: True)
+    ins = _inputs(tokens, top_k, experts, 72, 40, torch.float16)
+    assert_matches(grouped.SPEC, ins, {}, {"block_k": 32})  # tails of the tiles masked
+    x, ids, routing, gate_up, down = ins
+    pairs, inter = tokens * top_k, down.shape[-1]
+    act, part = torch.empty(pairs, inter), torch.empty(pairs, 72)
+    grouped.launch(*ins, torch.empty(tokens, 72, dtype=torch.float16), workspace=(act, part), block_k=32)
+    e, t = ids.reshape(-1), torch.arange(pairs) // top_k
+    g, u = torch.einsum("pih,ph->pi", gate_up.double()[e], x.double()[t]).split(inter, -1)
+    want_act = g * torch.sigmoid(g) * u
+    halves = act.view(torch.float16).double()
+    got_act = halves[:, :inter] + halves[:, inter:]
+    assert (halves[:, inter:] != 0).float().mean() > 0.9  # the second halves are there
+    assert float((got_act - want_act).norm() / want_act.norm()) < 1e-6
+    want_part = routing.double().reshape(-1, 1) * torch.einsum("phi,pi->ph", down.double()[e], got_act)
+    assert float((part.double() - want_part).norm() / want_part.norm()) < 1e-6
 
 
 def test_f16_activations_past_its_range_stay_finite():
