@@ -18,7 +18,8 @@ where transformers' `grouped_mm` gave the first token in 14.2 ms. Here:
    times its pair's routing weight, into an [S, H] float32 workspace. For bfloat16 weights, two bf16 products a
    tile, one for each half (`_down_rows_split`); other dtypes as `triton.moe_experts` does (`down_rows`,
    `down_precision`);
-3. the sum of each token's k rows in a fixed order (torch, in float32), cast into `out`: deterministic.
+3. the sum of each token's k rows in a fixed order, in float32, cast once into `out` (`sum_pairs`):
+   deterministic.
 
 The grid is sized for the most tiles any routing can need (ceil(S / BLOCK_M) + E); the programs past the
 routing's own tiles return at once.
@@ -36,13 +37,15 @@ float32 and unrounded, as precise as the decode kernel's, and the bf16 products 
 same emulation: none of the 120 failed; `benchmarks/results/workloads/moe-grouped-emulation-*-1100-1220.json`).
 Split in registers between the float32 load and the products, that form passed twenty seeds of the check on
 the GPU but took the down launch back to 277 us a layer and the first token to 35.4 ms at 1024 tokens
-(12.7 at 128; `*-p1024-hf-eager_hoid-compile-1207f.log`, `*-p128-*-1207f.log`), as slow as tf32: both feed
-the products operands computed in registers, the bfloat16 form's came straight from memory (read from the
-timings, not profiled). The halves are therefore split once, in gate/up's epilogue, and stored; the down
-launch feeds both to the products from memory: the same bytes as float32 activations, twice the bfloat16
-form's products. Not yet timed. Its tiles are the common Hopper grouped-GEMM starting points; a descent at 128
-and 1024 tokens found at most 2.5% with bfloat16 activations (`*-p128-hf-eager-tune-1207d.json`), not adopted
-(`choose`).
+(12.7 at 128; `*-p1024-hf-eager_hoid-compile-1207f.log`, `*-p128-*-1207f.log`), as slow as tf32. Its sm_90
+build says why: each wgmma took its activations from registers and began from zero, the two products summed
+after, where the bfloat16 form's came from shared memory through the pipelined copies. The halves are
+therefore split once, in gate/up's epilogue, and stored; the down launch feeds both to the products from
+shared memory, accumulating (its build: one wgmma chain, both operands in shared memory): the same bytes as
+float32 activations, twice the bfloat16 form's products. Not yet timed.
+
+Its tiles are the common Hopper grouped-GEMM starting points; a descent at 128 and 1024 tokens found at most
+2.5% with bfloat16 activations (`*-p128-hf-eager-tune-1207d.json`), not adopted (`choose`).
 """
 
 from __future__ import annotations
@@ -154,6 +157,21 @@ def grouped_down(act_ptr, order_ptr, tile_end_ptr, first_ptr, count_ptr, routing
                  mask=valid[:, None] & (n[None, :] < n_out))
 
 
+@triton_kernel
+def sum_pairs(part_ptr, out_ptr, n_out, TOP_K: tl.constexpr, BLOCK_N: tl.constexpr):
+    """out[t] <- the sum of the token's k partial rows in float32, in a fixed order, cast once: one read of the
+    partials, where torch's sum and the cast into `out` took two launches and a float32 round trip."""
+    t = tl.program_id(0).to(tl.int64)
+    n = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    acc = tl.zeros((BLOCK_N,), tl.float32)
+    for j in tl.static_range(TOP_K):
+        acc += tl.load(part_ptr + (t * TOP_K + j) * n_out + n, mask=n < n_out, other=0.0)
+    tl.store(out_ptr + t * n_out + n, acc.to(out_ptr.dtype.element_ty), mask=n < n_out)
+
+
+SUM_BLOCK_N = 1024  # 8 float32 a thread at 4 warps: two 16-byte loads per row, each a whole cache line per warp
+
+
 def choose(pairs: int, experts: int, block_m="auto", block_n="auto", block_k="auto", num_warps="auto",
            num_stages="auto") -> dict:
     """Tiles for `pairs` (token, expert) pairs over `experts` experts: rows enough for the pairs an expert gets
@@ -215,11 +233,7 @@ def launch(x, ids, routing, gate_up, down, out, *, workspace=None, **params) -> 
                                               inter, cdiv(hidden, bk), **common)
     grouped_down[(tiles, cdiv(hidden, bn))](act, order, tile_end, first, count, routing, down, part, experts, inter,
                                             hidden, cdiv(inter, bk), **common)
-    rows = part.view(tokens, top_k, hidden)  # each token's k rows, summed in float32 in a fixed order
-    if part.dtype == out.dtype:
-        torch.sum(rows, dim=1, out=out)
-    else:
-        out.copy_(rows.sum(dim=1))
+    sum_pairs[(tokens, cdiv(hidden, SUM_BLOCK_N))](part, out, hidden, TOP_K=top_k, BLOCK_N=SUM_BLOCK_N, num_warps=4)
 
 
 # --- pattern ---------------------------------------------------------------------------------------
@@ -271,7 +285,7 @@ def _work(types, attrs) -> tuple[int, int]:
 
 
 def _builds(arch: str) -> list:
-    """The two launches "auto" runs at Qwen3-30B-A3B's shapes (H 2048, I 768, E 128, top 8), prompts of 128
+    """The launches "auto" runs at Qwen3-30B-A3B's shapes (H 2048, I 768, E 128, top 8), prompts of 128
     and 1024 tokens."""
     ptr, f32, i32 = pointer_type("bf16"), pointer_type("f32"), pointer_type("i32")
     align_ptrs = {"order_ptr": i32, "tile_end_ptr": i32, "first_ptr": i32, "count_ptr": i32}
@@ -289,6 +303,8 @@ def _builds(arch: str) -> list:
                                  "E": "i32", "K": "i32", "n_out": "i32", "k_tiles": "i32"},
             common, num_warps=cfg["num_warps"], num_stages=cfg["num_stages"],
             divisible_by_16=("K", "n_out")))
+    built.append(compile_for(sum_pairs, arch, {"part_ptr": f32, "out_ptr": ptr, "n_out": "i32"},
+                             {"TOP_K": 8, "BLOCK_N": SUM_BLOCK_N}, num_warps=4, divisible_by_16=("n_out",)))
     return built
 
 
@@ -296,7 +312,7 @@ SPEC = KernelSpec(
     id="triton.moe_experts_grouped", pattern=PATTERN, backend="triton", launch=launch, constraints=CONSTRAINTS,
     params=PARAMS, deterministic=True, examples=_examples,
     index_bounds=lambda types, attrs: {1: types[3].shape[0]}, compile=_builds, resolve=_resolve,
-    # two Triton launches, and the align's sort, counts and sums and the last sum, whose kernels torch picks
+    # three Triton launches, and the align's sort, counts and sums, whose kernels torch picks
     launches=lambda types, attrs, params: None,
     workspace=lambda types, attrs, params: _workspace_types(types[0], types[1], types[4]),
     work=_work,
