@@ -75,6 +75,11 @@ class BuiltKernel:
     tensor_core_mmas: int = 0  # the PTX's tensor-core MMAs: wgmma (sm_90), tcgen05 (sm_100) or mma.sync ones
     unsynced_releases: int = 0
     writes_before_wait: int = 0
+    # Hopper's warp-group products with an operand in registers (computed after its load: a conversion, a split)
+    # rather than in shared memory, where the pipelined copies put it. The grouped MoE kernel's down launch so
+    # built took 277 us a layer, its bf16 form fed from memory 97 for half the products (H100, 12-07:
+    # `triton_moe_experts_grouped`'s doc)
+    register_operand_dots: int = 0
 
 
 def compile_for(kernel: TritonKernel, arch: str, signature: dict[str, str], constexprs: dict[str, Any],
@@ -141,11 +146,12 @@ def _build(kernel: TritonKernel, arch, signature, constexprs, num_warps, num_sta
     behind = built.asm["ptx"].split("st.global", 1)[1] if "st.global" in built.asm["ptx"] else ""
     report = ptxas_report(built.asm["ptx"], target)
     mmas = len(re.findall(r"\b(?:wgmma\.mma_async|tcgen05\.mma|mma\.sync)\b", built.asm["ptx"]))
+    dots = re.findall(r"ttng\.warp_group_dot (.*)", ttgir)
     return BuiltKernel(kernel.name, arch, target, built.metadata.shared, built.metadata.num_warps, async_loads,
                        wide, len(loads) - wide, griddep, len(re.findall(r"\bld\.global", ahead)),
                        len(re.findall(r"\bld\.global", behind)), report.spilled_bytes, report.warnings, mmas,
                        unsynced_releases(built.asm["ptx"]),
-                       global_writes(ahead))
+                       global_writes(ahead), sum("#ttg.dot_op<" in dot for dot in dots))
 
 
 class _CompileServer:

@@ -145,3 +145,32 @@ def test_a_write_ahead_of_the_grid_dependency_wait_is_counted(tmp_path, store_fi
     built = compile_file_for(str(path), "early_store", "sm_90", {"x_ptr": "*fp32", "out_ptr": "*fp32"},
                              {"STORE_FIRST": store_first})
     assert built.griddep == 2 and built.writes_before_wait == int(store_first), built
+
+
+PRODUCT = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def product(a_ptr, b_ptr, out_ptr, K, CONVERT: tl.constexpr):
+    m, n = tl.arange(0, 64), tl.arange(0, 64)
+    acc = tl.zeros((64, 64), tl.float32)
+    for k0 in range(0, K, 64):
+        k = k0 + tl.arange(0, 64)
+        a = tl.load(a_ptr + m[:, None] * K + k[None, :])
+        if CONVERT:
+            a = (a * 2.0).to(tl.bfloat16)  # computed after its load, in registers
+        acc = tl.dot(a, tl.load(b_ptr + k[:, None] * 64 + n[None, :]), acc)
+    tl.store(out_ptr + m[:, None] * 64 + n[None, :], acc)
+'''
+
+
+@pytest.mark.parametrize("convert", [False, True])
+def test_a_hopper_product_of_an_operand_computed_in_registers_is_counted(tmp_path, convert):
+    from hoid.kernels.library._triton_build import compile_file_for
+
+    (path := tmp_path / "product.py").write_text(PRODUCT)
+    built = compile_file_for(str(path), "product", "sm_90", {"a_ptr": "*bf16", "b_ptr": "*bf16", "out_ptr": "*fp32",
+                                                             "K": "i32"}, {"CONVERT": convert}, divisible_by_16=("K",))
+    assert built.tensor_core_mmas > 0 and (built.register_operand_dots > 0) == convert, built
