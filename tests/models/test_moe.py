@@ -227,7 +227,8 @@ def test_a_prompt_runs_each_expert_on_its_own_tokens_with_the_grouped_kernel():
         assert [v.type.shape for v in node.inputs[3:]] == [(16, 64, 64), (16, 64, 32)]
     inputs = [_tokens(12, seed=4), torch.zeros(1, dtype=torch.long), *empty_cache(prefill)]
     _runs_its_kernel_and_matches(rewritten, prefill, inputs, "triton.moe_experts_grouped",
-                                 ["grouped_gate_up", "grouped_down", "sum_pairs"], tolerance=1e-5)
+                                 ["align_pairs", "tile_ends", "grouped_gate_up", "grouped_down", "sum_pairs"],
+                                 tolerance=1e-5)
 
 
 def test_the_step_is_the_same_whatever_transformers_batched_mm_does(monkeypatch):

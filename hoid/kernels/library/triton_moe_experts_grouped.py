@@ -8,8 +8,9 @@ products the selected pairs need (E = 128 experts, k = 8 of them a token): its 9
 a 35.8 ms prefill on an H100 (12-07, `benchmarks/results/workloads/h100/*-hf-eager_hoid-compile-1207b.log`),
 where transformers' `grouped_mm` gave the first token in 14.2 ms. Here:
 
-0. align (torch, on the device, capturable): the S = tokens x k pairs ordered by expert (a stable sort), each
-   expert's count, its first pair in that order, and the running total of its row tiles (BLOCK_M pairs each);
+0. align (`align_pairs`, `tile_ends`): the S = tokens x k pairs ordered by expert (a stable counting sort),
+   each expert's count, its first pair in that order, and the running total of its row tiles (BLOCK_M pairs
+   each);
 1. gate/up: one program per (row tile, N tile): its expert's BLOCK_M pairs times that expert's weights on
    tensor cores, silu(gate) * up in the epilogue, in float32 and not rounded, into an [S, I] float32 workspace
    (for bfloat16 weights, the same bytes as [S, 2I] bfloat16: each activation's rounding and the rest, 16 of
@@ -190,18 +191,50 @@ PARAMS = tuple(Param(name, choices, "auto") for name, choices in (
     ("num_warps", ("auto", 4, 8)), ("num_stages", ("auto", 1, 2, 3, 4))))
 
 
+@triton_kernel
+def align_pairs(ids_ptr, order_ptr, first_ptr, count_ptr, S, BLOCK_S: tl.constexpr):
+    """One program per expert e: its first place in the order (the pairs of lower experts, counted), its count,
+    and its pairs' places in turn (a running count over chunks of the ids): a stable counting sort."""
+    e = tl.program_id(0)
+    before = 0
+    for c in range(0, tl.cdiv(S, BLOCK_S)):
+        p = c * BLOCK_S + tl.arange(0, BLOCK_S)
+        ids = tl.load(ids_ptr + p, mask=p < S, other=0)
+        before += tl.sum(((ids < e) & (p < S)).to(tl.int32), 0)
+    seen = 0
+    for c in range(0, tl.cdiv(S, BLOCK_S)):
+        p = c * BLOCK_S + tl.arange(0, BLOCK_S)
+        hit = (tl.load(ids_ptr + p, mask=p < S, other=0) == e) & (p < S)
+        rank = tl.cumsum(hit.to(tl.int32), 0) - 1
+        tl.store(order_ptr + before + seen + rank, p, mask=hit)
+        seen += tl.sum(hit.to(tl.int32), 0)
+    tl.store(first_ptr + e, before)
+    tl.store(count_ptr + e, seen)
+
+
+@triton_kernel
+def tile_ends(count_ptr, tile_end_ptr, E, BLOCK_M: tl.constexpr, BLOCK_E: tl.constexpr):
+    """The running total of the experts' row tiles, BLOCK_M pairs a tile (one program)."""
+    e = tl.arange(0, BLOCK_E)
+    count = tl.load(count_ptr + e, mask=e < E, other=0)
+    tl.store(tile_end_ptr + e, tl.cumsum((count + BLOCK_M - 1) // BLOCK_M, 0), mask=e < E)
+
+
+ALIGN_BLOCK_S = 1024  # ids a chunk: a 1024-token prompt's 8192 pairs in 8 per pass
+
+
 def align(ids: torch.Tensor, experts: int, block_m: int):
-    """The pairs ordered by expert, and per expert its first pair in that order, its count and the running
-    total of its row tiles (int32, on the ids' device; no host sync, so a CUDA graph captures it)."""
-    flat = ids.reshape(-1).long()  # scatter_add_ indexes with int64; the router's ids may be int32
-    # torch sorts on the GPU by radix over every bit of the key: int64 ids took 8 passes, 2.4 ms of a 36.4 ms
-    # 1024-token prefill over 48 layers (H100, 12-07); the experts' count fits a byte or two
-    key = flat.to(torch.uint8 if experts <= 256 else torch.int16 if experts <= 2**15 else torch.int32)
-    order = torch.argsort(key, stable=True).to(torch.int32)
-    count = torch.zeros(experts, dtype=torch.int32, device=ids.device)
-    count.scatter_add_(0, flat, torch.ones_like(flat, dtype=torch.int32))
-    first = torch.cumsum(count, 0, dtype=torch.int32) - count
-    tile_end = torch.cumsum((count + block_m - 1) // block_m, 0, dtype=torch.int32)
+    """The pairs ordered by expert (stably), and per expert its first pair in that order, its count and the
+    running total of its row tiles (int32, on the ids' device; no host sync, so a CUDA graph captures it). Two
+    launches: torch's sort, counts and scans took ~13 a layer, 1.5 ms of a 1024-token prefill and 1.47 of a
+    128-token one's 10.5 over 48 layers (H100, 12-07, `*-p128-hf-eager_hoid-compile-1207f.log`)."""
+    flat = ids.reshape(-1)
+    pairs = flat.numel()
+    order = torch.empty(pairs, dtype=torch.int32, device=ids.device)
+    first, count, tile_end = torch.empty(3, experts, dtype=torch.int32, device=ids.device)
+    align_pairs[(experts,)](flat, order, first, count, pairs,
+                            BLOCK_S=min(ALIGN_BLOCK_S, max(16, next_power_of_2(pairs))), num_warps=4)
+    tile_ends[(1,)](count, tile_end, experts, BLOCK_M=block_m, BLOCK_E=next_power_of_2(experts), num_warps=1)
     return order, first, count, tile_end
 
 
@@ -305,6 +338,12 @@ def _builds(arch: str) -> list:
             divisible_by_16=("K", "n_out")))
     built.append(compile_for(sum_pairs, arch, {"part_ptr": f32, "out_ptr": ptr, "n_out": "i32"},
                              {"TOP_K": 8, "BLOCK_N": SUM_BLOCK_N}, num_warps=4, divisible_by_16=("n_out",)))
+    built.append(compile_for(align_pairs, arch, {"ids_ptr": pointer_type("i64"), "order_ptr": i32, "first_ptr": i32,
+                                                 "count_ptr": i32, "S": "i32"}, {"BLOCK_S": ALIGN_BLOCK_S},
+                             divisible_by_16=("S",)))
+    built.append(compile_for(tile_ends, arch, {"count_ptr": i32, "tile_end_ptr": i32, "E": "i32"},
+                             {"BLOCK_M": choose(1024 * 8, 128)["block_m"], "BLOCK_E": 128}, num_warps=1,
+                             divisible_by_16=("E",)))
     return built
 
 
@@ -312,8 +351,7 @@ SPEC = KernelSpec(
     id="triton.moe_experts_grouped", pattern=PATTERN, backend="triton", launch=launch, constraints=CONSTRAINTS,
     params=PARAMS, deterministic=True, examples=_examples,
     index_bounds=lambda types, attrs: {1: types[3].shape[0]}, compile=_builds, resolve=_resolve,
-    # three Triton launches, and the align's sort, counts and sums, whose kernels torch picks
-    launches=lambda types, attrs, params: None,
+    launches=5,  # the align's two, gate/up, down, the sum
     workspace=lambda types, attrs, params: _workspace_types(types[0], types[1], types[4]),
     work=_work,
     doc="a prompt's routed experts as a grouped GEMM: each expert's gate/up (SiLU-gated) and down on only the "

@@ -57,13 +57,17 @@ def test_the_align_orders_pairs_by_expert_and_counts_their_tiles():
     assert all(torch.equal(a, b) for a, b in zip(narrow, (order, first, count, tile_end), strict=True))
 
 
-@pytest.mark.parametrize("experts", [128, 256, 300, 40000])
-def test_the_align_sorts_by_the_narrowest_key_the_experts_fit_alike(experts):
-    """The sort's key is a byte up to 256 experts, two up to 32768, else four: the order is int64's."""
-    ids = torch.randint(0, experts, (64, 8), generator=torch.Generator().manual_seed(experts))
-    ids[0, 0], ids[1, 0] = experts - 1, experts - 1  # the widest id, twice: the stable order keeps them in turn
-    order = grouped.align(ids, experts, 16)[0]
+@pytest.mark.parametrize("experts, tokens", [(128, 128), (300, 64), (3, 200)])
+def test_the_align_orders_as_a_stable_sort_over_any_number_of_chunks(experts, tokens):
+    """The order is a stable argsort's, the counts a histogram's, over more ids than one chunk (200 x 8 pairs:
+    two), more experts than a power of two, and experts that take no pair."""
+    ids = torch.randint(0, experts, (tokens, 8), generator=torch.Generator().manual_seed(experts))
+    ids[0, 0], ids[-1, -1] = experts - 1, experts - 1  # the last expert at both ends: its pairs stay in turn
+    order, first, count, tile_end = grouped.align(ids, experts, 16)
     assert order.tolist() == torch.argsort(ids.reshape(-1), stable=True).tolist()
+    want = torch.bincount(ids.reshape(-1), minlength=experts)
+    assert count.tolist() == want.tolist() and first.tolist() == (torch.cumsum(want, 0) - want).tolist()
+    assert tile_end.tolist() == torch.cumsum((want + 15) // 16, 0).tolist()
 
 
 def test_a_given_workspace_is_used_and_a_wrong_one_named():
@@ -174,7 +178,8 @@ def test_own_examples_pass():
 @pytest.mark.parametrize("arch", ["sm_90", "sm_100"])
 def test_builds_for_the_gpu_archs(arch):
     built = grouped.SPEC.compile(arch)
-    assert [b.kernel for b in built] == ["grouped_gate_up", "grouped_down"] * 2 + ["sum_pairs"]
+    assert [b.kernel for b in built] == ["grouped_gate_up", "grouped_down"] * 2 + ["sum_pairs", "align_pairs",
+                                                                                "tile_ends"]
     assert all(b.ptx_target == arch + "a" for b in built)
     products = built[:4]
     assert all(b.async_loads > 0 for b in products)  # the K loops feed tl.dot and are pipelined
