@@ -83,8 +83,8 @@
 #               `--prompt 1024 --rows hf-eager,hoid-compile --experts --gate-cache /tmp/gate` 338 s; `--prompt 128`
 #               the same 272 s; cute-a 0.2 s; cute-b && `tests 250 tests --ignore=tests/agent/test_dir_kernels_gpu.py
 #               -n 4` 98 s (228 passed). Plain `python3 -m pytest` there lacks /tmp/site (egglog): use `tests`.
-#               Next: prep, then the MoE GPU tests above (the grouped kernel's halves now stored by gate/up: their
-#               first GPU run), then `--prompt 1024 --rows hf-eager,hoid-compile --experts --gate-cache /tmp/gate`
+#               Next: prep, then the MoE GPU tests above (the grouped kernel's halves now stored by gate/up, its
+#               sum and its align in Triton: their first GPU run), then `--prompt 1024 --rows hf-eager,hoid-compile --experts --gate-cache /tmp/gate`
 #               and `--prompt 128` the same; merge with `report` over the committed *-1207b/c stock files.
 #   cute-a      [.cute2a]       the first half of CuTe's libraries, kept in /tmp
 #   cute-b      [.cute2b]       the second half; CuTe DSL importable from here on (sitecustomize)
