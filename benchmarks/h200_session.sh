@@ -83,9 +83,14 @@
 #               `--prompt 1024 --rows hf-eager,hoid-compile --experts --gate-cache /tmp/gate` 338 s; `--prompt 128`
 #               the same 272 s; cute-a 0.2 s; cute-b && `tests 250 tests --ignore=tests/agent/test_dir_kernels_gpu.py
 #               -n 4` 98 s (228 passed). Plain `python3 -m pytest` there lacks /tmp/site (egglog): use `tests`.
-#               Next: prep, then the MoE GPU tests above (the grouped kernel's halves now stored by gate/up, its
-#               sum and its align in Triton: their first GPU run), then `--prompt 1024 --rows hf-eager,hoid-compile --experts --gate-cache /tmp/gate`
-#               and `--prompt 128` the same; merge with `report` over the committed *-1207b/c stock files.
+#               Measured 12-07 16:23-16:47 (H100, one refusal before): prep + the MoE GPU tests 145 s (13 passed);
+#               `--prompt 1024 --rows hf-eager,hoid-compile --experts --gate-cache /tmp/gate` 549 s (the eager gate
+#               239 s this time, 151 s before: the eager side's time varies, plan for the longer); `--prompt 128`
+#               the same was cut at LIMIT=480 after eager's gate (265 s; its JSON was written by then), and `--rows
+#               hoid-compile` with that gate cache took 231 s in the next call. Give each prompt a call of its own
+#               at LIMIT=580, or eager in one and hoid in the next with the gate cache on the warm machine.
+#               Next: cute-a, cute-b && `tests 250 tests --ignore=tests/agent/test_dir_kernels_gpu.py -n 4` (the
+#               whole GPU suite has not run since the grouped kernel's 12-07 afternoon changes; its MoE tests have).
 #   cute-a      [.cute2a]       the first half of CuTe's libraries, kept in /tmp
 #   cute-b      [.cute2b]       the second half; CuTe DSL importable from here on (sitecustomize)
 #   tests [LIMIT [ARGS]]  []    python -m pytest -m gpu (every GPU test; CuTe's too once installed), ARGS to
