@@ -91,6 +91,12 @@
 #               at LIMIT=580, or eager in one and hoid in the next with the gate cache on the warm machine.
 #               Next: cute-a, cute-b && `tests 250 tests --ignore=tests/agent/test_dir_kernels_gpu.py -n 4` (the
 #               whole GPU suite has not run since the grouped kernel's 12-07 afternoon changes; its MoE tests have).
+#               Before any workload whose search may time CuTe GEMMs: the persistent GEMM (cute_gemm_persistent,
+#               12-07 evening) has never run on a GPU, and a persistent kernel whose ring deadlocks would hang
+#               its caller until the call's limit: after cute-b, `PYTHONPATH=/tmp/site timeout 200 python3 -m
+#               pytest -m gpu tests/kernels/library/test_cute_gpu.py -k persistent -q`, then (its tests passing)
+#               `run benchmarks/kernels_cute.py --parts prefill --tune --out $OUT`: the plain and persistent
+#               GEMMs beside cuBLAS at 4096^3 and Qwen3-1.7B's prompts (issue 20's 0.9x).
 #   cute-a      [.cute2a]       the first half of CuTe's libraries, kept in /tmp
 #   cute-b      [.cute2b]       the second half; CuTe DSL importable from here on (sitecustomize)
 #   tests [LIMIT [ARGS]]  []    python -m pytest -m gpu (every GPU test; CuTe's too once installed), ARGS to

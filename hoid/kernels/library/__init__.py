@@ -8,6 +8,7 @@ likewise (`MissingCuteError`, which names `pip install 'hoid[cute]'`).
 from ..registry import register_library
 from . import (
     cute_gemm,
+    cute_gemm_persistent,
     cute_gemv,
     cute_gemv_split,
     torch_conv,
@@ -104,6 +105,8 @@ CUTE_SPECS = (
     cute_gemv_split.LINEAR_ADD_SPEC,
     cute_gemm.LINEAR_SPEC,
     cute_gemm.LINEAR_ADD_SPEC,
+    cute_gemm_persistent.LINEAR_SPEC,
+    cute_gemm_persistent.LINEAR_ADD_SPEC,
 )
 
 for _spec in CUTE_SPECS:

@@ -125,6 +125,16 @@ def _kernels(cutlass, cute, driver):
                      counters: cute.Tensor, stream: driver.CUstream):
             """c <- a @ b.T (+ res); with split > 1, part [split, M, N] float32 holds the splits' partials and
             counters (int32, zero between launches) their arrivals per tile; else both are unused."""
+            mma, sa_layout, sb_layout, tma_a, ta, tma_b, tb = self.operands(a, b)
+            m, n = cute.size(c, mode=[0]), cute.size(c, mode=[1])
+            grid = ((m + self.tile[0] - 1) // self.tile[0], (n + self.tile[1] - 1) // self.tile[1], self.split)
+            self.kernel(tma_a, ta, tma_b, tb, res, c, part, counters, mma, sa_layout, sb_layout).launch(
+                grid=grid, block=(self.threads, 1, 1), cluster=(self.cluster_m, 1, 1), stream=stream)
+
+        def operands(self, a: cute.Tensor, b: cute.Tensor) -> tuple:
+            """The tiled MMA, the shared-memory rings' layouts and the TMA atoms over x and the weight (the
+            weight's multicast in a cluster); sets `shared` and `stage_bytes`. Traced inside `__call__` (and
+            `cute_gemm_persistent`'s): every kernel over these operands sets them up the same way."""
             a_layout, b_layout = LayoutEnum.from_tensor(a), LayoutEnum.from_tensor(b)
             mma = sm90.make_trivial_tiled_mma(a.element_type, b.element_type, a_layout.sm90_mma_major_mode(),
                                               b_layout.sm90_mma_major_mode(), cutlass.Float32, self.atoms,
@@ -150,10 +160,7 @@ def _kernels(cutlass, cute, driver):
             self.shared = Shared
             self.stage_bytes = (cute.size_in_bytes(a.element_type, cute.slice_(sa_layout, (None, None, 0)))
                                 + cute.size_in_bytes(b.element_type, cute.slice_(sb_layout, (None, None, 0))))
-            m, n = cute.size(c, mode=[0]), cute.size(c, mode=[1])
-            grid = ((m + self.tile[0] - 1) // self.tile[0], (n + self.tile[1] - 1) // self.tile[1], self.split)
-            self.kernel(tma_a, ta, tma_b, tb, res, c, part, counters, mma, sa_layout, sb_layout).launch(
-                grid=grid, block=(self.threads, 1, 1), cluster=(self.cluster_m, 1, 1), stream=stream)
+            return mma, sa_layout, sb_layout, tma_a, ta, tma_b, tb
 
         @cute.kernel
         def kernel(self, tma_a: cute.CopyAtom, ta: cute.Tensor, tma_b: cute.CopyAtom, tb: cute.Tensor,
@@ -439,6 +446,9 @@ def _workspace(types, attrs, params):
     return (TensorType(_partials_shape(split, m, w.shape[0]), "f32"),) if split > 1 else ()
 
 
+RESIDUAL = C.shape_holds("residual: the output's shape", lambda t: t[2].shape == t[0].shape[:-1] + t[1].shape[:1])
+
+
 def _spec(kernel_id: str, pattern: Pattern, launch_fn, epilogue: str, doc: str, extra=()) -> KernelSpec:
     return KernelSpec(id=kernel_id, pattern=pattern, backend="cute", launch=launch_fn,
                       constraints=_constraints(pattern, extra), params=PARAMS, deterministic=True,
@@ -451,5 +461,4 @@ LINEAR_SPEC = _spec("cute.gemm_linear", LINEAR, launch_linear, "none",
 LINEAR_ADD_SPEC = _spec(
     "cute.gemm_linear_add", LINEAR_ADD, launch_linear_add, "add",
     "Hopper x @ w.T + residual: TMA + WGMMA with the add in the epilogue (sm_90 only)",
-    extra=(C.shape_holds("residual: the output's shape",
-                         lambda t: t[2].shape == t[0].shape[:-1] + t[1].shape[:1]),))
+    extra=(RESIDUAL,))

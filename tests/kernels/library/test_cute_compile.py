@@ -20,6 +20,7 @@ CUTE_IDS = sorted(k.id for k in all_kernels().values() if k.backend == "cute")
 GEMV_IDS = ["cute.linear", "cute.linear_add", "cute.linear_swiglu_merged", "cute.rmsnorm_linear",
             "cute.rmsnorm_linear_swiglu_merged", "cute.linear_split", "cute.linear_add_split"]
 GEMM_IDS = ["cute.gemm_linear", "cute.gemm_linear_add"]
+PERSISTENT_IDS = ["cute.gemm_linear_persistent", "cute.gemm_linear_add_persistent"]
 
 needs_cute = pytest.mark.skipif(not have_cute() and os.environ.get("HOID_REQUIRE_CUTE") != "1",
                                 reason="CuTe DSL is not installed (pip install 'hoid[cute]'); "
@@ -27,7 +28,7 @@ needs_cute = pytest.mark.skipif(not have_cute() and os.environ.get("HOID_REQUIRE
 
 
 def test_the_library_registers_its_cute_kernels():
-    assert set(GEMV_IDS + GEMM_IDS) <= set(CUTE_IDS)
+    assert set(GEMV_IDS + GEMM_IDS + PERSISTENT_IDS) <= set(CUTE_IDS)
     # The GEMVs take the Triton GEMV's patterns, so the two compete for the same regions.
     for cute_id, triton_id in zip(GEMV_IDS, ["triton.linear", "triton.linear_add", "triton.linear_swiglu_merged"]):
         assert all_kernels()[cute_id].pattern is all_kernels()[triton_id].pattern
@@ -128,6 +129,25 @@ def test_the_gemv_reads_its_residual_before_its_sums(kernel_id):
         assert b.count_before_wait("ld.global.b16") == 0, b.kernel  # and never before a PDL build's wait
 
 
+def assert_a_hopper_gemm(b, refused_notices=("C7514",)):
+    """What every Hopper GEMM build must show: sm_90a, WGMMA and TMA loads, an epilogue whose loads go out ahead
+    of its stores, and an assembler that serialized no WGMMA and spilled nothing."""
+    assert b.ptx_target == "sm_90a" and b.cubin_bytes > 0
+    assert b.count("wgmma.mma_async") >= 1, f"{b.kernel}: no WGMMA in the GEMM's PTX"
+    assert b.count("cp.async.bulk.tensor") >= 2, f"{b.kernel}: no TMA load (cp.async.bulk.tensor) in the GEMM's PTX"
+    # the epilogue's loads (residual, partials) go out a chunk of outputs at a time before the chunk's
+    # stores; one output at a time (to 12-04) was 63 loads each behind a store
+    order = "".join("L" if "ld.global" in line else "S" for line in b.ptx.splitlines()
+                    if "ld.global" in line or "st.global" in line)
+    assert order.count("SL") <= 8, (b.kernel, order.count("SL"))
+    # what the assembler says: no WGMMA serialized (C7514: split-K's run-time count of K tiles did it to
+    # every build from 12-04 to 12-04 late, 58.2 us against 33.9 at 128 x 128 on the H200), no spill (the
+    # residual epilogue at 128 x 128 in one warpgroup took 255 registers and spilled)
+    report = ptxas_report(b.ptx, b.ptx_target)
+    assert not [w for w in report.warnings if any(n in w for n in refused_notices)], (b.kernel, report.text)
+    assert report.spilled_bytes == 0, (b.kernel, report.text)
+
+
 @needs_cute
 @pytest.mark.slow
 @pytest.mark.parametrize("kernel_id", GEMM_IDS)
@@ -135,20 +155,7 @@ def test_the_hopper_gemm_builds_with_wgmma_and_tma(kernel_id):
     builds = all_kernels()[kernel_id].compile("sm_90")
     assert builds
     for b in builds:
-        assert b.ptx_target == "sm_90a" and b.cubin_bytes > 0
-        assert b.count("wgmma.mma_async") >= 1, "no WGMMA in the GEMM's PTX"
-        assert b.count("cp.async.bulk.tensor") >= 2, "no TMA load (cp.async.bulk.tensor) in the GEMM's PTX"
-        # the epilogue's loads (residual, partials) go out a chunk of outputs at a time before the chunk's
-        # stores; one output at a time (to 12-04) was 63 loads each behind a store
-        order = "".join("L" if "ld.global" in line else "S" for line in b.ptx.splitlines()
-                        if "ld.global" in line or "st.global" in line)
-        assert order.count("SL") <= 8, (b.kernel, order.count("SL"))
-        # what the assembler says: no WGMMA serialized (C7514: split-K's run-time count of K tiles did it to
-        # every build from 12-04 to 12-04 late, 58.2 us against 33.9 at 128 x 128 on the H200), no spill (the
-        # residual epilogue at 128 x 128 in one warpgroup took 255 registers and spilled)
-        report = ptxas_report(b.ptx, b.ptx_target)
-        assert not [w for w in report.warnings if "C7514" in w], (b.kernel, report.text)
-        assert report.spilled_bytes == 0, (b.kernel, report.text)
+        assert_a_hopper_gemm(b)
     # split-K (the o projection at a prompt of 128, with its residual): the tile's arrival counter, acquire-release
     splits = [b for b in builds if b.count("atom.global.acq_rel.add")]
     assert len(splits) == (2 if kernel_id == "cute.gemm_linear_add" else 0), builds  # one of them in a cluster
@@ -164,9 +171,34 @@ def test_the_hopper_gemm_builds_with_wgmma_and_tma(kernel_id):
 
 
 @needs_cute
+@pytest.mark.slow
+@pytest.mark.parametrize("kernel_id", PERSISTENT_IDS)
+def test_the_persistent_gemm_builds_warp_specialized(kernel_id):
+    import re
+
+    from hoid.kernels.library.cute_gemm_persistent import CONSUMER_REGS, PRODUCER_REGS
+
+    builds = all_kernels()[kernel_id].compile("sm_90")
+    assert builds
+    for b in builds:
+        # and setmaxnreg honoured (C7508: ptxas ignores it where it cannot tell the registers at entry)
+        assert_a_hopper_gemm(b, refused_notices=("C7514", "C7508"))
+        threads = int(re.search(r"\.reqntid (\d+)", b.ptx).group(1))
+        assert threads in (256, 384), (b.kernel, threads)  # one or two consumer warpgroups and the producer's
+        # with two consumer warpgroups the producer gives registers up and the consumers take them; with one,
+        # neither (ptxas ignored setmaxnreg there: C7508)
+        realloc = (b.count(f"setmaxnreg.dec.sync.aligned.u32 \t{PRODUCER_REGS};"),
+                   b.count(f"setmaxnreg.inc.sync.aligned.u32 \t{CONSUMER_REGS};"))
+        assert realloc == ((1, 1) if threads == 384 else (0, 0)), (b.kernel, realloc)
+        # no cluster and no split-K: no remote arrival, no arrival counter
+        assert "multicast::cluster" not in b.ptx and not b.count("barrier.cluster"), b.kernel
+        assert not b.count("mbarrier.arrive.shared::cluster") and not b.count("atom.global"), b.kernel
+
+
+@needs_cute
 @pytest.mark.parametrize("module, epilogue, m, k, rows", [
     ("cute_gemv", "none", 1, 2048, 4096), ("cute_gemv", "add", 5, 520, 100), ("cute_gemv", "swiglu", 16, 2048, 256),
-    ("cute_gemm", "add", 300, 1000, 200)])
+    ("cute_gemm", "add", 300, 1000, 200), ("cute_gemm_persistent", "add", 300, 1000, 200)])
 def test_the_launch_path_builds_over_torch_tensors(module, epilogue, m, k, rows):
     """A launch compiles over DLPack views of torch tensors (static shapes, so `const_expr` sizes hold):
     built here over CPU tensors, which compile as CUDA ones would."""

@@ -129,6 +129,33 @@ def test_the_gemm_in_clusters_of_two_m_tiles_matches_float64(tile):
     assert_matches(all_kernels()["cute.gemm_linear_add"], inputs, {}, {**params, "split_k": 2})
 
 
+@pytest.mark.skipif(torch.cuda.is_available() and not _is_hopper(), reason="WGMMA: sm_90 only")
+@pytest.mark.parametrize("shape", [(4096, 4096, 4096, False), (1024, 12288, 2048, False), (1024, 2048, 6144, True),
+                                   (300, 200, 1000, True), (1000, 2000, 520, True)],
+                         ids=lambda s: "x".join(map(str, s[:3])) + ("+res" if s[3] else ""))
+def test_the_persistent_gemm_matches_float64_where_its_ctas_walk_several_tiles(shape):
+    # not yet run on a GPU when written (12-07): 4096^3 walks 512 tiles over 132 CTAs, the last wave partial;
+    # 1000 x 2000 at K = 520 has tails in M, N and K (TMA zero-fills K's) over 512 tiles of 64 x 64
+    m, n, k, residual = shape
+    kernel_id = "cute.gemm_linear_add_persistent" if residual else "cute.gemm_linear_persistent"
+    params = {"tile_m": 64, "tile_n": 64} if (m, n) == (1000, 2000) else {}
+    assert_matches(all_kernels()[kernel_id], _inputs(m, n, k, residual, seed=8), {}, params)
+
+
+@pytest.mark.skipif(torch.cuda.is_available() and not _is_hopper(), reason="WGMMA: sm_90 only")
+@pytest.mark.parametrize("tile", [(128, 256), (128, 128), (64, 128), (64, 64)], ids=lambda t: f"{t[0]}x{t[1]}")
+def test_every_tile_of_the_persistent_gemm_matches_float64_and_repeats_bitwise(tile):
+    from hoid.kernels.library import cute_gemm_persistent
+
+    params = {"tile_m": tile[0], "tile_n": tile[1]}
+    x, w, res = _inputs(1000, 2000, 1024, True, seed=9)
+    assert_matches(all_kernels()["cute.gemm_linear_add_persistent"], [x, w, res], {}, params)
+    first, second = (torch.full((1000, 2000), float("nan"), device="cuda", dtype=torch.bfloat16) for _ in "ab")
+    cute_gemm_persistent.launch_linear_add(x, w, res, first, **params)
+    cute_gemm_persistent.launch_linear_add(x, w, res, second, **params)
+    assert torch.equal(first, second)
+
+
 _SIXTEEN_ROWS = """
 import torch
 from hoid.kernels import all_kernels
@@ -168,7 +195,7 @@ def test_the_gemm_s_split_k_matches_float64_is_deterministic_and_resets_its_coun
     assert not triton_gemv._counters(x.device, 1024).any(), "arrival counters must be zero between launches"
 
 
-@pytest.mark.parametrize("kernel_id", ["cute.linear_add", "cute.gemm_linear"])
+@pytest.mark.parametrize("kernel_id", ["cute.linear_add", "cute.gemm_linear", "cute.gemm_linear_persistent"])
 def test_replays_in_a_cuda_graph(kernel_id):
     from hoid.ir import TensorType
     from hoid.kernels.launch import bind_spec, resolve_params

@@ -1,0 +1,239 @@
+"""The Hopper GEMM of `cute_gemm`, persistent and warp-specialized: `cute.gemm_linear_persistent` and
+`cute.gemm_linear_add_persistent` (+ residual).
+
+Why: `cute.gemm_linear` launches one CTA per output tile, and one such CTA fills a multiprocessor's shared
+memory (4 stages of 128 x 256 tiles: 192 KB). Each tile then pays, on its own multiprocessor and with nothing
+beside it, the ring's first loads before its first WGMMA and its whole epilogue (the stores of 64 KB from
+registers) after its last: at 4096^3 (512 tiles, ~3.9 per multiprocessor) the H200 timed it at 699 TFLOP/s,
+0.88x cuBLAS (12-05 19:48, `benchmarks/results/kernels_cute_prefill-12-05.log`), short of issue 20's 0.9x.
+Here one CTA per multiprocessor (at most `SMS`) walks the tiles `ctas` apart, and a producer warpgroup of its
+own keeps the ring of K tiles full across tiles: while the consumer warpgroups store one tile, the next
+tile's first stages are already landing, so only the epilogue's own time stays between two tiles' WGMMAs
+(CUTLASS's "warp-specialized persistent cooperative" Hopper GEMM has this shape). Unmeasured on a GPU when
+written (12-07): the search prices it beside the plain GEMM and cuBLAS and keeps what measures faster, and
+`benchmarks/kernels_cute.py --parts prefill` times it beside both.
+
+The producer warpgroup gives up registers it does not need (`setmaxnreg` down to `PRODUCER_REGS`) so that
+the consumers can hold their accumulators (`CONSUMER_REGS`: 128 floats a thread at 128 x 256, two
+warpgroups of 64 rows). The consumers' slice of the MMA, the TMA atoms, the shared-memory ring and the
+epilogue are `cute_gemm`'s (`Gemm.operands`, `Gemm.epilogue_out`): one GEMM, two schedules. No split-K and no
+clusters here: split-K serves the shapes whose tiles leave the multiprocessors idle, where a persistent walk
+has nothing to overlap.
+"""
+
+import functools
+
+from ..spec import KernelSpec, Param
+from . import cute_gemm as G
+from ._cute_compile import compile_for, cute_module, fake_tensor, launch, null_stream
+from .triton_gemv import LINEAR, LINEAR_ADD
+
+PARAMS = (
+    Param("tile_m", ("auto", 64, 128), "auto"),
+    Param("tile_n", ("auto", 64, 128, 256), "auto"),
+    Param("stages", ("auto", 2, 3, 4, 5, 6), "auto"),
+)
+# setmaxnreg's budgets (multiples of 8): a CTA of three warpgroups holds 232 x 256 + 40 x 128 = 64,512 of the
+# multiprocessor's 65,536 registers; the producer only counts stages and issues TMA. With one consumer
+# warpgroup (64-row tiles) each thread may hold 255 already, and ptxas ignored setmaxnreg there (C7508)
+PRODUCER_REGS, CONSUMER_REGS = 40, 232
+
+
+def choose(m: int, n: int, k: int, tile_m="auto", tile_n="auto", stages="auto") -> dict:
+    """`cute_gemm.choose`'s tile and stages (one split, no cluster), and `ctas`: one per multiprocessor, or
+    one per tile where the tiles are fewer."""
+    cfg = G.choose(m, n, k, tile_m, tile_n, stages, split_k=1, cluster_m=1)
+    tiles = -(-m // cfg["tile_m"]) * -(-n // cfg["tile_n"])
+    return {"tile_m": cfg["tile_m"], "tile_n": cfg["tile_n"], "stages": cfg["stages"], "ctas": min(tiles, G.SMS)}
+
+
+def _kernels(cutlass, cute, driver):
+    """The CuTe code (see `_cute_compile`: built once, where CuTe DSL is installed)."""
+    import cutlass.pipeline as pipeline
+    from cutlass.memory import SmemAllocator
+
+    Gemm = G._kernels(cutlass, cute, driver)
+
+    class PersistentGemm(Gemm):
+        def __init__(self, epilogue: str, tile_m: int, tile_n: int, stages: int, ctas: int):
+            super().__init__(epilogue, tile_m, tile_n, stages, 1, 1)
+            self.ctas = ctas
+            self.producer_warp = self.threads // 32  # the first warp past the consumer warpgroups
+
+        @cute.jit
+        def __call__(self, a: cute.Tensor, b: cute.Tensor, res: cute.Tensor, c: cute.Tensor,
+                     stream: driver.CUstream):
+            """c <- a @ b.T (+ res)."""
+            mma, sa_layout, sb_layout, tma_a, ta, tma_b, tb = self.operands(a, b)
+            self.kernel(tma_a, ta, tma_b, tb, res, c, mma, sa_layout, sb_layout).launch(
+                grid=(self.ctas, 1, 1), block=(self.threads + 128, 1, 1), stream=stream)
+
+        @cute.kernel
+        def kernel(self, tma_a: cute.CopyAtom, ta: cute.Tensor, tma_b: cute.CopyAtom, tb: cute.Tensor,
+                   res: cute.Tensor, c: cute.Tensor, mma: cute.TiledMma, sa_layout: cute.ComposedLayout,
+                   sb_layout: cute.ComposedLayout):
+            warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+            tidx, _, _ = cute.arch.thread_idx()
+            first, _, _ = cute.arch.block_idx()
+            if warp == self.producer_warp:
+                cute.nvgpu.cpasync.prefetch_descriptor(tma_a)
+                cute.nvgpu.cpasync.prefetch_descriptor(tma_b)
+            storage = SmemAllocator().allocate(self.shared)
+            # as `cute_gemm`'s ring with one CTA: each consumer warp's release is one arrival
+            ring = pipeline.PipelineTmaAsync.create(
+                barrier_storage=storage.barriers.data_ptr(), num_stages=self.stages,
+                producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+                consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.threads),
+                tx_count=self.stage_bytes, cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)),
+                enable_multicast_signaling=True, defer_sync=True)
+            pipeline.pipeline_init_arrive(cluster_shape_mn=(1, 1), is_relaxed=True)
+            sa = storage.sa.get_tensor(sa_layout.outer, swizzle=sa_layout.inner)
+            sb = storage.sb.get_tensor(sb_layout.outer, swizzle=sb_layout.inner)
+            m, n = cute.size(c, mode=[0]), cute.size(c, mode=[1])
+            tiles_m = (m + self.tile[0] - 1) // self.tile[0]
+            tiles = tiles_m * ((n + self.tile[1] - 1) // self.tile[1])
+            k_tiles = cute.size(cute.local_tile(ta, self.tile, (0, 0, None), proj=(1, None, 1)), mode=[2])
+            pipeline.pipeline_init_wait(cluster_shape_mn=(1, 1))
+
+            if warp >= self.producer_warp:
+                if cutlass.const_expr(self.atoms[0] > 1):
+                    cute.arch.setmaxregister_decrease(PRODUCER_REGS)
+                if warp == self.producer_warp:
+                    put = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
+                    # tile t is (t % tiles_m, t // tiles_m): the CTAs of a wave share weight tiles, as the
+                    # plain GEMM's grid orders them
+                    for tile in cutlass.range(first, tiles, self.ctas, unroll=1):
+                        coord = (tile % tiles_m, tile // tiles_m, None)
+                        ga = cute.local_tile(ta, self.tile, coord, proj=(1, None, 1))  # (bM, bK, k tiles)
+                        gb = cute.local_tile(tb, self.tile, coord, proj=(None, 1, 1))  # (bN, bK, k tiles)
+                        ta_s, ta_g = cute.nvgpu.cpasync.tma_partition(
+                            tma_a, 0, cute.make_layout(1), cute.group_modes(sa, 0, 2), cute.group_modes(ga, 0, 2))
+                        tb_s, tb_g = cute.nvgpu.cpasync.tma_partition(
+                            tma_b, 0, cute.make_layout(1), cute.group_modes(sb, 0, 2), cute.group_modes(gb, 0, 2))
+                        for kt in cutlass.range(k_tiles, unroll=1):
+                            ring.producer_acquire(put)
+                            cute.copy(tma_a, ta_g[(None, kt)], ta_s[(None, put.index)],
+                                      tma_bar_ptr=ring.producer_get_barrier(put))
+                            cute.copy(tma_b, tb_g[(None, kt)], tb_s[(None, put.index)],
+                                      tma_bar_ptr=ring.producer_get_barrier(put))
+                            ring.producer_commit(put)
+                            put.advance()
+                    ring.producer_tail(put)  # leave only once every stage given out has come back
+            else:
+                if cutlass.const_expr(self.atoms[0] > 1):
+                    cute.arch.setmaxregister_increase(CONSUMER_REGS)
+                group = cute.arch.make_warp_uniform(tidx // 128)
+                thr = mma.get_slice(cute.make_layout(self.atoms[0], stride=128)(group))
+                fa = mma.make_fragment_A(thr.partition_A(sa))
+                fb = mma.make_fragment_B(thr.partition_B(sb))
+                acc = cute.make_rmem_tensor(
+                    thr.partition_C(cute.local_tile(c, self.tile, (0, 0, None), proj=(1, 1, None))).shape,
+                    cutlass.Float32)
+                mine = mma.get_slice(tidx)  # this thread's accumulator coordinates, for the epilogue
+                blocks = cute.size(fa, mode=[2])
+                get = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+                done = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+                for tile in cutlass.range(first, tiles, self.ctas, unroll=1):
+                    coord = (tile % tiles_m, tile // tiles_m, None)
+                    mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, False)
+                    for t in cutlass.range(k_tiles, unroll=1):
+                        ring.consumer_wait(get)
+                        cute.nvgpu.warpgroup.fence()
+                        for kb in cutlass.range(blocks, unroll_full=True):
+                            cute.gemm(mma, acc, fa[(None, None, kb, get.index)], fb[(None, None, kb, get.index)],
+                                      acc)
+                            mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
+                        cute.nvgpu.warpgroup.commit_group()
+                        get.advance()
+                        if t > 0:  # the previous stage's WGMMAs are done once at most this one's are outstanding
+                            cute.nvgpu.warpgroup.wait_group(1)
+                            ring.consumer_release(done)
+                            done.advance()
+                    # the tile's last stage goes back before the epilogue, so that the producer can fill it
+                    # with the next tile's first K tile while the stores run
+                    cute.nvgpu.warpgroup.wait_group(0)
+                    ring.consumer_release(done)
+                    done.advance()
+                    cc = mine.partition_C(cute.local_tile(cute.make_identity_tensor((m, n)), self.tile, coord,
+                                                          proj=(1, 1, None)))
+                    out = mine.partition_C(cute.local_tile(c, self.tile, coord, proj=(1, 1, None)))
+                    self.epilogue_out(acc, res, res, out, cc, m, n, False)  # (no partials: `res` stands in)
+
+    return PersistentGemm
+
+
+@functools.cache
+def _jit(epilogue: str, tile_m: int, tile_n: int, stages: int, ctas: int):
+    return cute_module(_kernels, "the persistent CuTe Hopper GEMM")(epilogue, tile_m, tile_n, stages, ctas)
+
+
+def prepare(x, w, residual, out, epilogue: str, **params) -> tuple:
+    """What a launch needs: (build name, cache key, jit factory, the tensors as the kernel takes them)."""
+    k = x.shape[-1]
+    m = x.numel() // max(k, 1)
+    n = out.shape[-1]
+    cfg = choose(m, n, k, **params)
+    x2, out2 = x.reshape(m, k), out.view(m, n)
+    res2 = residual.reshape(m, n) if residual is not None else out2  # unread without the residual
+    key = (epilogue, str(x.dtype), m, k, n, *cfg.values())
+    make = functools.partial(_jit, epilogue, *cfg.values())
+    return f"cute.gemm_persistent.{epilogue}", key, make, [x2, w, res2, out2]
+
+
+def _launch(x, w, residual, out, epilogue: str, **params) -> None:
+    launch(*prepare(x, w, residual, out, epilogue, **params))
+
+
+def launch_linear(x, w, out, **params) -> None:
+    """out <- x @ w.T (destination-passing)."""
+    _launch(x, w, None, out, "none", **params)
+
+
+def launch_linear_add(x, w, residual, out, **params) -> None:
+    """out <- x @ w.T + residual (destination-passing)."""
+    _launch(x, w, residual, out, "add", **params)
+
+
+# --- builds without a GPU ----------------------------------------------------------------------------
+
+# (m, k, n): 4096^3 (128 x 256 tiles, 512 of them over 132 CTAs), Qwen3-1.7B's gate/up projection at a prompt
+# of 1024 (N = 12288: 384 tiles of 128 x 256), a prompt of 256's QKV (64 x 128: one consumer warpgroup);
+# with the residual, its o projection at 1024 (128 x 128) and a ragged one (M, N past the tiles' ends)
+BUILD_SHAPES = {"none": ((4096, 4096, 4096), (1024, 2048, 12288), (256, 2048, 4096)),
+                "add": ((1024, 2048, 2048), (300, 1000, 200))}
+
+
+def _all_builds(epilogue: str):
+    def build(arch: str):
+        out = []
+        for m, k, n in BUILD_SHAPES[epilogue]:
+            args = [fake_tensor("bf16", s) for s in ((m, k), (n, k), (m, n), (m, n))]
+            jit = _jit(epilogue, *choose(m, n, k).values())
+            out.append(compile_for(f"cute.gemm_persistent.{epilogue}", jit, [*args, null_stream()], arch))
+        return out
+    return build
+
+
+# --- specs -------------------------------------------------------------------------------------------
+
+def _resolve(types, attrs, params, target) -> dict:
+    x, w = types[0], types[1]
+    k = x.shape[-1]
+    return choose(x.numel // max(k, 1), w.shape[0], k, **params)
+
+
+def _spec(kernel_id: str, pattern, launch_fn, epilogue: str, doc: str, extra=()) -> KernelSpec:
+    return KernelSpec(id=kernel_id, pattern=pattern, backend="cute", launch=launch_fn,
+                      constraints=G._constraints(pattern, extra), params=PARAMS, deterministic=True,
+                      examples=G._examples(epilogue == "add"), compile=_all_builds(epilogue), archs=("sm_90",),
+                      resolve=_resolve, doc=doc)
+
+
+LINEAR_SPEC = _spec("cute.gemm_linear_persistent", LINEAR, launch_linear, "none",
+                    "Hopper x @ w.T, persistent: a producer warpgroup keeps the TMA ring full across tiles "
+                    "(sm_90 only)")
+LINEAR_ADD_SPEC = _spec(
+    "cute.gemm_linear_add_persistent", LINEAR_ADD, launch_linear_add, "add",
+    "Hopper x @ w.T + residual, persistent: the next tile's loads land while this one's epilogue stores "
+    "(sm_90 only)",
+    extra=(G.RESIDUAL,))

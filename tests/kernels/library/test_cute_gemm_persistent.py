@@ -1,0 +1,39 @@
+"""The persistent GEMM's launch shape (`cute_gemm_persistent.choose`): no CuTe DSL needed. Its builds are in
+test_cute_compile.py, its GPU checks in test_cute_gpu.py."""
+
+import pytest
+
+from hoid.kernels.library import cute_gemm
+from hoid.kernels.library.cute_gemm_persistent import LINEAR_ADD_SPEC, LINEAR_SPEC, choose
+
+
+@pytest.mark.parametrize("m, n, k", [(4096, 4096, 4096), (1024, 12288, 2048), (1024, 2048, 2048),
+                                     (128, 2048, 2048), (17, 64, 64)])
+def test_one_cta_a_multiprocessor_or_one_a_tile_where_the_tiles_are_fewer(m, n, k):
+    cfg = choose(m, n, k)
+    plain = cute_gemm.choose(m, n, k, split_k=1)
+    assert (cfg["tile_m"], cfg["tile_n"], cfg["stages"]) == (plain["tile_m"], plain["tile_n"], plain["stages"])
+    tiles = -(-m // cfg["tile_m"]) * -(-n // cfg["tile_n"])
+    assert cfg["ctas"] == min(tiles, cute_gemm.SMS)
+    assert 1 <= cfg["ctas"] <= cute_gemm.SMS
+
+
+def test_at_4096_cubed_each_cta_walks_about_four_tiles():
+    cfg = choose(4096, 4096, 4096)
+    assert (cfg["tile_m"], cfg["tile_n"], cfg["ctas"]) == (128, 256, 132)  # 512 tiles over 132 CTAs
+
+
+def test_given_tiles_stand_and_too_many_stages_are_refused_as_the_plain_gemm_refuses_them():
+    assert choose(4096, 4096, 4096, tile_m=64, tile_n=128)["ctas"] == 132
+    assert choose(200, 384, 1024, tile_m=64, tile_n=64)["ctas"] == 4 * 6
+    with pytest.raises(ValueError, match="at most 4 stages"):
+        choose(4096, 4096, 4096, tile_m=128, tile_n=256, stages=6)
+
+
+def test_the_specs_take_the_plain_gemms_patterns_and_constraints_without_split_or_cluster():
+    assert LINEAR_SPEC.pattern == cute_gemm.LINEAR_SPEC.pattern
+    assert LINEAR_ADD_SPEC.pattern == cute_gemm.LINEAR_ADD_SPEC.pattern
+    assert ([c.description for c in LINEAR_ADD_SPEC.constraints]
+            == [c.description for c in cute_gemm.LINEAR_ADD_SPEC.constraints])
+    assert {p.name for p in LINEAR_SPEC.params} == {"tile_m", "tile_n", "stages"}
+    assert LINEAR_SPEC.archs == ("sm_90",) and LINEAR_SPEC.workspace is None
