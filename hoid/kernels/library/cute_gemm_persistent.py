@@ -1,5 +1,4 @@
-"""The Hopper GEMM of `cute_gemm`, persistent and warp-specialized: `cute.gemm_linear_persistent` and
-`cute.gemm_linear_add_persistent` (+ residual).
+"""The Hopper GEMM of `cute_gemm`, persistent and warp-specialized: `cute.gemm_linear_persistent`.
 
 Why: `cute.gemm_linear` launches one CTA per output tile, and one such CTA fills a multiprocessor's shared
 memory (4 stages of 128 x 256 tiles: 192 KB). Each tile then pays, on its own multiprocessor and with nothing
@@ -19,14 +18,26 @@ warpgroups of 64 rows). The consumers' slice of the MMA, the TMA atoms, the shar
 epilogue are `cute_gemm`'s (`Gemm.operands`, `Gemm.epilogue_out`): one GEMM, two schedules. No split-K and no
 clusters here: split-K serves the shapes whose tiles leave the multiprocessors idle, where a persistent walk
 has nothing to overlap.
+
+No residual epilogue either, yet: built with `cute_gemm`'s "add" epilogue, every build whose CTAs walk more than
+one tile with two consumer warpgroups had its WGMMAs serialized by ptxas (C7514, "non wgmma instructions reading
+accumulator registers ... between start and end of the pipeline stage"; 12-07, sm_90a, nvidia-cutlass-dsl 4.8.1), where
+the same kernel without the residual, or with one tile a CTA, or with one consumer warpgroup, was not; a
+fence after the epilogue, a named barrier, and rounding the accumulator into a copy first did not change it.
+Serialized WGMMAs cost the plain GEMM 1.7x (58.2 us against 33.9, H200 12-04), so the residual's projections
+keep `cute.gemm_linear_add`, Triton's and cuBLAS's until the cause is found. The kernel keeps the epilogue's
+`epilogue` argument ("none" only) so that the residual's form is one constant away.
 """
 
 import functools
+import random
 
+from ...ir import TensorType
 from ..spec import KernelSpec, Param
+from . import _constraints as C
 from . import cute_gemm as G
 from ._cute_compile import compile_for, cute_module, fake_tensor, launch, null_stream
-from .triton_gemv import LINEAR, LINEAR_ADD
+from .triton_gemv import LINEAR
 
 PARAMS = (
     Param("tile_m", ("auto", 64, 128), "auto"),
@@ -189,26 +200,22 @@ def launch_linear(x, w, out, **params) -> None:
     _launch(x, w, None, out, "none", **params)
 
 
-def launch_linear_add(x, w, residual, out, **params) -> None:
-    """out <- x @ w.T + residual (destination-passing)."""
-    _launch(x, w, residual, out, "add", **params)
-
-
 # --- builds without a GPU ----------------------------------------------------------------------------
 
-# (m, k, n): 4096^3 (128 x 256 tiles, 512 of them over 132 CTAs), Qwen3-1.7B's gate/up projection at a prompt
-# of 1024 (N = 12288: 384 tiles of 128 x 256), a prompt of 256's QKV (64 x 128: one consumer warpgroup);
-# with the residual, its o projection at 1024 (128 x 128) and a ragged one (M, N past the tiles' ends)
-BUILD_SHAPES = {"none": ((4096, 4096, 4096), (1024, 2048, 12288), (256, 2048, 4096)),
-                "add": ((1024, 2048, 2048), (300, 1000, 200))}
+# (m, k, n, params), each with more tiles than multiprocessors (WALKS): 4096^3 (128 x 256 tiles, 512 of them
+# over 132 CTAs), Qwen3-1.7B's gate/up projection at a prompt of 1024 (N = 12288: 384 tiles), and a ragged
+# shape (M, N and K past the tiles' ends) in 64 x 64 tiles as the tuner may give them (one consumer
+# warpgroup: "auto" never picks 64-row tiles where they outnumber the multiprocessors)
+BUILD_SHAPES = {"none": ((4096, 4096, 4096, {}), (1024, 2048, 12288, {}),
+                         (2100, 1000, 4000, {"tile_m": 64, "tile_n": 64}))}
 
 
 def _all_builds(epilogue: str):
     def build(arch: str):
         out = []
-        for m, k, n in BUILD_SHAPES[epilogue]:
+        for m, k, n, given in BUILD_SHAPES[epilogue]:
             args = [fake_tensor("bf16", s) for s in ((m, k), (n, k), (m, n), (m, n))]
-            jit = _jit(epilogue, *choose(m, n, k).values())
+            jit = _jit(epilogue, *choose(m, n, k, **given).values())
             out.append(compile_for(f"cute.gemm_persistent.{epilogue}", jit, [*args, null_stream()], arch))
         return out
     return build
@@ -216,24 +223,43 @@ def _all_builds(epilogue: str):
 
 # --- specs -------------------------------------------------------------------------------------------
 
-def _resolve(types, attrs, params, target) -> dict:
+def _mkn(types) -> tuple[int, int, int]:
     x, w = types[0], types[1]
     k = x.shape[-1]
-    return choose(x.numel // max(k, 1), w.shape[0], k, **params)
+    return x.numel // max(k, 1), k, w.shape[0]
 
 
-def _spec(kernel_id: str, pattern, launch_fn, epilogue: str, doc: str, extra=()) -> KernelSpec:
-    return KernelSpec(id=kernel_id, pattern=pattern, backend="cute", launch=launch_fn,
-                      constraints=G._constraints(pattern, extra), params=PARAMS, deterministic=True,
-                      examples=G._examples(epilogue == "add"), compile=_all_builds(epilogue), archs=("sm_90",),
-                      resolve=_resolve, doc=doc)
+def _walks(types) -> bool:
+    m, k, n = _mkn(types)
+    if types[1].rank != 2 or min(m, k, n) <= 0:
+        return False
+    cfg = choose(m, n, k)
+    return -(-m // cfg["tile_m"]) * -(-n // cfg["tile_n"]) > G.SMS
 
 
-LINEAR_SPEC = _spec("cute.gemm_linear_persistent", LINEAR, launch_linear, "none",
-                    "Hopper x @ w.T, persistent: a producer warpgroup keeps the TMA ring full across tiles "
-                    "(sm_90 only)")
-LINEAR_ADD_SPEC = _spec(
-    "cute.gemm_linear_add_persistent", LINEAR_ADD, launch_linear_add, "add",
-    "Hopper x @ w.T + residual, persistent: the next tile's loads land while this one's epilogue stores "
-    "(sm_90 only)",
-    extra=(G.RESIDUAL,))
+# Where the tiles (at the tile `choose` picks) are no more than the multiprocessors, each CTA has one tile and
+# nothing to overlap: the plain GEMM's launch with an idle producer warpgroup. Keeps the search from building
+# and timing it where it cannot win (the library's batch spent 60 s of a 2-minute BGE-M3 run building CuTe
+# GEMMs that all lost to cuBLAS, H200 12-05: `hoid/agent/loop.py`).
+WALKS = C.shape_holds(f"more output tiles than the {G.SMS} multiprocessors (else a CTA has one tile and nothing "
+                      "to overlap: the plain GEMM, cute.gemm_linear, serves it)", _walks)
+
+
+def _draw(rng: random.Random):
+    """Shapes whose tiles outnumber the multiprocessors (WALKS), with tails in M, N and K."""
+    m, k, n = rng.choice((1000, 2100)), rng.choice((256, 1000)), rng.choice((6000, 8192))
+    dtype = rng.choice(("bf16", "f16"))
+    return [TensorType((m, k), dtype), TensorType((n, k), dtype)], {}
+
+
+def _resolve(types, attrs, params, target) -> dict:
+    m, k, n = _mkn(types)
+    return choose(m, n, k, **params)
+
+
+LINEAR_SPEC = KernelSpec(
+    id="cute.gemm_linear_persistent", pattern=LINEAR, backend="cute", launch=launch_linear,
+    constraints=G._constraints(LINEAR, (WALKS,)), params=PARAMS, deterministic=True, examples=_draw,
+    compile=_all_builds("none"), archs=("sm_90",), resolve=_resolve,
+    doc="Hopper x @ w.T, persistent: a producer warpgroup keeps the TMA ring full across tiles, so the next "
+        "tile's loads land while this one's epilogue stores (sm_90 only)")

@@ -4,7 +4,7 @@ test_cute_compile.py, its GPU checks in test_cute_gpu.py."""
 import pytest
 
 from hoid.kernels.library import cute_gemm
-from hoid.kernels.library.cute_gemm_persistent import LINEAR_ADD_SPEC, LINEAR_SPEC, choose
+from hoid.kernels.library.cute_gemm_persistent import LINEAR_SPEC, choose
 
 
 @pytest.mark.parametrize("m, n, k", [(4096, 4096, 4096), (1024, 12288, 2048), (1024, 2048, 2048),
@@ -30,10 +30,21 @@ def test_given_tiles_stand_and_too_many_stages_are_refused_as_the_plain_gemm_ref
         choose(4096, 4096, 4096, tile_m=128, tile_n=256, stages=6)
 
 
-def test_the_specs_take_the_plain_gemms_patterns_and_constraints_without_split_or_cluster():
+def test_the_spec_takes_the_plain_gemms_pattern_and_constraints_without_split_or_cluster():
     assert LINEAR_SPEC.pattern == cute_gemm.LINEAR_SPEC.pattern
-    assert LINEAR_ADD_SPEC.pattern == cute_gemm.LINEAR_ADD_SPEC.pattern
-    assert ([c.description for c in LINEAR_ADD_SPEC.constraints]
-            == [c.description for c in cute_gemm.LINEAR_ADD_SPEC.constraints])
+    plain = [c.description for c in cute_gemm.LINEAR_SPEC.constraints]
+    assert [c.description for c in LINEAR_SPEC.constraints][:len(plain)] == plain
     assert {p.name for p in LINEAR_SPEC.params} == {"tile_m", "tile_n", "stages"}
     assert LINEAR_SPEC.archs == ("sm_90",) and LINEAR_SPEC.workspace is None
+
+
+def test_it_takes_only_shapes_whose_tiles_outnumber_the_multiprocessors():
+    from hoid.ir import TensorType
+
+    def refused(m, k, n):
+        return LINEAR_SPEC.rejects([TensorType((m, k), "bf16"), TensorType((n, k), "bf16")], {})
+
+    assert not refused(4096, 4096, 4096)   # 512 tiles of 128 x 256
+    assert not refused(1024, 2048, 12288)  # Qwen3-1.7B's gate/up at a prompt of 1024: 384
+    assert "more output tiles than the 132" in refused(1024, 2048, 4096)  # its QKV there: 128 tiles, one a CTA
+    assert "more output tiles than the 132" in refused(128, 2048, 12288)  # a prompt of 128: 96
