@@ -56,10 +56,13 @@ SMS = 132  # the H200's multiprocessors: one wave of tiles
 EPILOGUE_CHUNK = 16  # outputs whose loads go out together before their stores (`epilogue_out`): 16 floats a thread
 # (tile_m, tile_n) from the largest: 128 x 256 is CUTLASS's usual Hopper bf16 tile (two consumer warpgroups)
 TILES = ((128, 256), (128, 128), (64, 128), (64, 64))
+# With the residual epilogue, 128 x 256 (128 accumulators a thread beside the chunk's residuals) spilled 86
+# bytes (ptxas, sm_90a, 12-07: Qwen3-1.7B's down projection at 4096 tokens): "auto" takes the others there
+RESIDUAL_TILES = TILES[1:]
 
 
 def choose(m: int, n: int, k: int, tile_m="auto", tile_n="auto", stages="auto", split_k="auto",
-           cluster_m="auto") -> dict:
+           cluster_m="auto", epilogue="none") -> dict:
     """The largest tile of `TILES` of which there are at least half a wave (`SMS` / 2), else the smallest (the
     most tiles); as many stages as shared memory holds, at most 6. Measured on the H200 (kernels_cute, 12-04):
     128 x 128 tiles left most of the GPU idle at a prompt of 128 tokens (Qwen3-1.7B's o projection: 16 of them,
@@ -72,9 +75,10 @@ def choose(m: int, n: int, k: int, tile_m="auto", tile_n="auto", stages="auto", 
     the multiprocessors: doubled while the splits still fit one wave, divide the K tiles evenly and keep 4 or
     more each (at most 4 splits). Clusters of two M tiles (`cluster_m` = 2) only where given, and only over an
     even count of M tiles: unmeasured on the H200 yet (kernels_cute.py's tuning grid has them), so "auto"
-    keeps the plain launch."""
+    keeps the plain launch. With the residual (`epilogue` "add"), "auto" picks among `RESIDUAL_TILES`."""
     if tile_m == "auto" or tile_n == "auto":  # every tile_m and tile_n of PARAMS is in some tile of TILES
-        fits = [t for t in TILES if tile_m in ("auto", t[0]) and tile_n in ("auto", t[1])]
+        tiles = RESIDUAL_TILES if epilogue == "add" and tile_n != 256 else TILES  # a given 256 stands
+        fits = [t for t in tiles if tile_m in ("auto", t[0]) and tile_n in ("auto", t[1])]
         tile_m, tile_n = next((t for t in fits if -(-m // t[0]) * -(-n // t[1]) * 2 >= SMS), fits[-1])
     per_stage = (tile_m + tile_n) * TILE_K * 2
     if stages == "auto":
@@ -336,7 +340,7 @@ def prepare(x, w, residual, out, epilogue: str, *, tile_m="auto", tile_n="auto",
     k = x.shape[-1]
     m = x.numel() // max(k, 1)
     n = out.shape[-1]
-    cfg = choose(m, n, k, tile_m, tile_n, stages, split_k, cluster_m)
+    cfg = choose(m, n, k, tile_m, tile_n, stages, split_k, cluster_m, epilogue=epilogue)
     split = cfg["split_k"]
     x2, out2 = x.reshape(m, k), out.view(m, n)
     res2 = residual.reshape(m, n) if residual is not None else out2
@@ -388,7 +392,7 @@ def _all_builds(epilogue: str):
     def build(arch: str):
         out = []
         for m, k, n, given in BUILD_SHAPES[epilogue]:
-            cfg = choose(m, n, k, **given)
+            cfg = choose(m, n, k, **given, epilogue=epilogue)
             split = cfg["split_k"]
             args = [fake_tensor("bf16", s) for s in ((m, k), (n, k), (m, n), (m, n))]
             args += [fake_tensor("f32", _partials_shape(split, m, n)), _fake_counters()] if split > 1 else args[3:] * 2
@@ -430,10 +434,12 @@ def _examples(with_residual: bool):
     return draw
 
 
-def _resolve(types, attrs, params, target) -> dict:
-    x, w = types[0], types[1]
-    k = x.shape[-1]
-    return choose(x.numel // max(k, 1), w.shape[0], k, **params)
+def _resolve_for(epilogue: str):
+    def resolve(types, attrs, params, target) -> dict:
+        x, w = types[0], types[1]
+        k = x.shape[-1]
+        return choose(x.numel // max(k, 1), w.shape[0], k, **params, epilogue=epilogue)
+    return resolve
 
 
 def _workspace(types, attrs, params):
@@ -453,7 +459,7 @@ def _spec(kernel_id: str, pattern: Pattern, launch_fn, epilogue: str, doc: str, 
     return KernelSpec(id=kernel_id, pattern=pattern, backend="cute", launch=launch_fn,
                       constraints=_constraints(pattern, extra), params=PARAMS, deterministic=True,
                       examples=_examples(epilogue == "add"), compile=_all_builds(epilogue), archs=("sm_90",),
-                      resolve=_resolve, workspace=_workspace, doc=doc)
+                      resolve=_resolve_for(epilogue), workspace=_workspace, doc=doc)
 
 
 LINEAR_SPEC = _spec("cute.gemm_linear", LINEAR, launch_linear, "none",

@@ -171,6 +171,25 @@ def test_the_hopper_gemm_builds_with_wgmma_and_tma(kernel_id):
 
 
 @needs_cute
+def test_with_the_residual_the_gemm_at_4096_tokens_builds_without_spilling():
+    # Qwen3-1.7B's down projection at 4096 tokens: "auto" took 128 x 256 there, and with the residual that
+    # build spilled 86 bytes (12-07); the launch path now takes 128 x 128, which builds clean
+    import torch
+
+    from hoid.kernels.library import cute_gemm
+    from hoid.kernels.library._cute_compile import compile_for, fake_tensor, null_stream
+
+    m, k, n = 4096, 6144, 2048
+    x, w = torch.zeros(m, k, dtype=torch.bfloat16), torch.zeros(n, k, dtype=torch.bfloat16)
+    res, out = torch.zeros(m, n, dtype=torch.bfloat16), torch.empty(m, n, dtype=torch.bfloat16)
+    _, key, make, _ = cute_gemm.prepare(x, w, res, out, "add")
+    assert key[5:7] == (128, 128), key  # (epilogue, dtype, m, k, n, tile_m, tile_n, ...)
+    args = [fake_tensor("bf16", s) for s in ((m, k), (n, k), (m, n), (m, n))]
+    built = compile_for("cute.gemm.add", make(), [*args, *args[3:] * 2, null_stream()], "sm_90")
+    assert ptxas_report(built.ptx, built.ptx_target).spilled_bytes == 0
+
+
+@needs_cute
 @pytest.mark.slow
 @pytest.mark.parametrize("kernel_id", PERSISTENT_IDS)
 def test_the_persistent_gemm_builds_warp_specialized(kernel_id):

@@ -73,3 +73,12 @@ def test_clusters_of_two_m_tiles_only_where_given_and_over_an_even_count_of_them
     assert choose(128, 2048, 2048, cluster_m=2) == {**choose(128, 2048, 2048), "cluster_m": 2}  # 2 tiles of 64
     with pytest.raises(ValueError, match="3 tiles of 64, an odd count: cluster_m=1 here"):
         choose(150, 2048, 2048, tile_m=64, cluster_m=2)
+
+
+def test_with_the_residual_auto_leaves_the_tile_that_spilled():
+    # 128 x 256 with the residual epilogue spilled 86 bytes (ptxas, sm_90a, 12-07); the build test reads ptxas
+    assert (choose(4096, 2048, 6144)["tile_m"], choose(4096, 2048, 6144)["tile_n"]) == (128, 256)
+    with_residual = choose(4096, 2048, 6144, epilogue="add")
+    assert (with_residual["tile_m"], with_residual["tile_n"]) == (128, 128)
+    assert choose(4096, 2048, 6144, tile_n=256, epilogue="add")["tile_n"] == 256  # given, it stands
+    assert choose(128, 2048, 2048, epilogue="add") == choose(128, 2048, 2048)  # where 128 x 256 was not picked
