@@ -23,10 +23,13 @@ No residual epilogue either, yet: built with `cute_gemm`'s "add" epilogue, every
 one tile with two consumer warpgroups had its WGMMAs serialized by ptxas (C7514, "non wgmma instructions reading
 accumulator registers ... between start and end of the pipeline stage"; 12-07, sm_90a, nvidia-cutlass-dsl 4.8.1), where
 the same kernel without the residual, or with one tile a CTA, or with one consumer warpgroup, was not; a
-fence after the epilogue, a named barrier, and rounding the accumulator into a copy first did not change it.
-Serialized WGMMAs cost the plain GEMM 1.7x (58.2 us against 33.9, H200 12-04), so the residual's projections
-keep `cute.gemm_linear_add`, Triton's and cuBLAS's until the cause is found. The kernel keeps the epilogue's
-`epilogue` argument ("none" only) so that the residual's form is one constant away.
+fence after the epilogue, a named barrier, rounding the accumulator into a copy first and 240 registers did not
+change it. Narrowed down: any arithmetic on the rounded product triggers it (`round(acc) + 1.0` as much as
+`+ residual`: LLVM folds the float32 add of two bfloat16 values into one `add.bf16`), while the same add on the
+float32 accumulator (`acc + 1.0`, then round) does not; the region rounds the product before the add, so that
+form is not an answer. Serialized WGMMAs cost the plain GEMM 1.7x (58.2 us against 33.9, H200 12-04), so the
+residual's projections keep `cute.gemm_linear_add`, Triton's and cuBLAS's until one is found. The kernel keeps
+the epilogue's `epilogue` argument ("none" only) so that the residual's form is one constant away.
 """
 
 import functools
