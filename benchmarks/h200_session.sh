@@ -97,7 +97,8 @@
 #               pytest -m gpu tests/kernels/library/test_cute_gpu.py -k persistent -q`, then (its tests passing)
 #               `run benchmarks/kernels_cute.py --parts prefill --tune --out $OUT`: the plain and persistent
 #               GEMMs beside cuBLAS at 4096^3 and Qwen3-1.7B's prompts (issue 20's 0.9x; the persistent one
-#               where its tiles outnumber the multiprocessors: 4096^3 and gate/up at 1024).
+#               where its tiles outnumber the multiprocessors: 4096^3 and gate/up at 1024, none of the
+#               residual's shapes there).
 #   cute-a      [.cute2a]       the first half of CuTe's libraries, kept in /tmp
 #   cute-b      [.cute2b]       the second half; CuTe DSL importable from here on (sitecustomize)
 #   tests [LIMIT [ARGS]]  []    python -m pytest -m gpu (every GPU test; CuTe's too once installed), ARGS to

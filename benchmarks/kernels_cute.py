@@ -96,6 +96,9 @@ def prefill_cases():
         yield "Qwen3-1.7B", f"o + residual p{prompt}", "linear_add", prompt, hidden, q * hd
         yield "Qwen3-1.7B", f"gate/up p{prompt}", "linear", prompt, 2 * inter, hidden
         yield "Qwen3-1.7B", f"down + residual p{prompt}", "linear_add", prompt, hidden, inter
+    # 4096 rows (a long prompt, or BGE-M3's batch of 8 x 512): the residual's projection with more tiles than
+    # multiprocessors, where the persistent GEMM's residual form applies
+    yield "Qwen3-1.7B", "down + residual p4096", "linear_add", 4096, hidden, inter
 
 
 def make_inputs(pattern: str, m: int, rows: int, k: int) -> list[torch.Tensor]:
@@ -217,12 +220,11 @@ def run_prefill(only: str, tune: bool = False, rows=None, save=None) -> list[dic
                     row["tried"].append({"params": p, "seconds": s, "rel_error": e})
                     if s < cute_s:
                         cute_s, params, err = s, p, e
-            # the persistent, warp-specialized schedule of the same GEMM (cute_gemm_persistent: no residual
-            # epilogue, and only where the tiles outnumber the multiprocessors), at its "auto" tile and, tuning,
-            # at each tile of the plain one's grid
+            # the persistent, warp-specialized schedule of the same GEMM (cute_gemm_persistent: only where the
+            # tiles outnumber the multiprocessors), at its "auto" tile and, tuning, at each tile of the plain grid
             pers_s, pers_params, pers_err = float("inf"), None, None
-            persistent = all_kernels()["cute.gemm_linear_persistent"]
-            if pattern == "linear" and not persistent.rejects([TensorType.of(t) for t in inputs], {}):
+            persistent = all_kernels()[kernel + "_persistent"]
+            if not persistent.rejects([TensorType.of(t) for t in inputs], {}):
                 pers_s, pers_params, pers_err = hoid_seconds(persistent.id, inputs)
                 for cand in ([dict(tile_m=tm, tile_n=tn) for tm, tn in TILES] if tune else ()):
                     s, p, e = hoid_seconds(persistent.id, inputs, cand)

@@ -106,6 +106,7 @@ CUTE_SPECS = (
     cute_gemm.LINEAR_SPEC,
     cute_gemm.LINEAR_ADD_SPEC,
     cute_gemm_persistent.LINEAR_SPEC,
+    cute_gemm_persistent.LINEAR_ADD_SPEC,
 )
 
 for _spec in CUTE_SPECS:

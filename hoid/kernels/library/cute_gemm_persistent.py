@@ -1,4 +1,5 @@
-"""The Hopper GEMM of `cute_gemm`, persistent and warp-specialized: `cute.gemm_linear_persistent`.
+"""The Hopper GEMM of `cute_gemm`, persistent and warp-specialized: `cute.gemm_linear_persistent` and
+`cute.gemm_linear_add_persistent` (+ residual, bfloat16).
 
 Why: `cute.gemm_linear` launches one CTA per output tile, and one such CTA fills a multiprocessor's shared
 memory (4 stages of 128 x 256 tiles: 192 KB). Each tile then pays, on its own multiprocessor and with nothing
@@ -19,17 +20,17 @@ epilogue are `cute_gemm`'s (`Gemm.operands`, `Gemm.epilogue_out`): one GEMM, two
 clusters here: split-K serves the shapes whose tiles leave the multiprocessors idle, where a persistent walk
 has nothing to overlap.
 
-No residual epilogue either, yet: built with `cute_gemm`'s "add" epilogue, every build whose CTAs walk more than
-one tile with two consumer warpgroups had its WGMMAs serialized by ptxas (C7514, "non wgmma instructions reading
-accumulator registers ... between start and end of the pipeline stage"; 12-07, sm_90a, nvidia-cutlass-dsl 4.8.1), where
-the same kernel without the residual, or with one tile a CTA, or with one consumer warpgroup, was not; a
-fence after the epilogue, a named barrier, rounding the accumulator into a copy first and 240 registers did not
-change it. Narrowed down: any arithmetic on the rounded product triggers it (`round(acc) + 1.0` as much as
-`+ residual`: LLVM folds the float32 add of two bfloat16 values into one `add.bf16`), while the same add on the
-float32 accumulator (`acc + 1.0`, then round) does not; the region rounds the product before the add, so that
-form is not an answer. Serialized WGMMAs cost the plain GEMM 1.7x (58.2 us against 33.9, H200 12-04), so the
-residual's projections keep `cute.gemm_linear_add`, Triton's and cuBLAS's until one is found. The kernel keeps
-the epilogue's `epilogue` argument ("none" only) so that the residual's form is one constant away.
+The residual epilogue (`cute.gemm_linear_add_persistent`) is bfloat16 only. With `cute_gemm`'s epilogue as
+the plain GEMM runs it, ptxas serialized the WGMMAs of every build whose CTAs walk with two consumer
+warpgroups (C7514, "non wgmma instructions reading accumulator registers ... between start and end of the
+pipeline stage"; 12-07, sm_90a, nvidia-cutlass-dsl 4.8.1); without the residual, with one tile a CTA, or with
+one consumer warpgroup it did not, nor did a fence, a named barrier, a rounded copy or 240 registers change
+it. The trigger: any arithmetic on the rounded product (`round(acc) + 1.0` as much as `+ residual`), which
+LLVM folds, with the conversions around it, into one `add.bf16`; the same add on the float32 accumulator did
+not. So here the rounded bfloat16 is widened by a 16-bit shift rather than a conversion (`widen_by_shift`):
+the same value (NaN too), an add in float32 as torch's own bfloat16 add computes it, and no fold. Float16
+has no such shift (its exponent is narrower than float32's) and keeps `cute.gemm_linear_add`. Serialized
+WGMMAs cost the plain GEMM 1.7x (58.2 us against 33.9, H200 12-04).
 """
 
 import functools
@@ -40,7 +41,7 @@ from ..spec import KernelSpec, Param
 from . import _constraints as C
 from . import cute_gemm as G
 from ._cute_compile import compile_for, cute_module, fake_tensor, launch, null_stream
-from .triton_gemv import LINEAR
+from .triton_gemv import LINEAR, LINEAR_ADD
 
 PARAMS = (
     Param("tile_m", ("auto", 64, 128), "auto"),
@@ -53,10 +54,10 @@ PARAMS = (
 PRODUCER_REGS, CONSUMER_REGS = 40, 232
 
 
-def choose(m: int, n: int, k: int, tile_m="auto", tile_n="auto", stages="auto") -> dict:
+def choose(m: int, n: int, k: int, tile_m="auto", tile_n="auto", stages="auto", epilogue="none") -> dict:
     """`cute_gemm.choose`'s tile and stages (one split, no cluster), and `ctas`: one per multiprocessor, or
     one per tile where the tiles are fewer."""
-    cfg = G.choose(m, n, k, tile_m, tile_n, stages, split_k=1, cluster_m=1)
+    cfg = G.choose(m, n, k, tile_m, tile_n, stages, split_k=1, cluster_m=1, epilogue=epilogue)
     tiles = -(-m // cfg["tile_m"]) * -(-n // cfg["tile_n"])
     return {"tile_m": cfg["tile_m"], "tile_n": cfg["tile_n"], "stages": cfg["stages"], "ctas": min(tiles, G.SMS)}
 
@@ -72,6 +73,7 @@ def _kernels(cutlass, cute, driver):
         def __init__(self, epilogue: str, tile_m: int, tile_n: int, stages: int, ctas: int):
             super().__init__(epilogue, tile_m, tile_n, stages, 1, 1)
             self.ctas = ctas
+            self.widen_by_shift = True  # see the module's doc
             self.producer_warp = self.threads // 32  # the first warp past the consumer warpgroups
 
         @cute.jit
@@ -186,7 +188,7 @@ def prepare(x, w, residual, out, epilogue: str, **params) -> tuple:
     k = x.shape[-1]
     m = x.numel() // max(k, 1)
     n = out.shape[-1]
-    cfg = choose(m, n, k, **params)
+    cfg = choose(m, n, k, **params, epilogue=epilogue)
     x2, out2 = x.reshape(m, k), out.view(m, n)
     res2 = residual.reshape(m, n) if residual is not None else out2  # unread without the residual
     key = (epilogue, str(x.dtype), m, k, n, *cfg.values())
@@ -203,14 +205,21 @@ def launch_linear(x, w, out, **params) -> None:
     _launch(x, w, None, out, "none", **params)
 
 
+def launch_linear_add(x, w, residual, out, **params) -> None:
+    """out <- x @ w.T + residual (destination-passing; bfloat16)."""
+    _launch(x, w, residual, out, "add", **params)
+
+
 # --- builds without a GPU ----------------------------------------------------------------------------
 
 # (m, k, n, params), each with more tiles than multiprocessors (WALKS): 4096^3 (128 x 256 tiles, 512 of them
 # over 132 CTAs), Qwen3-1.7B's gate/up projection at a prompt of 1024 (N = 12288: 384 tiles), and a ragged
 # shape (M, N and K past the tiles' ends) in 64 x 64 tiles as the tuner may give them (one consumer
-# warpgroup: "auto" never picks 64-row tiles where they outnumber the multiprocessors)
+# warpgroup: "auto" never picks 64-row tiles where they outnumber the multiprocessors); with the residual,
+# the down projection at 4096 tokens (256 tiles of 128 x 128: `cute_gemm.RESIDUAL_TILES`) and the ragged one
 BUILD_SHAPES = {"none": ((4096, 4096, 4096, {}), (1024, 2048, 12288, {}),
-                         (2100, 1000, 4000, {"tile_m": 64, "tile_n": 64}))}
+                         (2100, 1000, 4000, {"tile_m": 64, "tile_n": 64})),
+                "add": ((4096, 6144, 2048, {}), (2100, 1000, 4000, {"tile_m": 64, "tile_n": 64}))}
 
 
 def _all_builds(epilogue: str):
@@ -218,7 +227,7 @@ def _all_builds(epilogue: str):
         out = []
         for m, k, n, given in BUILD_SHAPES[epilogue]:
             args = [fake_tensor("bf16", s) for s in ((m, k), (n, k), (m, n), (m, n))]
-            jit = _jit(epilogue, *choose(m, n, k, **given).values())
+            jit = _jit(epilogue, *choose(m, n, k, **given, epilogue=epilogue).values())
             out.append(compile_for(f"cute.gemm_persistent.{epilogue}", jit, [*args, null_stream()], arch))
         return out
     return build
@@ -232,37 +241,55 @@ def _mkn(types) -> tuple[int, int, int]:
     return x.numel // max(k, 1), k, w.shape[0]
 
 
-def _walks(types) -> bool:
-    m, k, n = _mkn(types)
-    if types[1].rank != 2 or min(m, k, n) <= 0:
-        return False
-    cfg = choose(m, n, k)
-    return -(-m // cfg["tile_m"]) * -(-n // cfg["tile_n"]) > G.SMS
+def _walks_for(epilogue: str):
+    def walks(types) -> bool:
+        m, k, n = _mkn(types)
+        if types[1].rank != 2 or min(m, k, n) <= 0:
+            return False
+        cfg = choose(m, n, k, epilogue=epilogue)
+        return -(-m // cfg["tile_m"]) * -(-n // cfg["tile_n"]) > G.SMS
+    return walks
 
 
 # Where the tiles (at the tile `choose` picks) are no more than the multiprocessors, each CTA has one tile and
 # nothing to overlap: the plain GEMM's launch with an idle producer warpgroup. Keeps the search from building
 # and timing it where it cannot win (the library's batch spent 60 s of a 2-minute BGE-M3 run building CuTe
 # GEMMs that all lost to cuBLAS, H200 12-05: `hoid/agent/loop.py`).
-WALKS = C.shape_holds(f"more output tiles than the {G.SMS} multiprocessors (else a CTA has one tile and nothing "
-                      "to overlap: the plain GEMM, cute.gemm_linear, serves it)", _walks)
+def _walks_constraint(epilogue: str):
+    return C.shape_holds(f"more output tiles than the {G.SMS} multiprocessors (else a CTA has one tile and "
+                         "nothing to overlap: the plain GEMM, cute.gemm_linear, serves it)", _walks_for(epilogue))
 
 
-def _draw(rng: random.Random):
-    """Shapes whose tiles outnumber the multiprocessors (WALKS), with tails in M, N and K."""
-    m, k, n = rng.choice((1000, 2100)), rng.choice((256, 1000)), rng.choice((6000, 8192))
-    dtype = rng.choice(("bf16", "f16"))
-    return [TensorType((m, k), dtype), TensorType((n, k), dtype)], {}
+BF16 = C.shape_holds("bfloat16 (the residual's epilogue widens the rounded product by a shift, which float16 "
+                     "has no form of: see the module)", lambda t: t[0].dtype == "bf16")
 
 
-def _resolve(types, attrs, params, target) -> dict:
-    m, k, n = _mkn(types)
-    return choose(m, n, k, **params)
+def _examples(epilogue: str):
+    """Shapes whose tiles outnumber the multiprocessors, with tails in M, N and K; bfloat16 with the residual."""
+    def draw(rng: random.Random):
+        m, k, n = rng.choice((1000, 2100)), rng.choice((256, 1000)), rng.choice((6000, 8192))
+        dtype = "bf16" if epilogue == "add" else rng.choice(("bf16", "f16"))
+        types = [TensorType((m, k), dtype), TensorType((n, k), dtype)]
+        return types + ([TensorType((m, n), dtype)] if epilogue == "add" else []), {}
+    return draw
 
 
-LINEAR_SPEC = KernelSpec(
-    id="cute.gemm_linear_persistent", pattern=LINEAR, backend="cute", launch=launch_linear,
-    constraints=G._constraints(LINEAR, (WALKS,)), params=PARAMS, deterministic=True, examples=_draw,
-    compile=_all_builds("none"), archs=("sm_90",), resolve=_resolve,
-    doc="Hopper x @ w.T, persistent: a producer warpgroup keeps the TMA ring full across tiles, so the next "
-        "tile's loads land while this one's epilogue stores (sm_90 only)")
+def _resolve_for(epilogue: str):
+    def resolve(types, attrs, params, target) -> dict:
+        m, k, n = _mkn(types)
+        return choose(m, n, k, **params, epilogue=epilogue)
+    return resolve
+
+
+def _spec(kernel_id: str, pattern, launch_fn, epilogue: str, doc: str, extra=()) -> KernelSpec:
+    return KernelSpec(id=kernel_id, pattern=pattern, backend="cute", launch=launch_fn,
+                      constraints=G._constraints(pattern, (*extra, _walks_constraint(epilogue))), params=PARAMS,
+                      deterministic=True, examples=_examples(epilogue), compile=_all_builds(epilogue),
+                      archs=("sm_90",), resolve=_resolve_for(epilogue), doc=doc)
+
+
+LINEAR_SPEC = _spec("cute.gemm_linear_persistent", LINEAR, launch_linear, "none",
+                    "Hopper x @ w.T, persistent: a producer warpgroup keeps the TMA ring full across tiles, so "
+                    "the next tile's loads land while this one's epilogue stores (sm_90 only)")
+LINEAR_ADD_SPEC = _spec("cute.gemm_linear_add_persistent", LINEAR_ADD, launch_linear_add, "add",
+                        "Hopper x @ w.T + residual in bfloat16, persistent (sm_90 only)", extra=(G.RESIDUAL, BF16))

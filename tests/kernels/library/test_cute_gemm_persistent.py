@@ -4,7 +4,7 @@ test_cute_compile.py, its GPU checks in test_cute_gpu.py."""
 import pytest
 
 from hoid.kernels.library import cute_gemm
-from hoid.kernels.library.cute_gemm_persistent import LINEAR_SPEC, choose
+from hoid.kernels.library.cute_gemm_persistent import LINEAR_ADD_SPEC, LINEAR_SPEC, choose
 
 
 @pytest.mark.parametrize("m, n, k", [(4096, 4096, 4096), (1024, 12288, 2048), (1024, 2048, 2048),
@@ -30,10 +30,11 @@ def test_given_tiles_stand_and_too_many_stages_are_refused_as_the_plain_gemm_ref
         choose(4096, 4096, 4096, tile_m=128, tile_n=256, stages=6)
 
 
-def test_the_spec_takes_the_plain_gemms_pattern_and_constraints_without_split_or_cluster():
-    assert LINEAR_SPEC.pattern == cute_gemm.LINEAR_SPEC.pattern
-    plain = [c.description for c in cute_gemm.LINEAR_SPEC.constraints]
-    assert [c.description for c in LINEAR_SPEC.constraints][:len(plain)] == plain
+def test_the_specs_take_the_plain_gemms_patterns_and_constraints_without_split_or_cluster():
+    for mine, plain in ((LINEAR_SPEC, cute_gemm.LINEAR_SPEC), (LINEAR_ADD_SPEC, cute_gemm.LINEAR_ADD_SPEC)):
+        assert mine.pattern == plain.pattern
+        words = [c.description for c in plain.constraints]
+        assert [c.description for c in mine.constraints][:len(words)] == words
     assert {p.name for p in LINEAR_SPEC.params} == {"tile_m", "tile_n", "stages"}
     assert LINEAR_SPEC.archs == ("sm_90",) and LINEAR_SPEC.workspace is None
 
@@ -48,3 +49,17 @@ def test_it_takes_only_shapes_whose_tiles_outnumber_the_multiprocessors():
     assert not refused(1024, 2048, 12288)  # Qwen3-1.7B's gate/up at a prompt of 1024: 384
     assert "more output tiles than the 132" in refused(1024, 2048, 4096)  # its QKV there: 128 tiles, one a CTA
     assert "more output tiles than the 132" in refused(128, 2048, 12288)  # a prompt of 128: 96
+
+
+def test_with_the_residual_bfloat16_only_and_the_plain_gemms_residual_tiles():
+    from hoid.ir import TensorType
+
+    def refused(dtype, m=4096, k=6144, n=2048):
+        return LINEAR_ADD_SPEC.rejects([TensorType((m, k), dtype), TensorType((n, k), dtype),
+                                        TensorType((m, n), dtype)], {})
+
+    assert refused("bf16") is None  # 256 tiles of 128 x 128
+    assert "bfloat16" in refused("f16")  # the shift that widens the rounded product is bfloat16's
+    cfg = choose(4096, 2048, 6144, epilogue="add")
+    assert (cfg["tile_m"], cfg["tile_n"]) == (128, 128)  # 128 x 256 spilled with the residual (cute_gemm)
+    assert choose(4096, 2048, 6144)["tile_n"] == 256

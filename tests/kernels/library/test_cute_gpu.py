@@ -130,14 +130,16 @@ def test_the_gemm_in_clusters_of_two_m_tiles_matches_float64(tile):
 
 
 @pytest.mark.skipif(torch.cuda.is_available() and not _is_hopper(), reason="WGMMA: sm_90 only")
-@pytest.mark.parametrize("shape", [(4096, 4096, 4096), (1024, 12288, 2048), (2100, 4000, 520)],
-                         ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("shape", [(4096, 4096, 4096, False), (1024, 12288, 2048, False), (4096, 2048, 6144, True),
+                                   (2100, 4000, 520, False), (2100, 4000, 520, True)],
+                         ids=lambda s: "x".join(map(str, s[:3])) + ("+res" if s[3] else ""))
 def test_the_persistent_gemm_matches_float64_where_its_ctas_walk_several_tiles(shape):
     # not yet run on a GPU when written (12-07): 4096^3 walks 512 tiles over 132 CTAs, the last wave partial;
     # 2100 x 4000 at K = 520 has tails in M, N and K (TMA zero-fills K's) over 33 x 63 tiles of 64 x 64
-    m, n, k = shape
+    m, n, k, residual = shape
+    kernel_id = "cute.gemm_linear_add_persistent" if residual else "cute.gemm_linear_persistent"
     params = {"tile_m": 64, "tile_n": 64} if k == 520 else {}
-    assert_matches(all_kernels()["cute.gemm_linear_persistent"], _inputs(m, n, k, False, seed=8), {}, params)
+    assert_matches(all_kernels()[kernel_id], _inputs(m, n, k, residual, seed=8), {}, params)
 
 
 @pytest.mark.skipif(torch.cuda.is_available() and not _is_hopper(), reason="WGMMA: sm_90 only")
@@ -146,11 +148,12 @@ def test_every_tile_of_the_persistent_gemm_matches_float64_and_repeats_bitwise(t
     from hoid.kernels.library import cute_gemm_persistent
 
     params = {"tile_m": tile[0], "tile_n": tile[1]}
-    x, w = _inputs(2100, 4000, 1024, False, seed=9)  # 17 x 16 tiles at "auto" (128 x 256): the CTAs walk
+    x, w, res = _inputs(2100, 4000, 1024, True, seed=9)  # 17 x 16 tiles at "auto" (128 x 256): the CTAs walk
     assert_matches(all_kernels()["cute.gemm_linear_persistent"], [x, w], {}, params)
+    assert_matches(all_kernels()["cute.gemm_linear_add_persistent"], [x, w, res], {}, params)
     first, second = (torch.full((2100, 4000), float("nan"), device="cuda", dtype=torch.bfloat16) for _ in "ab")
-    cute_gemm_persistent.launch_linear(x, w, first, **params)
-    cute_gemm_persistent.launch_linear(x, w, second, **params)
+    cute_gemm_persistent.launch_linear_add(x, w, res, first, **params)
+    cute_gemm_persistent.launch_linear_add(x, w, res, second, **params)
     assert torch.equal(first, second)
 
 
