@@ -123,7 +123,6 @@ def _kernels(cutlass, cute, driver):
             # and spilled (12-04). A 64-row tile takes one warpgroup (64 x 128: 64 floats a thread).
             self.atoms = (2, 1, 1) if tile_m == 128 else (1, 1, 1)
             self.threads = 128 * self.atoms[0]
-            self.widen_by_shift = False  # with the residual, in bfloat16 (`epilogue_out`)
 
         @cute.jit
         def __call__(self, a: cute.Tensor, b: cute.Tensor, res: cute.Tensor, c: cute.Tensor, part: cute.Tensor,
@@ -315,11 +314,11 @@ def _kernels(cutlass, cute, driver):
                             total = part[0, row, col]
                             for z in cutlass.range_constexpr(1, self.split):  # split order, whoever came last
                                 total = total + part[z, row, col]
-                        if cutlass.const_expr(self.epilogue == "add" and self.widen_by_shift
-                                              and dtype == cutlass.BFloat16):
-                            # the rounded bfloat16 widened by a shift, not by a conversion: see
-                            # `cute_gemm_persistent` (where LLVM folded the conversions and the add into
-                            # `add.bf16`, ptxas serialized the WGMMAs); the same value, NaN too
+                        if cutlass.const_expr(self.epilogue == "add" and dtype == cutlass.BFloat16):
+                            # the rounded bfloat16 widened by a shift, not by a conversion: the same value
+                            # (NaN too), added in float32 as torch's bfloat16 add computes it. Widened by a
+                            # conversion, LLVM folded the two conversions and the add into one `add.bf16`, and in
+                            # `cute_gemm_persistent` ptxas then serialized the WGMMAs (C7514; its doc)
                             y = (cutlass.Uint32(total.to(dtype).bitcast(cutlass.Uint16)) << 16).bitcast(
                                 cutlass.Float32)
                         else:

@@ -27,9 +27,9 @@ pipeline stage"; 12-07, sm_90a, nvidia-cutlass-dsl 4.8.1); without the residual,
 one consumer warpgroup it did not, nor did a fence, a named barrier, a rounded copy or 240 registers change
 it. The trigger: any arithmetic on the rounded product (`round(acc) + 1.0` as much as `+ residual`), which
 LLVM folds, with the conversions around it, into one `add.bf16`; the same add on the float32 accumulator did
-not. So here the rounded bfloat16 is widened by a 16-bit shift rather than a conversion (`widen_by_shift`):
-the same value (NaN too), an add in float32 as torch's own bfloat16 add computes it, and no fold. Float16
-has no such shift (its exponent is narrower than float32's) and keeps `cute.gemm_linear_add`. Serialized
+not. So `cute_gemm`'s epilogue (both GEMMs') widens the rounded bfloat16 by a 16-bit shift rather than a
+conversion: the same value (NaN too), an add in float32 as torch's own bfloat16 add computes it, and no fold.
+Float16 has no such shift (its exponent is narrower than float32's) and keeps `cute.gemm_linear_add`. Serialized
 WGMMAs cost the plain GEMM 1.7x (58.2 us against 33.9, H200 12-04).
 """
 
@@ -73,7 +73,6 @@ def _kernels(cutlass, cute, driver):
         def __init__(self, epilogue: str, tile_m: int, tile_n: int, stages: int, ctas: int):
             super().__init__(epilogue, tile_m, tile_n, stages, 1, 1)
             self.ctas = ctas
-            self.widen_by_shift = True  # see the module's doc
             self.producer_warp = self.threads // 32  # the first warp past the consumer warpgroups
 
         @cute.jit
