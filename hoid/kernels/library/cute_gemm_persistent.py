@@ -58,8 +58,13 @@ def choose(m: int, n: int, k: int, tile_m="auto", tile_n="auto", stages="auto", 
     """`cute_gemm.choose`'s tile and stages (one split, no cluster), and `ctas`: one per multiprocessor, or
     one per tile where the tiles are fewer."""
     cfg = G.choose(m, n, k, tile_m, tile_n, stages, split_k=1, cluster_m=1, epilogue=epilogue)
-    tiles = -(-m // cfg["tile_m"]) * -(-n // cfg["tile_n"])
-    return {"tile_m": cfg["tile_m"], "tile_n": cfg["tile_n"], "stages": cfg["stages"], "ctas": min(tiles, G.SMS)}
+    return {"tile_m": cfg["tile_m"], "tile_n": cfg["tile_n"], "stages": cfg["stages"],
+            "ctas": min(tile_count(m, n, cfg), G.SMS)}
+
+
+def tile_count(m: int, n: int, cfg: dict) -> int:
+    """The output tiles of an [m, n] product at `cfg`'s tile."""
+    return -(-m // cfg["tile_m"]) * -(-n // cfg["tile_n"])
 
 
 def _kernels(cutlass, cute, driver):
@@ -190,8 +195,8 @@ def prepare(x, w, residual, out, epilogue: str, **params) -> tuple:
     cfg = choose(m, n, k, **params, epilogue=epilogue)
     x2, out2 = x.reshape(m, k), out.view(m, n)
     res2 = residual.reshape(m, n) if residual is not None else out2  # unread without the residual
-    key = (epilogue, str(x.dtype), m, k, n, *cfg.values())
-    make = functools.partial(_jit, epilogue, *cfg.values())
+    key = (epilogue, str(x.dtype), m, k, n, cfg["tile_m"], cfg["tile_n"], cfg["stages"], cfg["ctas"])
+    make = functools.partial(_jit, epilogue, **cfg)
     return f"cute.gemm_persistent.{epilogue}", key, make, [x2, w, res2, out2]
 
 
@@ -226,7 +231,7 @@ def _all_builds(epilogue: str):
         out = []
         for m, k, n, given in BUILD_SHAPES[epilogue]:
             args = [fake_tensor("bf16", s) for s in ((m, k), (n, k), (m, n), (m, n))]
-            jit = _jit(epilogue, *choose(m, n, k, **given, epilogue=epilogue).values())
+            jit = _jit(epilogue, **choose(m, n, k, **given, epilogue=epilogue))
             out.append(compile_for(f"cute.gemm_persistent.{epilogue}", jit, [*args, null_stream()], arch))
         return out
     return build
@@ -245,8 +250,7 @@ def _walks_for(epilogue: str):
         m, k, n = _mkn(types)
         if types[1].rank != 2 or min(m, k, n) <= 0:
             return False
-        cfg = choose(m, n, k, epilogue=epilogue)
-        return -(-m // cfg["tile_m"]) * -(-n // cfg["tile_n"]) > G.SMS
+        return tile_count(m, n, choose(m, n, k, epilogue=epilogue)) > G.SMS
     return walks
 
 

@@ -13,7 +13,7 @@ def test_one_cta_a_multiprocessor_or_one_a_tile_where_the_tiles_are_fewer(m, n, 
     cfg = choose(m, n, k)
     plain = cute_gemm.choose(m, n, k, split_k=1)
     assert (cfg["tile_m"], cfg["tile_n"], cfg["stages"]) == (plain["tile_m"], plain["tile_n"], plain["stages"])
-    tiles = -(-m // cfg["tile_m"]) * -(-n // cfg["tile_n"])
+    tiles = -(-m // cfg["tile_m"]) * -(-n // cfg["tile_n"])  # counted here, not by tile_count: the oracle
     assert cfg["ctas"] == min(tiles, cute_gemm.SMS)
     assert 1 <= cfg["ctas"] <= cute_gemm.SMS
 
