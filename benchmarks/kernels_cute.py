@@ -71,6 +71,10 @@ SPLIT_GRID = [dict(rows=1, split=sp, unroll=u, warps=w)
 # cluster of two M tiles sharing the weight tile (cute_gemm's `cluster_m`, unmeasured when added, 12-05)
 GEMM_GRID = [dict(tile_m=tm, tile_n=tn, stages=st) for (tm, tn), st in itertools.product(TILES, ("auto", 3))]
 GEMM_GRID += [dict(tile_m=tm, tile_n=tn, cluster_m=2) for tm, tn in TILES]
+# 128 x 64 (outside `TILES`, taken where both are given): at a prompt of 128 one M tile, so each weight tile is
+# read once where 64 x 64 reads it twice, and with 32 N tiles (o, down) "auto" splits K in four to fill a wave;
+# the 12-05 tuning (0.60x cuBLAS at the o projection, p128) had not tried it
+GEMM_GRID += [dict(tile_m=128, tile_n=64, stages=st) for st in ("auto", 3)]
 
 
 def _swiglu(y):
