@@ -61,6 +61,13 @@ TILES = ((128, 256), (128, 128), (64, 128), (64, 64))
 RESIDUAL_TILES = TILES[1:]
 
 
+def tile_options(tile_m="auto", tile_n="auto", epilogue="none") -> list[tuple[int, int]]:
+    """The tiles "auto" picks among, largest first: those of `TILES` (`RESIDUAL_TILES` with the residual, unless
+    a 256 is given) that have the given tile_m or tile_n. Every tile_m and tile_n of `PARAMS` is in one."""
+    tiles = RESIDUAL_TILES if epilogue == "add" and tile_n != 256 else TILES
+    return [t for t in tiles if tile_m in ("auto", t[0]) and tile_n in ("auto", t[1])]
+
+
 def choose(m: int, n: int, k: int, tile_m="auto", tile_n="auto", stages="auto", split_k="auto",
            cluster_m="auto", epilogue="none") -> dict:
     """The largest tile of `TILES` of which there are at least half a wave (`SMS` / 2), else the smallest (the
@@ -76,9 +83,8 @@ def choose(m: int, n: int, k: int, tile_m="auto", tile_n="auto", stages="auto", 
     more each (at most 4 splits). Clusters of two M tiles (`cluster_m` = 2) only where given, and only over an
     even count of M tiles: unmeasured on the H200 yet (kernels_cute.py's tuning grid has them), so "auto"
     keeps the plain launch. With the residual (`epilogue` "add"), "auto" picks among `RESIDUAL_TILES`."""
-    if tile_m == "auto" or tile_n == "auto":  # every tile_m and tile_n of PARAMS is in some tile of TILES
-        tiles = RESIDUAL_TILES if epilogue == "add" and tile_n != 256 else TILES  # a given 256 stands
-        fits = [t for t in tiles if tile_m in ("auto", t[0]) and tile_n in ("auto", t[1])]
+    if tile_m == "auto" or tile_n == "auto":
+        fits = tile_options(tile_m, tile_n, epilogue)
         tile_m, tile_n = next((t for t in fits if -(-m // t[0]) * -(-n // t[1]) * 2 >= SMS), fits[-1])
     per_stage = (tile_m + tile_n) * TILE_K * 2
     if stages == "auto":

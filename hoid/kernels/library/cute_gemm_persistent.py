@@ -55,8 +55,16 @@ PRODUCER_REGS, CONSUMER_REGS = 40, 232
 
 
 def choose(m: int, n: int, k: int, tile_m="auto", tile_n="auto", stages="auto", epilogue="none") -> dict:
-    """`cute_gemm.choose`'s tile and stages (one split, no cluster), and `ctas`: one per multiprocessor, or
-    one per tile where the tiles are fewer."""
+    """The largest 128-row tile of `cute_gemm.tile_options` whose tiles outnumber the multiprocessors, else
+    `cute_gemm.choose`'s; its stages (one split, no cluster); and `ctas`: one per multiprocessor, or one per
+    tile where the tiles are fewer. The plain GEMM's rule stops at the largest tile that fills half a wave,
+    where a walk has nothing to overlap: Qwen3-1.7B's QKV at a prompt of 1024 is 128 tiles of 128 x 256 there,
+    256 of 128 x 128 here. Only 128-row tiles walk by default: two consumer warpgroups, which `setmaxnreg`
+    serves (one warpgroup ignores it, C7508); the tuner gives the others."""
+    if tile_m == "auto" or tile_n == "auto":
+        walking = [t for t in G.tile_options(tile_m, tile_n, epilogue)
+                   if t[0] == 128 and tile_count(m, n, {"tile_m": t[0], "tile_n": t[1]}) > G.SMS]
+        tile_m, tile_n = walking[0] if walking else (tile_m, tile_n)
     cfg = G.choose(m, n, k, tile_m, tile_n, stages, split_k=1, cluster_m=1, epilogue=epilogue)
     return {"tile_m": cfg["tile_m"], "tile_n": cfg["tile_n"], "stages": cfg["stages"],
             "ctas": min(tile_count(m, n, cfg), G.SMS)}
@@ -217,11 +225,12 @@ def launch_linear_add(x, w, residual, out, **params) -> None:
 # --- builds without a GPU ----------------------------------------------------------------------------
 
 # (m, k, n, params), each with more tiles than multiprocessors (WALKS): 4096^3 (128 x 256 tiles, 512 of them
-# over 132 CTAs), Qwen3-1.7B's gate/up projection at a prompt of 1024 (N = 12288: 384 tiles), and a ragged
+# over 132 CTAs), Qwen3-1.7B's gate/up projection at a prompt of 1024 (N = 12288: 384 tiles), its QKV there
+# (256 tiles of 128 x 128, where the plain GEMM takes one wave of 128 x 256), and a ragged
 # shape (M, N and K past the tiles' ends) in 64 x 64 tiles as the tuner may give them (one consumer
 # warpgroup: "auto" never picks 64-row tiles where they outnumber the multiprocessors); with the residual,
 # the down projection at 4096 tokens (256 tiles of 128 x 128: `cute_gemm.RESIDUAL_TILES`) and the ragged one
-BUILD_SHAPES = {"none": ((4096, 4096, 4096, {}), (1024, 2048, 12288, {}),
+BUILD_SHAPES = {"none": ((4096, 4096, 4096, {}), (1024, 2048, 12288, {}), (1024, 2048, 4096, {}),
                          (2100, 1000, 4000, {"tile_m": 64, "tile_n": 64})),
                 "add": ((4096, 6144, 2048, {}), (2100, 1000, 4000, {"tile_m": 64, "tile_n": 64}))}
 

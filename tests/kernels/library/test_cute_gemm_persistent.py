@@ -7,15 +7,32 @@ from hoid.kernels.library import cute_gemm
 from hoid.kernels.library.cute_gemm_persistent import LINEAR_ADD_SPEC, LINEAR_SPEC, choose
 
 
-@pytest.mark.parametrize("m, n, k", [(4096, 4096, 4096), (1024, 12288, 2048), (1024, 2048, 2048),
-                                     (128, 2048, 2048), (17, 64, 64)])
-def test_one_cta_a_multiprocessor_or_one_a_tile_where_the_tiles_are_fewer(m, n, k):
+def walking_tile(m, n, tiles):
+    """The oracle: the first 128-row tile of `tiles` (largest first) with more tiles than multiprocessors."""
+    return next(((tm, tn) for tm, tn in tiles if tm == 128 and -(-m // tm) * -(-n // tn) > cute_gemm.SMS), None)
+
+
+@pytest.mark.parametrize("m, n, k", [(4096, 4096, 4096), (1024, 12288, 2048), (1024, 4096, 2048),
+                                     (1024, 2048, 2048), (128, 2048, 2048), (17, 64, 64)])
+def test_the_largest_128_row_tile_that_walks_and_one_cta_a_multiprocessor_or_a_tile(m, n, k):
     cfg = choose(m, n, k)
     plain = cute_gemm.choose(m, n, k, split_k=1)
-    assert (cfg["tile_m"], cfg["tile_n"], cfg["stages"]) == (plain["tile_m"], plain["tile_n"], plain["stages"])
+    # where a 128-row tile walks (more tiles than multiprocessors) it is taken, else the plain GEMM's tile
+    assert (cfg["tile_m"], cfg["tile_n"]) == (walking_tile(m, n, cute_gemm.TILES) or (plain["tile_m"],
+                                                                                      plain["tile_n"]))
+    assert cfg["stages"] == cute_gemm.choose(m, n, k, cfg["tile_m"], cfg["tile_n"], split_k=1)["stages"]
     tiles = -(-m // cfg["tile_m"]) * -(-n // cfg["tile_n"])  # counted here, not by tile_count: the oracle
     assert cfg["ctas"] == min(tiles, cute_gemm.SMS)
     assert 1 <= cfg["ctas"] <= cute_gemm.SMS
+
+
+def test_where_the_plain_gemm_fills_one_wave_the_persistent_one_takes_a_smaller_tile_that_walks():
+    # Qwen3-1.7B's QKV at a prompt of 1024: 128 tiles of 128 x 256 (one a CTA, nothing to overlap), 256 of 128 x 128
+    assert (cute_gemm.choose(1024, 4096, 2048)["tile_n"], choose(1024, 4096, 2048)["tile_n"]) == (256, 128)
+    assert choose(1024, 4096, 2048)["ctas"] == 132
+    # 64-row tiles only where given: the o projection there is 128 tiles of 128 x 128 and does not walk
+    assert (choose(1024, 2048, 2048, epilogue="add")["tile_m"], choose(1024, 2048, 2048, epilogue="add")["ctas"]) \
+        == (128, 128)
 
 
 def test_at_4096_cubed_each_cta_walks_about_four_tiles():
@@ -47,7 +64,8 @@ def test_it_takes_only_shapes_whose_tiles_outnumber_the_multiprocessors():
 
     assert not refused(4096, 4096, 4096)   # 512 tiles of 128 x 256
     assert not refused(1024, 2048, 12288)  # Qwen3-1.7B's gate/up at a prompt of 1024: 384
-    assert "more output tiles than the 132" in refused(1024, 2048, 4096)  # its QKV there: 128 tiles, one a CTA
+    assert not refused(1024, 2048, 4096)   # its QKV there: 256 tiles of 128 x 128 (128 of the plain's 128 x 256)
+    assert "more output tiles than the 132" in refused(1024, 2048, 2048)  # its o there: 128 tiles, one a CTA
     assert "more output tiles than the 132" in refused(128, 2048, 12288)  # a prompt of 128: 96
 
 
