@@ -20,6 +20,13 @@ epilogue are `cute_gemm`'s (`Gemm.operands`, `Gemm.epilogue_out`): one GEMM, two
 clusters here: split-K serves the shapes whose tiles leave the multiprocessors idle, where a persistent walk
 has nothing to overlap.
 
+Without the residual the tile may leave through shared memory instead (`store="tma"`, `tma_store_tile`):
+each sub-tile of `EPI_N` columns stmatrix'd into one of `EPI_STAGES` slots and written by one TMA store that
+runs on while the consumers start the next tile's WGMMAs, as CUTLASS's Hopper GEMMs write their outputs; the
+direct stores are 64 four-byte stores a thread at 128 x 256, each warp's touching eight rows. Built and
+checked on the CPU (12-07: its PTX has no global store of its own); "auto" keeps the direct stores until a GPU
+has timed the two (`benchmarks/kernels_cute.py --parts prefill --tune`).
+
 The residual epilogue (`cute.gemm_linear_add_persistent`) is bfloat16 only. With `cute_gemm`'s epilogue as
 the plain GEMM runs it, ptxas serialized the WGMMAs of every build whose CTAs walk with two consumer
 warpgroups (C7514, "non wgmma instructions reading accumulator registers ... between start and end of the
@@ -47,27 +54,45 @@ PARAMS = (
     Param("tile_m", ("auto", 64, 128), "auto"),
     Param("tile_n", ("auto", 64, 128, 256), "auto"),
     Param("stages", ("auto", 2, 3, 4, 5, 6), "auto"),
+    Param("store", ("auto", "direct", "tma"), "auto"),
 )
+# store="tma": the epilogue writes the tile through shared memory in sub-tiles of EPI_N columns (stmatrix, then
+# one TMA store each, `EPI_STAGES` of them in flight), as CUTLASS's Hopper GEMMs do, where "direct" stores
+# each thread's pairs of outputs from registers (64 four-byte stores a thread at 128 x 256, every warp's
+# store touching eight rows). The TMA store runs on while the consumers start the next tile's WGMMAs
+EPI_N, EPI_STAGES = 32, 4
 # setmaxnreg's budgets (multiples of 8): a CTA of three warpgroups holds 232 x 256 + 40 x 128 = 64,512 of the
 # multiprocessor's 65,536 registers; the producer only counts stages and issues TMA. With one consumer
 # warpgroup (64-row tiles) each thread may hold 255 already, and ptxas ignored setmaxnreg there (C7508)
 PRODUCER_REGS, CONSUMER_REGS = 40, 232
 
 
-def choose(m: int, n: int, k: int, tile_m="auto", tile_n="auto", stages="auto", epilogue="none") -> dict:
+def choose(m: int, n: int, k: int, tile_m="auto", tile_n="auto", stages="auto", store="auto",
+           epilogue="none") -> dict:
     """The largest 128-row tile of `cute_gemm.tile_options` whose tiles outnumber the multiprocessors, else
     `cute_gemm.choose`'s; its stages (one split, no cluster); and `ctas`: one per multiprocessor, or one per
     tile where the tiles are fewer. The plain GEMM's rule stops at the largest tile that fills half a wave,
     where a walk has nothing to overlap: Qwen3-1.7B's QKV at a prompt of 1024 is 128 tiles of 128 x 256 there,
     256 of 128 x 128 here. Only 128-row tiles walk by default: two consumer warpgroups, which `setmaxnreg`
-    serves (one warpgroup ignores it, C7508); the tuner gives the others."""
+    serves (one warpgroup ignores it, C7508); the tuner gives the others. `store` "auto" is "direct" (the
+    TMA store is unmeasured); "tma" has no residual form."""
     if tile_m == "auto" or tile_n == "auto":
         walking = [t for t in G.tile_options(tile_m, tile_n, epilogue)
                    if t[0] == 128 and tile_count(m, n, {"tile_m": t[0], "tile_n": t[1]}) > G.SMS]
         tile_m, tile_n = walking[0] if walking else (tile_m, tile_n)
     cfg = G.choose(m, n, k, tile_m, tile_n, stages, split_k=1, cluster_m=1, epilogue=epilogue)
-    return {"tile_m": cfg["tile_m"], "tile_n": cfg["tile_n"], "stages": cfg["stages"],
+    store = "direct" if store == "auto" else store
+    if store == "tma" and epilogue != "none":
+        raise ValueError("cute persistent GEMM: store='tma' has no residual form: store='direct' with it")
+    # the TMA store's slots fit beside the most stages `cute_gemm.choose` gives any tile (its 1024 spare bytes
+    # hold the barriers): tested for every tile
+    return {"tile_m": cfg["tile_m"], "tile_n": cfg["tile_n"], "stages": cfg["stages"], "store": store,
             "ctas": min(tile_count(m, n, cfg), G.SMS)}
+
+
+def epi_bytes(cfg: dict) -> int:
+    """The TMA store's shared memory: `EPI_STAGES` sub-tiles of tile_m x EPI_N 16-bit outputs."""
+    return EPI_STAGES * cfg["tile_m"] * EPI_N * 2
 
 
 def tile_count(m: int, n: int, cfg: dict) -> int:
@@ -78,28 +103,47 @@ def tile_count(m: int, n: int, cfg: dict) -> int:
 def _kernels(cutlass, cute, driver):
     """The CuTe code (see `_cute_compile`: built once, where CuTe DSL is installed)."""
     import cutlass.pipeline as pipeline
+    import cutlass.utils.hopper_helpers as sm90
     from cutlass.memory import SmemAllocator
+    from cutlass.tensor_utils import LayoutEnum
 
     Gemm = G._kernels(cutlass, cute, driver)
 
     class PersistentGemm(Gemm):
-        def __init__(self, epilogue: str, tile_m: int, tile_n: int, stages: int, ctas: int):
+        def __init__(self, epilogue: str, tile_m: int, tile_n: int, stages: int, store: str, ctas: int):
             super().__init__(epilogue, tile_m, tile_n, stages, 1, 1)
-            self.ctas = ctas
+            self.ctas, self.store = ctas, store
             self.producer_warp = self.threads // 32  # the first warp past the consumer warpgroups
+            self.epi_tile = (tile_m, EPI_N)
 
         @cute.jit
         def __call__(self, a: cute.Tensor, b: cute.Tensor, res: cute.Tensor, c: cute.Tensor,
                      stream: driver.CUstream):
             """c <- a @ b.T (+ res)."""
             mma, sa_layout, sb_layout, tma_a, ta, tma_b, tb = self.operands(a, b)
-            self.kernel(tma_a, ta, tma_b, tb, res, c, mma, sa_layout, sb_layout).launch(
+            # the TMA store's sub-tiles of c in shared memory, beside the ring (built with "direct" too, unused:
+            # one kernel signature)
+            self.c_layout = LayoutEnum.from_tensor(c)
+            sc_layout = sm90.make_smem_layout_epi(c.element_type, self.c_layout, self.epi_tile, EPI_STAGES)
+            tma_c, tc = cute.nvgpu.cpasync.make_tiled_tma_atom(
+                cute.nvgpu.cpasync.CopyBulkTensorTileS2GOp(), c, cute.slice_(sc_layout, (None, None, 0)),
+                self.epi_tile)
+            if cutlass.const_expr(self.store == "tma"):
+                ring_shared = self.shared
+
+                @cute.struct
+                class Shared:
+                    ring: ring_shared
+                    sc: cute.struct.Align[cute.struct.MemRange[c.element_type, cute.cosize(sc_layout)], 1024]
+
+                self.shared = Shared
+            self.kernel(tma_a, ta, tma_b, tb, res, c, tma_c, tc, mma, sa_layout, sb_layout, sc_layout).launch(
                 grid=(self.ctas, 1, 1), block=(self.threads + 128, 1, 1), stream=stream)
 
         @cute.kernel
         def kernel(self, tma_a: cute.CopyAtom, ta: cute.Tensor, tma_b: cute.CopyAtom, tb: cute.Tensor,
-                   res: cute.Tensor, c: cute.Tensor, mma: cute.TiledMma, sa_layout: cute.ComposedLayout,
-                   sb_layout: cute.ComposedLayout):
+                   res: cute.Tensor, c: cute.Tensor, tma_c: cute.CopyAtom, tc: cute.Tensor, mma: cute.TiledMma,
+                   sa_layout: cute.ComposedLayout, sb_layout: cute.ComposedLayout, sc_layout: cute.ComposedLayout):
             warp = cute.arch.make_warp_uniform(cute.arch.warp_idx())
             tidx, _, _ = cute.arch.thread_idx()
             first, _, _ = cute.arch.block_idx()
@@ -107,16 +151,17 @@ def _kernels(cutlass, cute, driver):
                 cute.nvgpu.cpasync.prefetch_descriptor(tma_a)
                 cute.nvgpu.cpasync.prefetch_descriptor(tma_b)
             storage = SmemAllocator().allocate(self.shared)
+            ring_storage = storage.ring if cutlass.const_expr(self.store == "tma") else storage
             # as `cute_gemm`'s ring with one CTA: each consumer warp's release is one arrival
             ring = pipeline.PipelineTmaAsync.create(
-                barrier_storage=storage.barriers.data_ptr(), num_stages=self.stages,
+                barrier_storage=ring_storage.barriers.data_ptr(), num_stages=self.stages,
                 producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
                 consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.threads),
                 tx_count=self.stage_bytes, cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)),
                 enable_multicast_signaling=True, defer_sync=True)
             pipeline.pipeline_init_arrive(cluster_shape_mn=(1, 1), is_relaxed=True)
-            sa = storage.sa.get_tensor(sa_layout.outer, swizzle=sa_layout.inner)
-            sb = storage.sb.get_tensor(sb_layout.outer, swizzle=sb_layout.inner)
+            sa = ring_storage.sa.get_tensor(sa_layout.outer, swizzle=sa_layout.inner)
+            sb = ring_storage.sb.get_tensor(sb_layout.outer, swizzle=sb_layout.inner)
             m, n = cute.size(c, mode=[0]), cute.size(c, mode=[1])
             tiles_m = (m + self.tile[0] - 1) // self.tile[0]
             tiles = tiles_m * ((n + self.tile[1] - 1) // self.tile[1])
@@ -158,6 +203,10 @@ def _kernels(cutlass, cute, driver):
                     thr.partition_C(cute.local_tile(c, self.tile, (0, 0, None), proj=(1, 1, None))).shape,
                     cutlass.Float32)
                 mine = mma.get_slice(tidx)  # this thread's accumulator coordinates, for the epilogue
+                if cutlass.const_expr(self.store == "tma"):
+                    sc = storage.sc.get_tensor(sc_layout.outer, swizzle=sc_layout.inner)
+                    store = self.tma_store_setup(mma, acc, sc, tidx, c.element_type)
+                    done_tiles = cutlass.Int32(0)
                 blocks = cute.size(fa, mode=[2])
                 get = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
                 done = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
@@ -182,17 +231,67 @@ def _kernels(cutlass, cute, driver):
                     cute.nvgpu.warpgroup.wait_group(0)
                     ring.consumer_release(done)
                     done.advance()
-                    cc = mine.partition_C(cute.local_tile(cute.make_identity_tensor((m, n)), self.tile, coord,
-                                                          proj=(1, 1, None)))
-                    out = mine.partition_C(cute.local_tile(c, self.tile, coord, proj=(1, 1, None)))
-                    self.epilogue_out(acc, res, res, out, cc, m, n, False)  # (no partials: `res` stands in)
+                    if cutlass.const_expr(self.store == "tma"):
+                        self.tma_store_tile(store, tma_c, cute.local_tile(tc, self.tile, coord, proj=(1, 1, None)),
+                                            sc, warp, done_tiles)
+                        done_tiles += 1
+                    else:
+                        cc = mine.partition_C(cute.local_tile(cute.make_identity_tensor((m, n)), self.tile, coord,
+                                                              proj=(1, 1, None)))
+                        out = mine.partition_C(cute.local_tile(c, self.tile, coord, proj=(1, 1, None)))
+                        self.epilogue_out(acc, res, res, out, cc, m, n, False)  # (no partials: `res` stands in)
+                if cutlass.const_expr(self.store == "tma"):
+                    store[4].producer_tail()  # the last tile's stores read out of shared memory before leaving
+
+        def tma_store_setup(self, mma: cute.TiledMma, acc: cute.Tensor, sc: cute.Tensor, tidx, dtype) -> tuple:
+            """The consumers' side of the TMA store: the stmatrix copy from the accumulator's layout into the
+            sub-tiles in shared memory, this thread's share of it, the registers a sub-tile passes through,
+            the bulk-store groups in flight (`EPI_STAGES`) and the consumers' named barrier."""
+            r2s = cute.make_tiled_copy_S(
+                sm90.sm90_get_smem_store_op(self.c_layout, elem_ty_d=dtype, elem_ty_acc=cutlass.Float32),
+                cute.make_tiled_copy_C_atom(cute.make_copy_atom(
+                    cute.nvgpu.warp.StMatrix8x8x16bOp(self.c_layout.is_m_major_c(), 4), dtype), mma))
+            mine = r2s.get_slice(tidx)
+            shape = cute.shape(mine.partition_S(sc))[:3]  # one sub-tile of this thread's outputs
+            stores = pipeline.PipelineTmaStore.create(
+                num_stages=EPI_STAGES, producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.threads))
+            return (r2s, mine.partition_D(sc), r2s.retile(acc), cute.make_rmem_tensor(shape, dtype), stores,
+                    pipeline.NamedBarrier(barrier_id=1, num_threads=self.threads))
+
+        @cute.jit
+        def tma_store_tile(self, store: tuple, tma_c: cute.CopyAtom, gc: cute.Tensor, sc: cute.Tensor, warp,
+                           done_tiles: cutlass.Int32):
+            """The tile's outputs, rounded as `epilogue_out` rounds them, in sub-tiles of EPI_N columns: each
+            through stmatrix into the next of the `EPI_STAGES` shared-memory slots (the bulk store that read it
+            last waited for first), then one TMA store by warp 0, which clips what lies past M and N. The
+            sub-tiles' registers are the accumulator's in order (`retile`: each sub-tile's values contiguous)."""
+            r2s, t_sc, t_acc, vals, stores, barrier = store
+            gc_sub = cute.zipped_divide(gc, self.epi_tile)  # ((tile_m, EPI_N), (1, tile_n / EPI_N))
+            s_part, g_part = cute.nvgpu.cpasync.tma_partition(
+                tma_c, 0, cute.make_layout(1), cute.group_modes(sc, 0, 2), gc_sub)
+            per = cute.size(vals)
+            subs = cutlass.const_expr(self.tile[1] // EPI_N)
+            for e in cutlass.range_constexpr(subs):
+                for v in cutlass.range_constexpr(per):
+                    vals[v] = t_acc[e * per + v].to(vals.element_type)
+                slot = (done_tiles * subs + e) % EPI_STAGES
+                cute.copy(r2s, vals, t_sc[(None, None, None, slot)])
+                # the generic proxy's writes to shared memory made visible to the TMA's async proxy, and all
+                # the consumers' in before one warp stores the sub-tile
+                cute.arch.fence_proxy("async.shared", space="cta")
+                barrier.arrive_and_wait()
+                if warp == 0:
+                    cute.copy(tma_c, s_part[(None, slot)], g_part[(None, (0, e))])
+                    stores.producer_commit()
+                    stores.producer_acquire()  # at most EPI_STAGES - 1 stores still reading shared memory
+                barrier.arrive_and_wait()  # the next sub-tile's slot is free before anyone writes it
 
     return PersistentGemm
 
 
 @functools.cache
-def _jit(epilogue: str, tile_m: int, tile_n: int, stages: int, ctas: int):
-    return cute_module(_kernels, "the persistent CuTe Hopper GEMM")(epilogue, tile_m, tile_n, stages, ctas)
+def _jit(epilogue: str, tile_m: int, tile_n: int, stages: int, store: str, ctas: int):
+    return cute_module(_kernels, "the persistent CuTe Hopper GEMM")(epilogue, tile_m, tile_n, stages, store, ctas)
 
 
 def prepare(x, w, residual, out, epilogue: str, **params) -> tuple:
@@ -203,7 +302,7 @@ def prepare(x, w, residual, out, epilogue: str, **params) -> tuple:
     cfg = choose(m, n, k, **params, epilogue=epilogue)
     x2, out2 = x.reshape(m, k), out.view(m, n)
     res2 = residual.reshape(m, n) if residual is not None else out2  # unread without the residual
-    key = (epilogue, str(x.dtype), m, k, n, cfg["tile_m"], cfg["tile_n"], cfg["stages"], cfg["ctas"])
+    key = (epilogue, str(x.dtype), m, k, n, cfg["tile_m"], cfg["tile_n"], cfg["stages"], cfg["store"], cfg["ctas"])
     make = functools.partial(_jit, epilogue, **cfg)
     return f"cute.gemm_persistent.{epilogue}", key, make, [x2, w, res2, out2]
 
@@ -231,7 +330,9 @@ def launch_linear_add(x, w, residual, out, **params) -> None:
 # warpgroup: "auto" never picks 64-row tiles where they outnumber the multiprocessors); with the residual,
 # the down projection at 4096 tokens (256 tiles of 128 x 128: `cute_gemm.RESIDUAL_TILES`) and the ragged one
 BUILD_SHAPES = {"none": ((4096, 4096, 4096, {}), (1024, 2048, 12288, {}), (1024, 2048, 4096, {}),
-                         (2100, 1000, 4000, {"tile_m": 64, "tile_n": 64})),
+                         (2100, 1000, 4000, {"tile_m": 64, "tile_n": 64}),
+                         (4096, 4096, 4096, {"store": "tma"}),
+                         (2100, 1000, 4000, {"tile_m": 64, "tile_n": 64, "store": "tma"})),
                 "add": ((4096, 6144, 2048, {}), (2100, 1000, 4000, {"tile_m": 64, "tile_n": 64}))}
 
 
@@ -294,8 +395,9 @@ def _resolve_for(epilogue: str):
 
 
 def _spec(kernel_id: str, pattern, launch_fn, epilogue: str, doc: str, extra=()) -> KernelSpec:
+    params = PARAMS if epilogue == "none" else tuple(p for p in PARAMS if p.name != "store")  # no residual TMA store
     return KernelSpec(id=kernel_id, pattern=pattern, backend="cute", launch=launch_fn,
-                      constraints=G._constraints(pattern, (*extra, _walks_constraint(epilogue))), params=PARAMS,
+                      constraints=G._constraints(pattern, (*extra, _walks_constraint(epilogue))), params=params,
                       deterministic=True, examples=_examples(epilogue), compile=_all_builds(epilogue),
                       archs=("sm_90",), resolve=_resolve_for(epilogue), doc=doc)
 

@@ -216,6 +216,20 @@ def test_the_persistent_gemm_builds_warp_specialized(kernel_id):
         assert "multicast::cluster" not in b.ptx and not b.count("barrier.cluster"), b.kernel
         assert not b.count("mbarrier.arrive.shared::cluster") and not b.count("atom.global"), b.kernel
         assert (b.count("add.f32") + b.count("add.rn.f32") > 0) == (kernel_id == "cute.gemm_linear_add_persistent")
+    # store="tma": the outputs leave through stmatrix and TMA stores (one per sub-tile of EPI_N columns, each
+    # waited for only when its slot comes round again), no thread storing to global memory itself
+    from hoid.kernels.library.cute_gemm_persistent import BUILD_SHAPES, EPI_N, choose
+
+    epilogue = "add" if kernel_id == "cute.gemm_linear_add_persistent" else "none"
+    configs = [choose(m, n, k, **given, epilogue=epilogue) for m, k, n, given in BUILD_SHAPES[epilogue]]
+    assert sum(cfg["store"] == "tma" for cfg in configs) == (2 if epilogue == "none" else 0)
+    for b, cfg in zip(builds, configs, strict=True):
+        if cfg["store"] == "tma":
+            assert not b.count("st.global") and b.count("stmatrix.sync.aligned") > 0, b.kernel
+            assert b.count("cp.async.bulk.tensor.2d.global.shared") == cfg["tile_n"] // EPI_N, b.kernel
+            assert b.count("cp.async.bulk.wait_group.read") >= 1, b.kernel
+        else:
+            assert b.count("st.global") > 0 and not b.count("stmatrix"), b.kernel
 
 
 @needs_cute
