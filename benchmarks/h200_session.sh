@@ -97,8 +97,14 @@
 #               pytest -m gpu tests/kernels/library/test_cute_gpu.py -k persistent -q`, then (its tests passing)
 #               `run benchmarks/kernels_cute.py --parts prefill --tune --out $OUT`: the plain and persistent
 #               GEMMs beside cuBLAS at 4096^3 and Qwen3-1.7B's prompts (issue 20's 0.9x; the persistent one
-#               where its tiles outnumber the multiprocessors: 4096^3 and gate/up at 1024, none of the
-#               residual's shapes there).
+#               where its tiles outnumber the multiprocessors: 4096^3, QKV and gate/up at 1024, none of the
+#               residual's shapes there; with --tune, each tile with store="direct" and "tma").
+#     12-07 evening (session 29): no machine in 100 minutes (seven refusals, ~1200 s of the budget), then none
+#               lent for the rest of the session; the plan above stands. Kernel work that needs no egglog
+#               (the CuTe GPU tests, kernels_cute.py: neither imports it) can skip .whl and so take CuTe in two
+#               calls, not three: [.cute1, .cute2a] (~54 MB with the tree) `mkdir -p /tmp/site && rm -rf
+#               /tmp/cute && python3 -m pip install -q --no-index --no-deps --target /tmp/cute .cute1/*.whl &&
+#               bash benchmarks/h200_session.sh cute-a`, then [.cute2b] `cute-b && ...` (untried on a GPU).
 #   cute-a      [.cute2a]       the first half of CuTe's libraries, kept in /tmp
 #   cute-b      [.cute2b]       the second half; CuTe DSL importable from here on (sitecustomize)
 #   tests [LIMIT [ARGS]]  []    python -m pytest -m gpu (every GPU test; CuTe's too once installed), ARGS to
