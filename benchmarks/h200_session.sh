@@ -105,6 +105,9 @@
 #               calls, not three: [.cute1, .cute2a] (~54 MB with the tree) `mkdir -p /tmp/site && rm -rf
 #               /tmp/cute && python3 -m pip install -q --no-index --no-deps --target /tmp/cute .cute1/*.whl &&
 #               bash benchmarks/h200_session.sh cute-a`, then [.cute2b] `cute-b && ...` (untried on a GPU).
+#               Then `run benchmarks/cute_gemm_anatomy.py --out $OUT` (written 12-07, ~1-2 min estimated): the
+#               small prompt shapes' fixed cost against their cost per K tile, each launch and cuBLAS's, from
+#               times over K: says whether the 0.60-0.86x at a prompt of 128 is paid once a launch or per tile.
 #   cute-a      [.cute2a]       the first half of CuTe's libraries, kept in /tmp
 #   cute-b      [.cute2b]       the second half; CuTe DSL importable from here on (sitecustomize)
 #   tests [LIMIT [ARGS]]  []    python -m pytest -m gpu (every GPU test; CuTe's too once installed), ARGS to
