@@ -102,12 +102,15 @@
 #     12-07 evening (session 29): no machine in 100 minutes (seven refusals, ~1200 s of the budget), then none
 #               lent for the rest of the session; the plan above stands. Kernel work that needs no egglog
 #               (the CuTe GPU tests, kernels_cute.py: neither imports it) can skip .whl and so take CuTe in two
-#               calls, not three: [.cute1, .cute2a] (~54 MB with the tree) `mkdir -p /tmp/site && rm -rf
-#               /tmp/cute && python3 -m pip install -q --no-index --no-deps --target /tmp/cute .cute1/*.whl &&
-#               bash benchmarks/h200_session.sh cute-a`, then [.cute2b] `cute-b && ...` (untried on a GPU).
-#               Then `run benchmarks/cute_gemm_anatomy.py --out $OUT` (written 12-07, ~1-2 min estimated): the
-#               small prompt shapes' fixed cost against their cost per K tile, each launch and cuBLAS's, from
-#               times over K: says whether the 0.60-0.86x at a prompt of 128 is paid once a launch or per tile.
+#               calls, not three: `cute-only` [.cute1, .cute2a] (~54 MB with the tree), then `cute-b && gemm`
+#               [.cute2b] (both untried on a GPU): the GEMM tests, the tuning table, and
+#               benchmarks/cute_gemm_anatomy.py (written 12-07): the small prompt shapes' fixed cost against
+#               their cost per K tile, each launch's and cuBLAS's, from times over K: says whether the
+#               0.60-0.86x at a prompt of 128 is paid once a launch or per tile.
+#   cute-only   [.cute1, .cute2a]  prep's CuTe part and cute-a in one call, without egglog (kernel work only)
+#   gemm        [] after cute-b in the same call: the CuTe GEMMs' GPU tests (TESTS_LIMIT, 200 s), then
+#               kernels_cute.py --parts prefill --tune (TUNE_LIMIT, 260 s) and cute_gemm_anatomy.py (ANATOMY_LIMIT,
+#               100 s); estimated, not yet run: ~90 s, ~200 s, ~60 s
 #   cute-a      [.cute2a]       the first half of CuTe's libraries, kept in /tmp
 #   cute-b      [.cute2b]       the second half; CuTe DSL importable from here on (sitecustomize)
 #   tests [LIMIT [ARGS]]  []    python -m pytest -m gpu (every GPU test; CuTe's too once installed), ARGS to
@@ -307,6 +310,18 @@ case ${1:-} in
       || { echo "prep: the wheels did not install" >&2; exit 1; }
     rm -rf /tmp/cute && python3 -m pip install -q --no-index --no-deps --target /tmp/cute .cute1/*.whl && echo "prep: done"
     nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.used --format=csv ;;
+  cute-only)  # [.cute1, .cute2a]: prep's CuTe part and cute-a in one call, without egglog: for kernel work
+    mkdir -p /tmp/site && rm -rf /tmp/cute \
+      && python3 -m pip install -q --no-index --no-deps --target /tmp/cute .cute1/*.whl && bash "$0" cute-a ;;
+  gemm)  # after cute-b, in its call (`cute-b && gemm`): the CuTe GEMMs' GPU tests under a timeout (a persistent
+         # GEMM whose ring deadlocked would hang its caller), then their tuning table and their anatomy; eight
+         # files come back, the most a call brings
+    python3 -c "import cutlass" 2>/dev/null \
+      || { echo "gemm: CuTe DSL is not importable: cute-only, then cute-b && gemm" >&2; exit 1; }
+    HOID_REQUIRE_CUTE=1 timeout -s INT -k 20 "${TESTS_LIMIT:-200}" python3 -m pytest -m gpu -q -p no:cacheprovider \
+      -rs tests/kernels/library/test_cute_gpu.py -k gemm 2>&1 | tee "$out/cute_gemm_gpu_tests.txt" | tail -15
+    LIMIT=${TUNE_LIMIT:-260} bash "$0" run benchmarks/kernels_cute.py --parts prefill --tune --out "$out"
+    LIMIT=${ANATOMY_LIMIT:-100} bash "$0" run benchmarks/cute_gemm_anatomy.py --out "$out" ;;
   cute-a)
     [[ -d /tmp/cute ]] || { echo "cute-a: /tmp/cute is gone (the machine went cold): prep again" >&2; exit 1; }
     cp .cute2a/cu13.part.00 /tmp/ && echo "cute-a: done" ;;
@@ -410,6 +425,6 @@ case ${1:-} in
       [[ -f $f ]] && ! grep -qF "$(md5sum "$f")" <<<"$before" && mkdir -p "$out/gate" && cp "$f" "$out/gate/"
     done
     exit $code ;;
-  *) echo "usage: $0 split|diffusers-wheels|prep|prep-diffusers|cute-a|cute-b|tests|prices|prices-prefill|prices-awaiting|run SCRIPT ARGS|decode SLICE" >&2
+  *) echo "usage: $0 split|diffusers-wheels|prep|prep-diffusers|cute-only|cute-a|cute-b|gemm|tests|prices|prices-prefill|prices-awaiting|run SCRIPT ARGS|decode SLICE" >&2
      exit 2 ;;
 esac

@@ -42,3 +42,27 @@ def test_a_stock_slice_writes_the_reference_cells_a_hoid_slice_does_not(tmp_path
     stock = decode_argv(tmp_path, "fast-b")
     assert "--no-write-reference" not in stock and stock[stock.index("--rows") + 1] == "fast-max-autotune-cd"
     assert "--gate-stock" in stock
+
+
+def test_gemm_runs_the_gemm_tests_under_a_timeout_then_its_table_and_anatomy_into_out(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    stub = bin_dir / "python3"
+    stub.write_text('#!/bin/sh\n[ "$1" = "-c" ] && exit 0\necho "ARGV $*"\n')  # `-c "import cutlass"`: found
+    stub.chmod(0o755)
+    out = tmp_path / "out"
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "OUT": str(out)}
+    done = subprocess.run(["bash", str(SCRIPT), "gemm"], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    calls = [ln.split()[1:] for ln in done.stdout.splitlines() if ln.startswith("ARGV ")]
+    assert [c[:3] for c in calls] == [["-m", "pytest", "-m"], ["benchmarks/kernels_cute.py", "--parts", "prefill"],
+                                      ["benchmarks/cute_gemm_anatomy.py", "--out", str(out)]]
+    assert calls[0][-3:] == ["tests/kernels/library/test_cute_gpu.py", "-k", "gemm"] and "--tune" in calls[1]
+    assert (out / "cute_gemm_gpu_tests.txt").is_file()  # the tests' output comes back even when they fail
+    # without CuTe DSL, one clear error before anything runs
+    stub.write_text('#!/bin/sh\n[ "$1" = "-c" ] && exit 1\necho "ARGV $*"\n')
+    refused = subprocess.run(["bash", str(SCRIPT), "gemm"], cwd=ROOT, env=env, capture_output=True, text=True,
+                             timeout=60)
+    assert refused.returncode == 1 and "cute-only, then cute-b && gemm" in refused.stderr
+    assert "ARGV" not in refused.stdout
