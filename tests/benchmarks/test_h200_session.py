@@ -60,6 +60,8 @@ def test_gemm_runs_the_gemm_tests_under_a_timeout_then_its_table_and_anatomy_int
                                       ["benchmarks/cute_gemm_anatomy.py", "--out", str(out)]]
     assert calls[0][-3:] == ["tests/kernels/library/test_cute_gpu.py", "-k", "gemm"] and "--tune" in calls[1]
     assert (out / "cute_gemm_gpu_tests.txt").is_file()  # the tests' output comes back even when they fail
+    # the table runs over the committed one, so the decode and model rows it does not rerun come back with it
+    assert (out / "kernels_cute.json").read_bytes() == (ROOT / "benchmarks/results/kernels_cute.json").read_bytes()
     # without CuTe DSL, one clear error before anything runs
     stub.write_text('#!/bin/sh\n[ "$1" = "-c" ] && exit 1\necho "ARGV $*"\n')
     refused = subprocess.run(["bash", str(SCRIPT), "gemm"], cwd=ROOT, env=env, capture_output=True, text=True,
