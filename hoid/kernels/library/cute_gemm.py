@@ -9,7 +9,8 @@ that would be a second module, the one place a per-arch module is right), so the
 The main loop: warp 0 keeps `stages` K tiles of x and w in flight through TMA (each stage's mbarrier
 counts the bytes that land); the warpgroups wait on a stage, issue its WGMMAs asynchronously, keep one
 stage of WGMMAs outstanding and release the stage before it back to the loads. The epilogue rounds the
-accumulator to the output dtype, adds the residual as the unfused ops would, and stores from registers,
+accumulator to the output dtype, adds the residual as the unfused ops would (its loads went out before the
+main loop: `Gemm.load_residual`), and stores from registers,
 predicated on the tile's bounds (TMA zero-fills loads past M, N and K, so any M works; K and N must be
 multiples of 8: TMA needs 16-byte strides).
 
@@ -213,6 +214,16 @@ def _kernels(cutlass, cute, driver):
             fa = mma.make_fragment_A(thr.partition_A(sa))
             fb = mma.make_fragment_B(thr.partition_B(sb))
             acc = cute.make_rmem_tensor(thr.partition_C(gc).shape, cutlass.Float32)
+            # The accumulator is per thread: its coordinates come from this thread's slice of the MMA (the
+            # warpgroup's slice above is what WGMMA's shared-memory operands take).
+            mine = mma.get_slice(tidx)
+            m, n = cute.size(c, mode=[0]), cute.size(c, mode=[1])
+            early = res  # without the residual, a stand-in the epilogue never reads
+            if cutlass.const_expr(self.epilogue == "add"):  # its loads go out before the main loop
+                cc = mine.partition_C(cute.local_tile(cute.make_identity_tensor((m, n)), self.tile, coord,
+                                                      proj=(1, 1, None)))
+                early = cute.make_rmem_tensor(cute.size(acc), res.element_type)
+                self.load_residual(res, early, cc, m, n)
             pipeline.pipeline_init_wait(cluster_shape_mn=(self.cluster_m, 1))
 
             # this split's run of the K tiles (all of them with one split): as many in each split (`choose`
@@ -265,15 +276,12 @@ def _kernels(cutlass, cute, driver):
                 cute.arch.cluster_arrive()
 
             # Epilogue from registers: each thread's accumulator values at their (row, col) of the tile.
-            # The accumulator is per thread: its coordinates come from this thread's slice of the MMA (the
-            # warpgroup's slice above is what WGMMA's shared-memory operands take).
-            mine = mma.get_slice(tidx)
-            m, n = cute.size(c, mode=[0]), cute.size(c, mode=[1])
-            cc = mine.partition_C(cute.local_tile(cute.make_identity_tensor((m, n)), self.tile, coord,
-                                                  proj=(1, 1, None)))
+            if cutlass.const_expr(self.epilogue != "add"):
+                cc = mine.partition_C(cute.local_tile(cute.make_identity_tensor((m, n)), self.tile, coord,
+                                                      proj=(1, 1, None)))
             out = mine.partition_C(gc)
             if cutlass.const_expr(self.split == 1):
-                self.epilogue_out(acc, part, res, out, cc, m, n, False)
+                self.epilogue_out(acc, part, early, out, cc, m, n, False)
             else:
                 for i in cutlass.range_constexpr(cute.size(acc)):
                     if cute.elem_less(cc[i], (m, n)):
@@ -291,7 +299,7 @@ def _kernels(cutlass, cute, driver):
                 cute.arch.sync_threads()
                 if arrived[0] == self.split - 1:  # the tile's last split: the others' partials are all in
                     cute.arch.fence_acq_rel_gpu()
-                    self.epilogue_out(acc, part, res, out, cc, m, n, True)
+                    self.epilogue_out(acc, part, early, out, cc, m, n, True)
                     if tidx == 0:  # zero again for the next launch (or a CUDA graph's next replay)
                         cute.arch.atomic_exch((counters.iterator + tile).llvm_ptr, cutlass.Int32(0),
                                               sem="relaxed", scope="gpu")
@@ -299,15 +307,31 @@ def _kernels(cutlass, cute, driver):
                 cute.arch.cluster_wait()
 
         @cute.jit
-        def epilogue_out(self, acc: cute.Tensor, part: cute.Tensor, res: cute.Tensor, out: cute.Tensor,
+        def load_residual(self, res: cute.Tensor, early: cute.Tensor, cc: cute.Tensor, m: cutlass.Int32,
+                          n: cutlass.Int32):
+            """early <- this thread's residuals (at its accumulator's coordinates within the output), loaded
+            before the main loop so that their round trip passes under its WGMMAs; the epilogue adds them from
+            registers. Loaded in the epilogue, a chunk at a time after the chunk before it was stored (no load
+            goes out ahead of an earlier store: the compiler cannot tell the addresses apart), they were 64
+            values a thread in four round trips at 128 x 128 after the last WGMMA; the H200 timed the o
+            projection at a prompt of 128 at 14.4 us against 10.6 for the QKV projection, twice its columns and
+            no residual (12-05). Elements past M or N are not loaded (nor stored)."""
+            for i in cutlass.range_constexpr(cute.size(early)):
+                if cute.elem_less(cc[i], (m, n)):
+                    row, col = cc[i]
+                    early[i] = res[row, col]
+
+        @cute.jit
+        def epilogue_out(self, acc: cute.Tensor, part: cute.Tensor, early: cute.Tensor, out: cute.Tensor,
                          cc: cute.Tensor, m: cutlass.Int32, n: cutlass.Int32, from_partials: cutlass.Constexpr):
             """out <- this thread's sums (its accumulator; or, `from_partials`, the tile's partials added in split
-            order), rounded as the unfused ops would: the matmul's result, then the add's. In chunks of
-            `EPILOGUE_CHUNK`, a chunk's loads (residuals, partials) all issued before its stores: no load goes
-            out ahead of an earlier store (the compiler cannot tell the addresses apart), so element by element
-            each residual was a round trip of its own (H200, 12-04: Qwen3-1.7B's o projection at a prompt of
-            128, 13.3 us with the residual against 9.2 without). Unrolled at trace time (CuTe warns it is slow
-            to compile: ~10 s): every index is static, so the accumulator stays in registers."""
+            order), rounded as the unfused ops would: the matmul's result, then the add's of the residual
+            `early` holds (`load_residual`). In chunks of `EPILOGUE_CHUNK`, a chunk's partials all loaded
+            before its stores: no load goes out ahead of an earlier store (the compiler cannot tell the
+            addresses apart), so element by element each was a round trip of its own (H200, 12-04: Qwen3-1.7B's
+            o projection at a prompt of 128, 13.3 us with the residual against 9.2 without, when the residual
+            was loaded here). Unrolled at trace time (CuTe warns it is slow to compile: ~10 s): every index is
+            static, so the accumulator stays in registers."""
             dtype = out.element_type
             size = cutlass.const_expr(cute.size(acc))
             for c in cutlass.range_constexpr(0, size, EPILOGUE_CHUNK):
@@ -330,7 +354,7 @@ def _kernels(cutlass, cute, driver):
                         else:
                             y = total.to(dtype).to(cutlass.Float32)
                         if cutlass.const_expr(self.epilogue == "add"):
-                            y = y + res[row, col].to(cutlass.Float32)
+                            y = y + early[c + j].to(cutlass.Float32)
                         vals[j] = y
                 for j in cutlass.range_constexpr(min(EPILOGUE_CHUNK, size - c)):
                     if cute.elem_less(cc[c + j], (m, n)):

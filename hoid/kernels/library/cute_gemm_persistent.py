@@ -210,8 +210,15 @@ def _kernels(cutlass, cute, driver):
                 blocks = cute.size(fa, mode=[2])
                 get = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
                 done = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+                early = res  # without the residual, a stand-in the epilogue never reads
+                if cutlass.const_expr(self.epilogue == "add"):
+                    early = cute.make_rmem_tensor(cute.size(acc), res.element_type)
                 for tile in cutlass.range(first, tiles, self.ctas, unroll=1):
                     coord = (tile % tiles_m, tile // tiles_m, None)
+                    if cutlass.const_expr(self.epilogue == "add"):  # loaded under this tile's WGMMAs
+                        cc = mine.partition_C(cute.local_tile(cute.make_identity_tensor((m, n)), self.tile, coord,
+                                                              proj=(1, 1, None)))
+                        self.load_residual(res, early, cc, m, n)
                     mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, False)
                     for t in cutlass.range(k_tiles, unroll=1):
                         ring.consumer_wait(get)
@@ -236,10 +243,11 @@ def _kernels(cutlass, cute, driver):
                                             sc, warp, done_tiles)
                         done_tiles += 1
                     else:
-                        cc = mine.partition_C(cute.local_tile(cute.make_identity_tensor((m, n)), self.tile, coord,
-                                                              proj=(1, 1, None)))
+                        if cutlass.const_expr(self.epilogue != "add"):
+                            cc = mine.partition_C(cute.local_tile(cute.make_identity_tensor((m, n)), self.tile,
+                                                                  coord, proj=(1, 1, None)))
                         out = mine.partition_C(cute.local_tile(c, self.tile, coord, proj=(1, 1, None)))
-                        self.epilogue_out(acc, res, res, out, cc, m, n, False)  # (no partials: `res` stands in)
+                        self.epilogue_out(acc, res, early, out, cc, m, n, False)  # (no partials: `res` stands in)
                 if cutlass.const_expr(self.store == "tma"):
                     store[4].producer_tail()  # the last tile's stores read out of shared memory before leaving
 

@@ -7,6 +7,7 @@ Without CuTe DSL the build tests skip, except where HOID_REQUIRE_CUTE=1 (as `.ci
 missing install fails them, so CI cannot pass by skipping."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -149,6 +150,13 @@ def assert_a_hopper_gemm(b, refused_notices=("C7514",)):
     report = ptxas_report(b.ptx, b.ptx_target)
     assert not [w for w in report.warnings if any(n in w for n in refused_notices)], (b.kernel, report.text)
     assert report.spilled_bytes == 0, (b.kernel, report.text)
+    # the residual's loads (the only 16-bit global loads: split-K's partials are float32) go out before the
+    # first WGMMA, so that their round trip passes under the main loop (`cute_gemm.Gemm.load_residual`)
+    lines = b.ptx.splitlines()
+    residual = [i for i, line in enumerate(lines) if re.search(r"ld\.global(\.v\d)?\.b16", line)]
+    first_mma = next(i for i, line in enumerate(lines) if "wgmma.mma_async" in line)
+    assert bool(residual) == b.kernel.endswith(".add"), b.kernel
+    assert all(i < first_mma for i in residual), (b.kernel, len(residual), first_mma)
 
 
 @needs_cute
@@ -196,8 +204,6 @@ def test_with_the_residual_the_gemm_at_4096_tokens_builds_without_spilling():
 @pytest.mark.slow
 @pytest.mark.parametrize("kernel_id", PERSISTENT_IDS)
 def test_the_persistent_gemm_builds_warp_specialized(kernel_id):
-    import re
-
     from hoid.kernels.library.cute_gemm_persistent import CONSUMER_REGS, PRODUCER_REGS
 
     builds = all_kernels()[kernel_id].compile("sm_90")
