@@ -230,9 +230,8 @@ def run_prefill(only: str, tune: bool = False, rows=None, save=None) -> list[dic
             persistent = all_kernels()[kernel + "_persistent"]
             if not persistent.rejects([TensorType.of(t) for t in inputs], {}):
                 pers_s, pers_params, pers_err = hoid_seconds(persistent.id, inputs)
-                for cand in ([dict(tile_m=tm, tile_n=tn, store=st) for (tm, tn), st in
-                              itertools.product(TILES, ("direct", "tma") if pattern == "linear" else ("direct",))]
-                             if tune else ()):
+                for cand in ([dict(tile_m=tm, tile_n=tn, store=st)
+                              for (tm, tn), st in itertools.product(TILES, ("direct", "tma"))] if tune else ()):
                     s, p, e = hoid_seconds(persistent.id, inputs, cand)
                     row.setdefault("tried_persistent", []).append({"params": p, "seconds": s, "rel_error": e})
                     if s < pers_s:

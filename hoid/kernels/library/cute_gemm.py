@@ -344,21 +344,25 @@ def _kernels(cutlass, cute, driver):
                             total = part[0, row, col]
                             for z in cutlass.range_constexpr(1, self.split):  # split order, whoever came last
                                 total = total + part[z, row, col]
-                        if cutlass.const_expr(self.epilogue == "add" and dtype == cutlass.BFloat16):
-                            # the rounded bfloat16 widened by a shift, not by a conversion: the same value
-                            # (NaN too), added in float32 as torch's bfloat16 add computes it. Widened by a
-                            # conversion, LLVM folded the two conversions and the add into one `add.bf16`, and in
-                            # `cute_gemm_persistent` ptxas then serialized the WGMMAs (C7514; its doc)
-                            y = (cutlass.Uint32(total.to(dtype).bitcast(cutlass.Uint16)) << 16).bitcast(
-                                cutlass.Float32)
-                        else:
-                            y = total.to(dtype).to(cutlass.Float32)
                         if cutlass.const_expr(self.epilogue == "add"):
-                            y = y + early[c + j].to(cutlass.Float32)
-                        vals[j] = y
+                            vals[j] = self.plus_residual(total, early[c + j], dtype)
+                        else:
+                            vals[j] = total.to(dtype).to(cutlass.Float32)
                 for j in cutlass.range_constexpr(min(EPILOGUE_CHUNK, size - c)):
                     if cute.elem_less(cc[c + j], (m, n)):
                         out[c + j] = vals[j].to(dtype)
+
+        def plus_residual(self, total, residual, dtype):
+            """round(total) to the output's dtype, widened back to float32, + the residual: the unfused ops'
+            rounding (the matmul's result, then the add's, in float32 as torch's 16-bit add computes it).
+            bfloat16 widens by a 16-bit shift, not a conversion: the same value (NaN too); widened by a
+            conversion, LLVM folded the two conversions and the add into one `add.bf16`, and in
+            `cute_gemm_persistent` ptxas then serialized the WGMMAs (C7514; its doc)."""
+            if dtype == cutlass.BFloat16:
+                rounded = (cutlass.Uint32(total.to(dtype).bitcast(cutlass.Uint16)) << 16).bitcast(cutlass.Float32)
+            else:
+                rounded = total.to(dtype).to(cutlass.Float32)
+            return rounded + residual.to(cutlass.Float32)
 
     return Gemm
 

@@ -20,12 +20,14 @@ epilogue are `cute_gemm`'s (`Gemm.operands`, `Gemm.epilogue_out`): one GEMM, two
 clusters here: split-K serves the shapes whose tiles leave the multiprocessors idle, where a persistent walk
 has nothing to overlap.
 
-Without the residual the tile may leave through shared memory instead (`store="tma"`, `tma_store_tile`):
-each sub-tile of `EPI_N` columns stmatrix'd into one of `EPI_STAGES` slots and written by one TMA store that
-runs on while the consumers start the next tile's WGMMAs, as CUTLASS's Hopper GEMMs write their outputs; the
-direct stores are 64 four-byte stores a thread at 128 x 256, each warp's touching eight rows. Built and
-checked on the CPU (12-07: its PTX has no global store of its own); "auto" keeps the direct stores until a GPU
-has timed the two (`benchmarks/kernels_cute.py --parts prefill --tune`).
+The tile may leave through shared memory instead (`store="tma"`, `tma_store_tile`): each sub-tile of `EPI_N`
+columns stmatrix'd into one of `EPI_STAGES` slots and written by one TMA store that runs on while the
+consumers start the next tile's WGMMAs, as CUTLASS's Hopper GEMMs write their outputs; the direct stores are
+64 four-byte stores a thread at 128 x 256, each warp's touching eight rows. With the residual, its values come
+from the registers `cute_gemm.Gemm.load_residual` filled as the tile began, in the sub-tiles' order (`retile`
+of a tensor in the accumulator's layout). Built and checked on the CPU (12-07: its PTX has no global store of
+its own); "auto" keeps the direct stores until a GPU has timed the two (`benchmarks/kernels_cute.py --parts
+prefill --tune`).
 
 The residual epilogue (`cute.gemm_linear_add_persistent`) is bfloat16 only. With `cute_gemm`'s epilogue as
 the plain GEMM runs it, ptxas serialized the WGMMAs of every build whose CTAs walk with two consumer
@@ -75,15 +77,13 @@ def choose(m: int, n: int, k: int, tile_m="auto", tile_n="auto", stages="auto", 
     where a walk has nothing to overlap: Qwen3-1.7B's QKV at a prompt of 1024 is 128 tiles of 128 x 256 there,
     256 of 128 x 128 here. Only 128-row tiles walk by default: two consumer warpgroups, which `setmaxnreg`
     serves (one warpgroup ignores it, C7508); the tuner gives the others. `store` "auto" is "direct" (the
-    TMA store is unmeasured); "tma" has no residual form."""
+    TMA store is unmeasured)."""
     if tile_m == "auto" or tile_n == "auto":
         walking = [t for t in G.tile_options(tile_m, tile_n, epilogue)
                    if t[0] == 128 and tile_count(m, n, {"tile_m": t[0], "tile_n": t[1]}) > G.SMS]
         tile_m, tile_n = walking[0] if walking else (tile_m, tile_n)
     cfg = G.choose(m, n, k, tile_m, tile_n, stages, split_k=1, cluster_m=1, epilogue=epilogue)
     store = "direct" if store == "auto" else store
-    if store == "tma" and epilogue != "none":
-        raise ValueError("cute persistent GEMM: store='tma' has no residual form: store='direct' with it")
     # the TMA store's slots fit beside the most stages `cute_gemm.choose` gives any tile, with 1 KB to spare at
     # 128 x 128 and 128 x 256 (tested for every tile)
     return {"tile_m": cfg["tile_m"], "tile_n": cfg["tile_n"], "stages": cfg["stages"], "store": store,
@@ -203,16 +203,16 @@ def _kernels(cutlass, cute, driver):
                     thr.partition_C(cute.local_tile(c, self.tile, (0, 0, None), proj=(1, 1, None))).shape,
                     cutlass.Float32)
                 mine = mma.get_slice(tidx)  # this thread's accumulator coordinates, for the epilogue
-                if cutlass.const_expr(self.store == "tma"):
-                    sc = storage.sc.get_tensor(sc_layout.outer, swizzle=sc_layout.inner)
-                    store = self.tma_store_setup(mma, acc, sc, tidx, c.element_type)
-                    done_tiles = cutlass.Int32(0)
                 blocks = cute.size(fa, mode=[2])
                 get = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
                 done = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
                 early = res  # without the residual, a stand-in the epilogue never reads
                 if cutlass.const_expr(self.epilogue == "add"):
-                    early = cute.make_rmem_tensor(cute.size(acc), res.element_type)
+                    early = cute.make_rmem_tensor(acc.shape, res.element_type)  # acc's layout: `retile` reads it
+                if cutlass.const_expr(self.store == "tma"):
+                    sc = storage.sc.get_tensor(sc_layout.outer, swizzle=sc_layout.inner)
+                    store = self.tma_store_setup(mma, acc, early, sc, tidx, c.element_type)
+                    done_tiles = cutlass.Int32(0)
                 for tile in cutlass.range(first, tiles, self.ctas, unroll=1):
                     coord = (tile % tiles_m, tile // tiles_m, None)
                     if cutlass.const_expr(self.epilogue == "add"):  # loaded under this tile's WGMMAs
@@ -249,12 +249,14 @@ def _kernels(cutlass, cute, driver):
                         out = mine.partition_C(cute.local_tile(c, self.tile, coord, proj=(1, 1, None)))
                         self.epilogue_out(acc, res, early, out, cc, m, n, False)  # (no partials: `res` stands in)
                 if cutlass.const_expr(self.store == "tma"):
-                    store[4].producer_tail()  # the last tile's stores read out of shared memory before leaving
+                    store[5].producer_tail()  # the last tile's stores read out of shared memory before leaving
 
-        def tma_store_setup(self, mma: cute.TiledMma, acc: cute.Tensor, sc: cute.Tensor, tidx, dtype) -> tuple:
+        def tma_store_setup(self, mma: cute.TiledMma, acc: cute.Tensor, early: cute.Tensor, sc: cute.Tensor, tidx,
+                            dtype) -> tuple:
             """The consumers' side of the TMA store: the stmatrix copy from the accumulator's layout into the
-            sub-tiles in shared memory, this thread's share of it, the registers a sub-tile passes through,
-            the bulk-store groups in flight (`EPI_STAGES`) and the consumers' named barrier."""
+            sub-tiles in shared memory, this thread's share of it, the accumulator and the residual (`early`)
+            in the sub-tiles' order, the registers a sub-tile passes through, the bulk-store groups in flight
+            (`EPI_STAGES`) and the consumers' named barrier."""
             r2s = cute.make_tiled_copy_S(
                 sm90.sm90_get_smem_store_op(self.c_layout, elem_ty_d=dtype, elem_ty_acc=cutlass.Float32),
                 cute.make_tiled_copy_C_atom(cute.make_copy_atom(
@@ -263,8 +265,9 @@ def _kernels(cutlass, cute, driver):
             shape = cute.shape(mine.partition_S(sc))[:3]  # one sub-tile of this thread's outputs
             stores = pipeline.PipelineTmaStore.create(
                 num_stages=EPI_STAGES, producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.threads))
-            return (r2s, mine.partition_D(sc), r2s.retile(acc), cute.make_rmem_tensor(shape, dtype), stores,
-                    pipeline.NamedBarrier(barrier_id=1, num_threads=self.threads))
+            residual = r2s.retile(early) if self.epilogue == "add" else None
+            return (r2s, mine.partition_D(sc), r2s.retile(acc), residual, cute.make_rmem_tensor(shape, dtype),
+                    stores, pipeline.NamedBarrier(barrier_id=1, num_threads=self.threads))
 
         @cute.jit
         def tma_store_tile(self, store: tuple, tma_c: cute.CopyAtom, gc: cute.Tensor, sc: cute.Tensor, warp,
@@ -273,7 +276,7 @@ def _kernels(cutlass, cute, driver):
             through stmatrix into the next of the `EPI_STAGES` shared-memory slots (the bulk store that read it
             last waited for first), then one TMA store by warp 0, which clips what lies past M and N. The
             sub-tiles' registers are the accumulator's in order (`retile`: each sub-tile's values contiguous)."""
-            r2s, t_sc, t_acc, vals, stores, barrier = store
+            r2s, t_sc, t_acc, t_res, vals, stores, barrier = store
             gc_sub = cute.zipped_divide(gc, self.epi_tile)  # ((tile_m, EPI_N), (1, tile_n / EPI_N))
             s_part, g_part = cute.nvgpu.cpasync.tma_partition(
                 tma_c, 0, cute.make_layout(1), cute.group_modes(sc, 0, 2), gc_sub)
@@ -281,7 +284,11 @@ def _kernels(cutlass, cute, driver):
             subs = cutlass.const_expr(self.tile[1] // EPI_N)
             for e in cutlass.range_constexpr(subs):
                 for v in cutlass.range_constexpr(per):
-                    vals[v] = t_acc[e * per + v].to(vals.element_type)
+                    if cutlass.const_expr(self.epilogue == "add"):
+                        vals[v] = self.plus_residual(t_acc[e * per + v], t_res[e * per + v],
+                                                     vals.element_type).to(vals.element_type)
+                    else:
+                        vals[v] = t_acc[e * per + v].to(vals.element_type)
                 slot = (done_tiles * subs + e) % EPI_STAGES
                 cute.copy(r2s, vals, t_sc[(None, None, None, slot)])
                 # the generic proxy's writes to shared memory made visible to the TMA's async proxy, and all
@@ -341,7 +348,8 @@ BUILD_SHAPES = {"none": ((4096, 4096, 4096, {}), (1024, 2048, 12288, {}), (1024,
                          (2100, 1000, 4000, {"tile_m": 64, "tile_n": 64}),
                          (4096, 4096, 4096, {"store": "tma"}),
                          (2100, 1000, 4000, {"tile_m": 64, "tile_n": 64, "store": "tma"})),
-                "add": ((4096, 6144, 2048, {}), (2100, 1000, 4000, {"tile_m": 64, "tile_n": 64}))}
+                "add": ((4096, 6144, 2048, {}), (2100, 1000, 4000, {"tile_m": 64, "tile_n": 64}),
+                        (4096, 6144, 2048, {"store": "tma"}))}
 
 
 def _all_builds(epilogue: str):
@@ -403,9 +411,8 @@ def _resolve_for(epilogue: str):
 
 
 def _spec(kernel_id: str, pattern, launch_fn, epilogue: str, doc: str, extra=()) -> KernelSpec:
-    params = PARAMS if epilogue == "none" else tuple(p for p in PARAMS if p.name != "store")  # no residual TMA store
     return KernelSpec(id=kernel_id, pattern=pattern, backend="cute", launch=launch_fn,
-                      constraints=G._constraints(pattern, (*extra, _walks_constraint(epilogue))), params=params,
+                      constraints=G._constraints(pattern, (*extra, _walks_constraint(epilogue))), params=PARAMS,
                       deterministic=True, examples=_examples(epilogue), compile=_all_builds(epilogue),
                       archs=("sm_90",), resolve=_resolve_for(epilogue), doc=doc)
 

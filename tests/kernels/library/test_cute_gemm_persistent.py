@@ -52,8 +52,8 @@ def test_the_specs_take_the_plain_gemms_patterns_and_constraints_without_split_o
         assert mine.pattern == plain.pattern
         words = [c.description for c in plain.constraints]
         assert [c.description for c in mine.constraints][:len(words)] == words
-    assert {p.name for p in LINEAR_SPEC.params} == {"tile_m", "tile_n", "stages", "store"}
-    assert {p.name for p in LINEAR_ADD_SPEC.params} == {"tile_m", "tile_n", "stages"}  # no residual TMA store
+    assert {p.name for p in LINEAR_SPEC.params} == {p.name for p in LINEAR_ADD_SPEC.params} == {
+        "tile_m", "tile_n", "stages", "store"}
     assert LINEAR_SPEC.archs == ("sm_90",) and LINEAR_SPEC.workspace is None
 
 
@@ -84,13 +84,12 @@ def test_with_the_residual_bfloat16_only_and_the_plain_gemms_residual_tiles():
     assert choose(4096, 2048, 6144)["tile_n"] == 256
 
 
-def test_the_tma_store_is_asked_for_without_the_residual_and_its_slots_fit_beside_any_tiles_stages():
+def test_the_tma_store_is_asked_for_and_its_slots_fit_beside_any_tiles_stages():
     from hoid.kernels.library.cute_gemm_persistent import EPI_N, EPI_STAGES, epi_bytes
 
     assert choose(4096, 4096, 4096)["store"] == "direct"  # unmeasured: "auto" keeps the direct stores
     assert choose(4096, 4096, 4096, store="tma")["store"] == "tma"
-    with pytest.raises(ValueError, match="no residual form"):
-        choose(4096, 2048, 6144, store="tma", epilogue="add")
+    assert choose(4096, 2048, 6144, store="tma", epilogue="add")["store"] == "tma"
     for tile_m, tile_n in cute_gemm.TILES:
         cfg = choose(4096, 4096, 4096, tile_m=tile_m, tile_n=tile_n, store="tma")
         ring = cfg["stages"] * (tile_m + tile_n) * cute_gemm.TILE_K * 2

@@ -160,18 +160,22 @@ def test_every_tile_of_the_persistent_gemm_matches_float64_and_repeats_bitwise(t
 @pytest.mark.skipif(torch.cuda.is_available() and not _is_hopper(), reason="WGMMA: sm_90 only")
 @pytest.mark.parametrize("tile", [(128, 256), (128, 128), (64, 128), (64, 64)], ids=lambda t: f"{t[0]}x{t[1]}")
 def test_the_persistent_gemms_tma_store_writes_what_the_direct_store_writes(tile):
-    # not yet run on a GPU when written (12-07): the sub-tiles' registers are the accumulator's in `retile`'s
-    # order, stmatrix'd and TMA-stored; the same rounding as the direct store, so the same bits. 2100 x 4000
+    # not yet run on a GPU when written (12-07): the sub-tiles' registers are the accumulator's (and the
+    # residual's) in `retile`'s order, stmatrix'd and TMA-stored; the same rounding as the direct store, so the
+    # same bits, with and without the residual. 2100 x 4000
     # ends inside a tile in M and N (the TMA store clips there); the NaN-filled outputs show any element missed
     from hoid.kernels.library import cute_gemm_persistent
 
     params = {"tile_m": tile[0], "tile_n": tile[1]}
-    x, w, _ = _inputs(2100, 4000, 1024, False, seed=10)
+    x, w, res = _inputs(2100, 4000, 1024, True, seed=10)
     assert_matches(all_kernels()["cute.gemm_linear_persistent"], [x, w], {}, {**params, "store": "tma"})
-    direct, tma = (torch.full((2100, 4000), float("nan"), device="cuda", dtype=torch.bfloat16) for _ in "ab")
-    cute_gemm_persistent.launch_linear(x, w, direct, **params, store="direct")
-    cute_gemm_persistent.launch_linear(x, w, tma, **params, store="tma")
-    assert torch.equal(direct, tma)
+    assert_matches(all_kernels()["cute.gemm_linear_add_persistent"], [x, w, res], {}, {**params, "store": "tma"})
+    for launch, inputs in ((cute_gemm_persistent.launch_linear, (x, w)),
+                           (cute_gemm_persistent.launch_linear_add, (x, w, res))):
+        direct, tma = (torch.full((2100, 4000), float("nan"), device="cuda", dtype=torch.bfloat16) for _ in "ab")
+        launch(*inputs, direct, **params, store="direct")
+        launch(*inputs, tma, **params, store="tma")
+        assert torch.equal(direct, tma), launch.__name__
 
 
 _SIXTEEN_ROWS = """
