@@ -274,8 +274,9 @@ def _kernels(cutlass, cute, driver):
                            done_tiles: cutlass.Int32):
             """The tile's outputs, rounded as `epilogue_out` rounds them, in sub-tiles of EPI_N columns: each
             through stmatrix into the next of the `EPI_STAGES` shared-memory slots (the bulk store that read it
-            last waited for first), then one TMA store by warp 0, which clips what lies past M and N. The
-            sub-tiles' registers are the accumulator's in order (`retile`: each sub-tile's values contiguous)."""
+            last waited for first), then one TMA store by warp 0, which clips what lies past M and N (the values
+            computed there, from residuals never loaded, are never stored). The sub-tiles' registers are the
+            accumulator's and the residual's in order (`retile`: each sub-tile's values contiguous)."""
             r2s, t_sc, t_acc, t_res, vals, stores, barrier = store
             gc_sub = cute.zipped_divide(gc, self.epi_tile)  # ((tile_m, EPI_N), (1, tile_n / EPI_N))
             s_part, g_part = cute.nvgpu.cpasync.tma_partition(
