@@ -9,7 +9,7 @@ import pytest
 def test_the_fit_recovers_a_line_and_reports_how_far_a_bent_curve_is_from_it():
     from cute_gemm_anatomy import fit_line
 
-    f = fit_line([1, 2, 4, 8], [3e-6 + 0.5e-6 * x for x in (1, 2, 4, 8)])
+    f = fit_line([1, 4, 16, 32], [3e-6 + 0.5e-6 * x for x in (1, 4, 16, 32)])
     assert f["fixed"] == pytest.approx(3e-6) and f["per"] == pytest.approx(0.5e-6)
     assert f["worst_residual"] == pytest.approx(0, abs=1e-12)
     bent = fit_line([1, 2, 4, 8], [1.0, 2.0, 4.0, 16.0])
@@ -19,9 +19,9 @@ def test_the_fit_recovers_a_line_and_reports_how_far_a_bent_curve_is_from_it():
 def test_k_values_walk_whole_tiles_split_evenly_up_to_the_shapes_own():
     from cute_gemm_anatomy import k_values
 
-    # K = 2048 in two splits: 16 tiles of 64 a split, so walks of 1, 2, 4, 8 and 16
-    assert k_values(2048, 2) == [128, 256, 512, 1024, 2048]
-    assert k_values(6144, 4) == [256, 512, 1024, 2048, 4096, 6144]  # 24 tiles a split: 1..16 and 24
+    # K = 2048 in two splits: 16 tiles of 64 a split, so walks of 1, 4 and 16 (the shape's own)
+    assert k_values(2048, 2) == [128, 512, 2048]
+    assert k_values(6144, 4) == [256, 1024, 4096, 6144]  # 24 tiles a split: 1, 4, 16 and 24
     assert all(k % (64 * 4) == 0 for k in k_values(6144, 4))
 
 
