@@ -62,6 +62,11 @@ TILES = ((128, 256), (128, 128), (64, 128), (64, 64))
 RESIDUAL_TILES = TILES[1:]
 
 
+def tile_count(m: int, n: int, tile_m: int, tile_n: int) -> int:
+    """The output tiles of an [m, n] product in tiles of tile_m x tile_n."""
+    return -(-m // tile_m) * -(-n // tile_n)
+
+
 def tile_options(tile_m="auto", tile_n="auto", epilogue="none") -> list[tuple[int, int]]:
     """The tiles "auto" picks among, largest first: those of `TILES` (`RESIDUAL_TILES` with the residual, unless
     a 256 is given) that have the given tile_m or tile_n. Every tile_m and tile_n of `PARAMS` is in one."""
@@ -86,7 +91,7 @@ def choose(m: int, n: int, k: int, tile_m="auto", tile_n="auto", stages="auto", 
     keeps the plain launch. With the residual (`epilogue` "add"), "auto" picks among `RESIDUAL_TILES`."""
     if tile_m == "auto" or tile_n == "auto":
         fits = tile_options(tile_m, tile_n, epilogue)
-        tile_m, tile_n = next((t for t in fits if -(-m // t[0]) * -(-n // t[1]) * 2 >= SMS), fits[-1])
+        tile_m, tile_n = next((t for t in fits if tile_count(m, n, *t) * 2 >= SMS), fits[-1])
     per_stage = (tile_m + tile_n) * TILE_K * 2
     if stages == "auto":
         stages = max(2, min(6, (SMEM_BYTES - 1024) // per_stage))
@@ -94,7 +99,7 @@ def choose(m: int, n: int, k: int, tile_m="auto", tile_n="auto", stages="auto", 
         raise ValueError(f"cute GEMM: {stages} stages of a {tile_m} x {tile_n} tile take {stages * per_stage} bytes "
                          f"of shared memory, more than the {SMEM_BYTES - 1024} a block has here: at most "
                          f"{(SMEM_BYTES - 1024) // per_stage} stages, or a smaller tile")
-    tiles, k_tiles = -(-m // tile_m) * -(-n // tile_n), -(-k // TILE_K)
+    tiles, k_tiles = tile_count(m, n, tile_m, tile_n), -(-k // TILE_K)
     if split_k == "auto":
         split_k = 1
         while (tiles * split_k * 2 <= SMS and k_tiles >= 4 * split_k * 2 and k_tiles % (split_k * 2) == 0
@@ -220,8 +225,7 @@ def _kernels(cutlass, cute, driver):
             m, n = cute.size(c, mode=[0]), cute.size(c, mode=[1])
             early = res  # without the residual, a stand-in the epilogue never reads
             if cutlass.const_expr(self.epilogue == "add"):  # its loads go out before the main loop
-                cc = mine.partition_C(cute.local_tile(cute.make_identity_tensor((m, n)), self.tile, coord,
-                                                      proj=(1, 1, None)))
+                cc = self.coordinates(mine, m, n, coord)
                 early = cute.make_rmem_tensor(cute.size(acc), res.element_type)
                 self.load_residual(res, early, cc, m, n)
             pipeline.pipeline_init_wait(cluster_shape_mn=(self.cluster_m, 1))
@@ -277,8 +281,7 @@ def _kernels(cutlass, cute, driver):
 
             # Epilogue from registers: each thread's accumulator values at their (row, col) of the tile.
             if cutlass.const_expr(self.epilogue != "add"):
-                cc = mine.partition_C(cute.local_tile(cute.make_identity_tensor((m, n)), self.tile, coord,
-                                                      proj=(1, 1, None)))
+                cc = self.coordinates(mine, m, n, coord)
             out = mine.partition_C(gc)
             if cutlass.const_expr(self.split == 1):
                 self.epilogue_out(acc, part, early, out, cc, m, n, False)
@@ -305,6 +308,12 @@ def _kernels(cutlass, cute, driver):
                                               sem="relaxed", scope="gpu")
             if cutlass.const_expr(self.cluster_m > 1):
                 cute.arch.cluster_wait()
+
+        def coordinates(self, mine, m, n, coord) -> cute.Tensor:
+            """This thread's accumulator coordinates, (row, col) within the [m, n] output, at tile `coord`
+            (`mine`: the thread's slice of the MMA)."""
+            return mine.partition_C(cute.local_tile(cute.make_identity_tensor((m, n)), self.tile, coord,
+                                                    proj=(1, 1, None)))
 
         @cute.jit
         def load_residual(self, res: cute.Tensor, early: cute.Tensor, cc: cute.Tensor, m: cutlass.Int32,

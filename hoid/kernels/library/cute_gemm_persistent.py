@@ -80,24 +80,14 @@ def choose(m: int, n: int, k: int, tile_m="auto", tile_n="auto", stages="auto", 
     TMA store is unmeasured)."""
     if tile_m == "auto" or tile_n == "auto":
         walking = [t for t in G.tile_options(tile_m, tile_n, epilogue)
-                   if t[0] == 128 and tile_count(m, n, {"tile_m": t[0], "tile_n": t[1]}) > G.SMS]
+                   if t[0] == 128 and G.tile_count(m, n, *t) > G.SMS]
         tile_m, tile_n = walking[0] if walking else (tile_m, tile_n)
     cfg = G.choose(m, n, k, tile_m, tile_n, stages, split_k=1, cluster_m=1, epilogue=epilogue)
     store = "direct" if store == "auto" else store
     # the TMA store's slots fit beside the most stages `cute_gemm.choose` gives any tile, with 1 KB to spare at
     # 128 x 128 and 128 x 256 (tested for every tile)
     return {"tile_m": cfg["tile_m"], "tile_n": cfg["tile_n"], "stages": cfg["stages"], "store": store,
-            "ctas": min(tile_count(m, n, cfg), G.SMS)}
-
-
-def epi_bytes(cfg: dict) -> int:
-    """The TMA store's shared memory: `EPI_STAGES` sub-tiles of tile_m x EPI_N 16-bit outputs."""
-    return EPI_STAGES * cfg["tile_m"] * EPI_N * 2
-
-
-def tile_count(m: int, n: int, cfg: dict) -> int:
-    """The output tiles of an [m, n] product at `cfg`'s tile."""
-    return -(-m // cfg["tile_m"]) * -(-n // cfg["tile_n"])
+            "ctas": min(G.tile_count(m, n, cfg["tile_m"], cfg["tile_n"]), G.SMS)}
 
 
 def _kernels(cutlass, cute, driver):
@@ -216,8 +206,7 @@ def _kernels(cutlass, cute, driver):
                 for tile in cutlass.range(first, tiles, self.ctas, unroll=1):
                     coord = (tile % tiles_m, tile // tiles_m, None)
                     if cutlass.const_expr(self.epilogue == "add"):  # loaded under this tile's WGMMAs
-                        cc = mine.partition_C(cute.local_tile(cute.make_identity_tensor((m, n)), self.tile, coord,
-                                                              proj=(1, 1, None)))
+                        cc = self.coordinates(mine, m, n, coord)
                         self.load_residual(res, early, cc, m, n)
                     mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, False)
                     for t in cutlass.range(k_tiles, unroll=1):
@@ -244,8 +233,7 @@ def _kernels(cutlass, cute, driver):
                         done_tiles += 1
                     else:
                         if cutlass.const_expr(self.epilogue != "add"):
-                            cc = mine.partition_C(cute.local_tile(cute.make_identity_tensor((m, n)), self.tile,
-                                                                  coord, proj=(1, 1, None)))
+                            cc = self.coordinates(mine, m, n, coord)
                         out = mine.partition_C(cute.local_tile(c, self.tile, coord, proj=(1, 1, None)))
                         self.epilogue_out(acc, res, early, out, cc, m, n, False)  # (no partials: `res` stands in)
                 if cutlass.const_expr(self.store == "tma"):
@@ -377,7 +365,8 @@ def _walks_for(epilogue: str):
         m, k, n = _mkn(types)
         if types[1].rank != 2 or min(m, k, n) <= 0:
             return False
-        return tile_count(m, n, choose(m, n, k, epilogue=epilogue)) > G.SMS
+        cfg = choose(m, n, k, epilogue=epilogue)
+        return G.tile_count(m, n, cfg["tile_m"], cfg["tile_n"]) > G.SMS
     return walks
 
 

@@ -21,7 +21,7 @@ def test_the_largest_128_row_tile_that_walks_and_one_cta_a_multiprocessor_or_a_t
     assert (cfg["tile_m"], cfg["tile_n"]) == (walking_tile(m, n, cute_gemm.TILES) or (plain["tile_m"],
                                                                                       plain["tile_n"]))
     assert cfg["stages"] == cute_gemm.choose(m, n, k, cfg["tile_m"], cfg["tile_n"], split_k=1)["stages"]
-    tiles = -(-m // cfg["tile_m"]) * -(-n // cfg["tile_n"])  # counted here, not by tile_count: the oracle
+    tiles = -(-m // cfg["tile_m"]) * -(-n // cfg["tile_n"])  # counted here, not by cute_gemm.tile_count: the oracle
     assert cfg["ctas"] == min(tiles, cute_gemm.SMS)
     assert 1 <= cfg["ctas"] <= cute_gemm.SMS
 
@@ -85,7 +85,7 @@ def test_with_the_residual_bfloat16_only_and_the_plain_gemms_residual_tiles():
 
 
 def test_the_tma_store_is_asked_for_and_its_slots_fit_beside_any_tiles_stages():
-    from hoid.kernels.library.cute_gemm_persistent import EPI_N, EPI_STAGES, epi_bytes
+    from hoid.kernels.library.cute_gemm_persistent import EPI_N, EPI_STAGES
 
     assert choose(4096, 4096, 4096)["store"] == "direct"  # unmeasured: "auto" keeps the direct stores
     assert choose(4096, 4096, 4096, store="tma")["store"] == "tma"
@@ -93,8 +93,8 @@ def test_the_tma_store_is_asked_for_and_its_slots_fit_beside_any_tiles_stages():
     for tile_m, tile_n in cute_gemm.TILES:
         cfg = choose(4096, 4096, 4096, tile_m=tile_m, tile_n=tile_n, store="tma")
         ring = cfg["stages"] * (tile_m + tile_n) * cute_gemm.TILE_K * 2
-        assert epi_bytes(cfg) == EPI_STAGES * tile_m * EPI_N * 2
+        slots = EPI_STAGES * tile_m * EPI_N * 2  # the TMA store's sub-tiles of 16-bit outputs
         # + 2048: the ring's barriers and split-K's arrival count, each padded to the next 1024-byte alignment
         # (the build is not checked against the launch's limit on the CPU: a launch past it fails on the GPU)
-        assert ring + epi_bytes(cfg) + 2048 <= cute_gemm.SMEM_BYTES, (tile_m, tile_n, cfg["stages"])
+        assert ring + slots + 2048 <= cute_gemm.SMEM_BYTES, (tile_m, tile_n, cfg["stages"])
         assert tile_n % EPI_N == 0  # whole sub-tiles
