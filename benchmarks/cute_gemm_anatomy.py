@@ -26,6 +26,7 @@ import datetime
 import json
 import os
 import platform
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -48,12 +49,9 @@ WALKS = (1, 4, 16)
 
 
 def fit_line(xs: list[float], ys: list[float]) -> dict:
-    """Least squares y = fixed + per x; with the largest residual, so a bent curve shows."""
-    n = len(xs)
-    mx, my = sum(xs) / n, sum(ys) / n
-    sxx = sum((x - mx) ** 2 for x in xs)
-    per = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx if sxx else 0.0
-    fixed = my - per * mx
+    """Least squares y = fixed + per x (`statistics.linear_regression`); with the largest residual, so a bent
+    curve shows."""
+    per, fixed = statistics.linear_regression(xs, ys)
     worst = max(abs(y - (fixed + per * x)) for x, y in zip(xs, ys, strict=True))
     return {"fixed": fixed, "per": per, "worst_residual": worst}
 
