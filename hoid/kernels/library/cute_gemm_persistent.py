@@ -111,14 +111,15 @@ def _kernels(cutlass, cute, driver):
                      stream: driver.CUstream):
             """c <- a @ b.T (+ res)."""
             mma, sa_layout, sb_layout, tma_a, ta, tma_b, tb = self.operands(a, b)
-            # the TMA store's sub-tiles of c in shared memory, beside the ring (built with "direct" too, unused:
-            # one kernel signature)
-            self.c_layout = LayoutEnum.from_tensor(c)
-            sc_layout = sm90.make_smem_layout_epi(c.element_type, self.c_layout, self.epi_tile, EPI_STAGES)
-            tma_c, tc = cute.nvgpu.cpasync.make_tiled_tma_atom(
-                cute.nvgpu.cpasync.CopyBulkTensorTileS2GOp(), c, cute.slice_(sc_layout, (None, None, 0)),
-                self.epi_tile)
-            if cutlass.const_expr(self.store == "tma"):
+            # with the direct store, x's TMA atom, tensor and ring layout stand in for the output's (one kernel
+            # signature, never read): no tensor map is encoded for c at every launch
+            tma_c, tc, sc_layout = tma_a, ta, sa_layout
+            if cutlass.const_expr(self.store == "tma"):  # the TMA store's sub-tiles of c, beside the ring
+                self.c_layout = LayoutEnum.from_tensor(c)
+                sc_layout = sm90.make_smem_layout_epi(c.element_type, self.c_layout, self.epi_tile, EPI_STAGES)
+                tma_c, tc = cute.nvgpu.cpasync.make_tiled_tma_atom(
+                    cute.nvgpu.cpasync.CopyBulkTensorTileS2GOp(), c, cute.slice_(sc_layout, (None, None, 0)),
+                    self.epi_tile)
                 ring_shared = self.shared
 
                 @cute.struct
