@@ -97,8 +97,8 @@
 #               pytest -m gpu tests/kernels/library/test_cute_gpu.py -k persistent -q`, then (its tests passing)
 #               `run benchmarks/kernels_cute.py --parts prefill --tune --out $OUT`: the plain and persistent
 #               GEMMs beside cuBLAS at 4096^3 and Qwen3-1.7B's prompts (issue 20's 0.9x; the persistent one
-#               where its tiles outnumber the multiprocessors: 4096^3, QKV and gate/up at 1024, none of the
-#               residual's shapes there; with --tune, each tile with store="direct" and "tma").
+#               where its tiles outnumber the multiprocessors: 4096^3, QKV and gate/up at 1024, and the down
+#               projection + residual at 4096 tokens; with --tune, each tile with store="direct" and "tma").
 #     12-07 evening (session 29): no machine in 100 minutes (seven refusals, ~1200 s of the budget), then none
 #               lent for the rest of the session; the plan above stands. Kernel work that needs no egglog
 #               (the CuTe GPU tests, kernels_cute.py: neither imports it) can skip .whl and so take CuTe in two

@@ -162,8 +162,8 @@ def test_every_tile_of_the_persistent_gemm_matches_float64_and_repeats_bitwise(t
 def test_the_persistent_gemms_tma_store_writes_what_the_direct_store_writes(tile):
     # not yet run on a GPU when written (12-07): the sub-tiles' registers are the accumulator's (and the
     # residual's) in `retile`'s order, stmatrix'd and TMA-stored; the same rounding as the direct store, so the
-    # same bits, with and without the residual. 2100 x 4000
-    # ends inside a tile in M and N (the TMA store clips there); the NaN-filled outputs show any element missed
+    # same bits, with and without the residual. 2100 x 4000 ends inside a tile in M and N (the TMA store clips
+    # there); the NaN-filled outputs show any element missed
     from hoid.kernels.library import cute_gemm_persistent
 
     params = {"tile_m": tile[0], "tile_n": tile[1]}
