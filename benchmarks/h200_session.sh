@@ -109,9 +109,12 @@
 #               0.60-0.86x at a prompt of 128 is paid once a launch or per tile.
 #   cute-only   [.cute1, .cute2a]  prep's CuTe part and cute-a in one call, without egglog (kernel work only)
 #   gemm        [] after cute-b in the same call: the CuTe GEMMs' GPU tests (TESTS_LIMIT, 150 s), then
-#               kernels_cute.py --parts prefill --tune (TUNE_LIMIT, 240 s) and cute_gemm_anatomy.py (ANATOMY_LIMIT,
-#               150 s): 540 s at most, inside one call's 600 with cute-b; estimated, not yet run: ~100, ~150 and
-#               ~120 s (each GEMM shape is a build of its own: ~1-2 s each on a CPU core)
+#               kernels_cute.py --parts prefill --tune --grid new (TUNE_LIMIT, 270 s) and cute_gemm_anatomy.py
+#               (ANATOMY_LIMIT, 140 s): 560 s at most, inside one call's 600 with cute-b; estimated, not yet run:
+#               ~100, ~210 and ~120 s (each GEMM shape is a build of its own: ~2 s each on a CPU core here, then
+#               its check and timing). `--grid new`: the whole plain grid (15 a shape) with the persistent GEMM's
+#               (9 a shape, five shapes) was ~195 candidates, ~490 s, cut before the rows the persistent GEMM runs
+#               in; the plain tiles the committed table has tried are left to it (its best per shape timed again)
 #   cute-a      [.cute2a]       the first half of CuTe's libraries, kept in /tmp
 #   cute-b      [.cute2b]       the second half; CuTe DSL importable from here on (sitecustomize)
 #   tests [LIMIT [ARGS]]  []    python -m pytest -m gpu (every GPU test; CuTe's too once installed), ARGS to
@@ -323,8 +326,8 @@ case ${1:-} in
       -rs tests/kernels/library/test_cute_gpu.py -k gemm 2>&1 | tee "$out/cute_gemm_gpu_tests.txt" | tail -15
     # the committed table first, so the one that comes back keeps the decode and model rows this run leaves
     cp benchmarks/results/kernels_cute.json "$out/kernels_cute.json"
-    LIMIT=${TUNE_LIMIT:-240} bash "$0" run benchmarks/kernels_cute.py --parts prefill --tune --out "$out"
-    LIMIT=${ANATOMY_LIMIT:-150} bash "$0" run benchmarks/cute_gemm_anatomy.py --out "$out" ;;
+    LIMIT=${TUNE_LIMIT:-270} bash "$0" run benchmarks/kernels_cute.py --parts prefill --tune --grid new --out "$out"
+    LIMIT=${ANATOMY_LIMIT:-140} bash "$0" run benchmarks/cute_gemm_anatomy.py --out "$out" ;;
   cute-a)
     [[ -d /tmp/cute ]] || { echo "cute-a: /tmp/cute is gone (the machine went cold): prep again" >&2; exit 1; }
     cp .cute2a/cu13.part.00 /tmp/ && echo "cute-a: done" ;;

@@ -11,7 +11,9 @@ copy of the same bytes; the Hopper GEMM at 4096^3 and Qwen3-1.7B's prefill (prom
                                    # and timings per matrix (and 16 of the split GEMV's where it applies):
                                    # Llama-3.2-1B's five matrices took 21 s on 2026-12-04
     PYTHONPATH=. python3 benchmarks/kernels_cute.py --parts prefill --tune --out $OUT
-                                   # + the GEMM's 8 tiles and stages per prefill shape (rows "tried")
+                                   # + the GEMM's tiles, stages and clusters per prefill shape (rows "tried"),
+                                   # and the persistent GEMM's tiles and stores; `--grid new`: only the plain
+                                   # tiles the table at --out has not tried, and its best, beside the persistent
     PYTHONPATH=. python3 benchmarks/kernels_cute.py --parts decode --m 16 --gemm --out $OUT
                                    # + the Hopper GEMM at M = 16 (64 x 64 tiles, K split), for the projections
                                    # without SiLU: the CuTe backend's tensor-core route at 16 rows (a run of its
@@ -74,7 +76,23 @@ GEMM_GRID += [dict(tile_m=tm, tile_n=tn, cluster_m=2) for tm, tn in TILES]
 # 128 x 64 (outside `TILES`, taken where both are given): at a prompt of 128 one M tile, so each weight tile is
 # read once where 64 x 64 reads it twice, and with 32 N tiles (o, down) "auto" splits K in four to fill a wave;
 # the 12-05 tuning (0.60x cuBLAS at the o projection, p128) had not tried it
-GEMM_GRID += [dict(tile_m=128, tile_n=64, stages=st) for st in ("auto", 3)]
+GEMM_GRID_ADDED = [dict(tile_m=128, tile_n=64, stages=st) for st in ("auto", 3)]
+GEMM_GRID += GEMM_GRID_ADDED
+
+
+def plain_grid(grid: str, before: dict | None) -> list[dict]:
+    """The plain GEMM's candidates at one prefill shape: the whole `GEMM_GRID` ("full"), or ("new") the tiles
+    the H200 table in benchmarks/results had not tried (`GEMM_GRID_ADDED`) and that table's best params for the
+    shape (`before`, its row), timed again beside cuBLAS in this run. Why: the whole grid is 15 builds and
+    timings a shape, ~2.5 s each; over the ten shapes and the persistent GEMM's grid a tuning run passed a
+    device call's time before it reached the rows the persistent GEMM runs in."""
+    if grid == "full":
+        return list(GEMM_GRID)
+    if grid != "new":
+        raise ValueError(f"kernels_cute: grid {grid!r}: 'full' (every tile) or 'new' (the untried ones)")
+    best = (before or {}).get("params")
+    keys = ("tile_m", "tile_n", "stages", "split_k", "cluster_m")
+    return list(GEMM_GRID_ADDED) + ([{k: best[k] for k in keys if k in best}] if best else [])
 
 
 def _swiglu(y):
@@ -203,19 +221,26 @@ def _split_row(pattern: str, inputs, tune: bool) -> dict | None:
     return row
 
 
-def run_prefill(only: str, tune: bool = False, rows=None, save=None) -> list[dict]:
+def run_prefill(only: str, tune: bool = False, rows=None, save=None, grid: str = "full",
+                before: list[dict] = ()) -> list[dict]:
+    """One row per prefill shape; tuning, the plain GEMM's candidates are `plain_grid(grid, ...)` with the
+    shape's row in `before` (an earlier table's prefill rows), whose tried candidates the row keeps as
+    `tried_before` (another run's times: a record, never compared with this run's)."""
     rows = [] if rows is None else rows
+    earlier = {r["what"]: r for r in before if "error" not in r}
     for model, what, pattern, m, n, k in prefill_cases():
         if only and only not in model:
             continue
         row = {"model": model, "what": what, "m": m, "shape": f"[{m},{k}] x [{n},{k}]"}
+        if tune and grid == "new" and what in earlier:
+            row["tried_before"] = earlier[what].get("tried", [])
         try:
             inputs = make_inputs(pattern, m, n, k)
             kernel = "cute.gemm_linear_add" if pattern == "linear_add" else "cute.gemm_linear"
             cute_s, params, err = hoid_seconds(kernel, inputs)
             if tune:  # every tile's time kept (rows "tried")
                 row["tried"] = [{"params": params, "seconds": cute_s}]
-                for cand in GEMM_GRID:
+                for cand in plain_grid(grid, earlier.get(what)):
                     try:
                         s, p, e = hoid_seconds(kernel, inputs, cand)
                     except ValueError as refused:  # a cluster over an odd count of M tiles: `choose` says so
@@ -317,6 +342,9 @@ def main() -> int:
     ap.add_argument("--out", default="benchmarks/results")
     ap.add_argument("--tune", action="store_true", help=f"also try {len(TUNE_GRID)} GEMV param sets per matrix "
                                                          f"and {len(GEMM_GRID)} GEMM tiles per prefill shape")
+    ap.add_argument("--grid", default="full", choices=("full", "new"),
+                    help="with --tune, the prefill GEMM's plain candidates: every tile (full), or only those the "
+                         "committed table has not tried and its best per shape (new; the persistent GEMM's in full)")
     ap.add_argument("--m", default="1,16", help="comma-separated decode rows (batch x tokens)")
     ap.add_argument("--only", default="", help="run the cases of the models whose name contains this")
     ap.add_argument("--gemm", action="store_true", help=f"decode: also the Hopper GEMM from M = {MIN_ROWS}")
@@ -359,7 +387,7 @@ def main() -> int:
         for m in map(int, args.m.split(",")):
             run_decode(m, bandwidth, args.tune, args.only, args.gemm, rows=decode, save=save)
     if "prefill" in parts and hopper:
-        run_prefill(args.only, args.tune, rows=prefill, save=save)
+        run_prefill(args.only, args.tune, rows=prefill, save=save, grid=args.grid, before=old.get("prefill", []))
     if "model" in parts:
         whole_model(args.model, 1024, args.steps, rows=models, save=save)
     save(complete=True)

@@ -16,3 +16,31 @@ def test_every_finished_row_is_saved_even_one_that_failed(capsys):
     assert all("error" in r for r in rows)
     printed = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
     assert [p["what"] for p in printed] == [r["what"] for r in rows]
+
+
+def test_the_new_grid_is_the_added_tiles_and_the_earlier_best_and_full_is_everything():
+    from kernels_cute import GEMM_GRID, GEMM_GRID_ADDED, plain_grid
+
+    before = {"what": "qkv p128", "params": {"tile_m": 64, "tile_n": 64, "stages": 6, "split_k": 1, "cluster_m": 1,
+                                             "unrelated": 3}}
+    new = plain_grid("new", before)
+    assert new[:len(GEMM_GRID_ADDED)] == GEMM_GRID_ADDED
+    assert new[-1] == {"tile_m": 64, "tile_n": 64, "stages": 6, "split_k": 1, "cluster_m": 1}
+    assert plain_grid("new", None) == GEMM_GRID_ADDED  # a shape the table has no row for: the added tiles only
+    assert plain_grid("full", before) == GEMM_GRID and len(GEMM_GRID) > len(new)
+    try:
+        plain_grid("every", before)
+    except ValueError as e:
+        assert "'full'" in str(e) and "'new'" in str(e)
+    else:
+        raise AssertionError("an unknown grid was accepted")
+
+
+def test_a_new_grid_row_keeps_the_earlier_tries_apart_from_its_own(capsys):
+    from kernels_cute import run_prefill
+
+    earlier = [{"what": "qkv p128", "params": {"tile_m": 64, "tile_n": 64}, "tried": [{"params": {}, "seconds": 1.0}]}]
+    rows = run_prefill("Qwen3-1.7B", tune=True, grid="new", before=earlier)
+    by_what = {r["what"]: r for r in rows}
+    assert by_what["qkv p128"]["tried_before"] == earlier[0]["tried"]
+    assert "tried_before" not in by_what["o + residual p128"]  # no earlier row: nothing carried
