@@ -82,8 +82,9 @@ GEMM_GRID += GEMM_GRID_ADDED
 
 def plain_grid(grid: str, before: dict | None) -> list[dict]:
     """The plain GEMM's candidates at one prefill shape: the whole `GEMM_GRID` ("full"), or ("new") the tiles
-    the H200 table in benchmarks/results had not tried (`GEMM_GRID_ADDED`) and that table's best params for the
-    shape (`before`, its row), timed again beside cuBLAS in this run. Why: the whole grid is 15 builds and
+    the committed H200 table had not tried (`GEMM_GRID_ADDED`) and the best params of the table at --out (the
+    committed one, which the `gemm` step of h200_session.sh copies there) for the shape (`before`, its row),
+    timed again beside cuBLAS in this run. Why: the whole grid is 15 builds and
     timings a shape, ~2.5 s each; over the ten shapes and the persistent GEMM's grid a tuning run passed a
     device call's time before it reached the rows the persistent GEMM runs in."""
     if grid == "full":

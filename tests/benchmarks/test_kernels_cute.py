@@ -3,6 +3,8 @@ fails among them, so a GPU call cut at its limit keeps every finished row."""
 
 import json
 
+import pytest
+
 
 def test_every_finished_row_is_saved_even_one_that_failed(capsys):
     from kernels_cute import prefill_cases, run_prefill
@@ -28,12 +30,8 @@ def test_the_new_grid_is_the_added_tiles_and_the_earlier_best_and_full_is_everyt
     assert new[-1] == {"tile_m": 64, "tile_n": 64, "stages": 6, "split_k": 1, "cluster_m": 1}
     assert plain_grid("new", None) == GEMM_GRID_ADDED  # a shape the table has no row for: the added tiles only
     assert plain_grid("full", before) == GEMM_GRID and len(GEMM_GRID) > len(new)
-    try:
+    with pytest.raises(ValueError, match="'full' .* or 'new'"):
         plain_grid("every", before)
-    except ValueError as e:
-        assert "'full'" in str(e) and "'new'" in str(e)
-    else:
-        raise AssertionError("an unknown grid was accepted")
 
 
 def test_a_new_grid_row_keeps_the_earlier_tries_apart_from_its_own(capsys):
