@@ -108,7 +108,7 @@
 #               their cost per K tile, each launch's and cuBLAS's, from times over K: says whether the
 #               0.60-0.86x at a prompt of 128 is paid once a launch or per tile.
 #     12-07 night (session 30): no machine again: 14 failed starts 21:47-00:01 (H100 ~90 s each, H200 90-180 s)
-#               and five calls inside closed windows (15 s each), 1516 s of the budget. Counting the planned
+#               and six calls inside closed windows (15 s each), 1531 s of the budget. Counting the planned
 #               tuning showed it could not finish in its call (~195 candidates, ~490 s): `gemm` now tunes with
 #               `--grid new` (~85, ~210 s). With under ~400 s left, another start is not worth its risk.
 #   cute-only   [.cute1, .cute2a]  prep's CuTe part and cute-a in one call, without egglog (kernel work only)
