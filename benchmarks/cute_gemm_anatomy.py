@@ -23,8 +23,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
-import os
 import platform
 import statistics
 import sys
@@ -34,8 +32,10 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from kernels_cute import eager_seconds, hoid_seconds, make_inputs  # noqa: E402
+from decode_loop import save_json  # noqa: E402
+from kernels_cute import eager_seconds, hoid_seconds, keep_row, make_inputs  # noqa: E402
 
+from hoid.ir.io import replace_atomically  # noqa: E402
 from hoid.kernels.library.cute_gemm import TILE_K, choose  # noqa: E402
 
 # (what, m, n, k, pattern): Qwen3-1.7B at a prompt of 128 (hidden 2048, intermediate 6144, QKV 4096), where the
@@ -109,9 +109,7 @@ def run(rows: list[dict], save=lambda: None, only: str = "") -> list[dict]:
             row = run_case(*case)
         except Exception as e:  # reported, not fatal: the next case still runs
             row = {"what": case[0], "error": f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"}
-        rows.append(row)
-        print(json.dumps(row, default=str), flush=True)
-        save()
+        keep_row(row, rows, save)
     return rows
 
 
@@ -130,10 +128,9 @@ def main() -> int:
                   "torch": torch.__version__, "python": platform.python_version(),
                   "timer": "hoid.measure.time_cuda: CUDA-graph replay, rotation past 4x L2",
                   "seconds_total": time.time() - start, "rows": rows}
-        for name, text in (("cute_gemm_anatomy.json", json.dumps(result, indent=1, default=str)),
-                           ("cute_gemm_anatomy.md", table(rows) + "\n")):
-            (out / f"{name}.tmp").write_text(text)
-            os.replace(out / f"{name}.tmp", out / name)
+        save_json(out / "cute_gemm_anatomy.json", result)
+        text = table(rows) + "\n"
+        replace_atomically(out / "cute_gemm_anatomy.md", lambda tmp: tmp.write_text(text))
 
     run(rows, save, args.only)
     print(table(rows))

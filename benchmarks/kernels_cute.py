@@ -153,7 +153,7 @@ def moved_bytes(inputs, n_out: int) -> int:
     return sum(x.numel() * x.element_size() for x in inputs) + inputs[0].shape[0] * n_out * 2
 
 
-def _keep(row: dict, rows: list[dict], save) -> None:
+def keep_row(row: dict, rows: list[dict], save) -> None:
     """A finished row: printed, added to `rows`, and the run's JSON rewritten (`save`), so that a call cut at
     its time limit keeps every row it finished (12-04 night: a tuning run cut after three matrices kept only
     its log)."""
@@ -203,7 +203,7 @@ def run_decode(m: int, bandwidth: float, tune: bool, only: str, gemm: bool = Fal
                                   and (moved < 50e6 or row["of_bandwidth"] >= 0.8))
         except Exception as e:  # one broken case must not lose the others' figures
             row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
-        _keep(row, rows, save)
+        keep_row(row, rows, save)
     return rows
 
 
@@ -274,7 +274,7 @@ def run_prefill(only: str, tune: bool = False, rows=None, save=None, grid: str =
             row["targets_met"] = best_s <= 1.1 * cublas_s
         except Exception as e:
             row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
-        _keep(row, rows, save)
+        keep_row(row, rows, save)
     return rows
 
 
@@ -309,7 +309,7 @@ def whole_model(model: str, cache_len: int, steps: int, rows=None, save=None) ->
                        gemv_nodes=sum(k in gemvs[mine] for k in used), kernels=sorted(set(used)))
         except Exception as e:
             row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
-        _keep(row, rows, save)
+        keep_row(row, rows, save)
     return rows
 
 
