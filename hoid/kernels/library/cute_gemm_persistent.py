@@ -44,6 +44,7 @@ WGMMAs cost the plain GEMM 1.7x (58.2 us against 33.9, H200 12-04).
 
 import functools
 import random
+from typing import Any, NamedTuple
 
 from ...ir import TensorType
 from ..spec import KernelSpec, Param
@@ -67,6 +68,21 @@ EPI_N, EPI_STAGES = 32, 4
 # multiprocessor's 65,536 registers; the producer only counts stages and issues TMA. With one consumer
 # warpgroup (64-row tiles) each thread may hold 255 already, and ptxas ignored setmaxnreg there (C7508)
 PRODUCER_REGS, CONSUMER_REGS = 40, 232
+
+
+class TmaStore(NamedTuple):
+    """The consumers' side of the TMA store, traced once a kernel (`Persistent.tma_store_setup`): the stmatrix
+    copy, this thread's share of the sub-tile slots in shared memory, the accumulator and the residual (None
+    without it) in the sub-tiles' order, the registers a sub-tile passes through, the bulk-store groups in
+    flight and the consumers' named barrier."""
+
+    r2s: Any
+    slots: Any
+    acc: Any
+    residual: Any
+    vals: Any
+    stores: Any
+    barrier: Any
 
 
 def choose(m: int, n: int, k: int, tile_m="auto", tile_n="auto", stages="auto", store="auto",
@@ -238,14 +254,13 @@ def _kernels(cutlass, cute, driver):
                         out = mine.partition_C(cute.local_tile(c, self.tile, coord, proj=(1, 1, None)))
                         self.epilogue_out(acc, res, early, out, cc, m, n, False)  # (no partials: `res` stands in)
                 if cutlass.const_expr(self.store == "tma"):
-                    store[5].producer_tail()  # the last tile's stores read out of shared memory before leaving
+                    store.stores.producer_tail()  # the last tile's stores read out of shared memory before leaving
 
         def tma_store_setup(self, mma: cute.TiledMma, acc: cute.Tensor, early: cute.Tensor, sc: cute.Tensor, tidx,
-                            dtype) -> tuple:
-            """The consumers' side of the TMA store: the stmatrix copy from the accumulator's layout into the
-            sub-tiles in shared memory, this thread's share of it, the accumulator and the residual (`early`)
-            in the sub-tiles' order, the registers a sub-tile passes through, the bulk-store groups in flight
-            (`EPI_STAGES`) and the consumers' named barrier."""
+                            dtype) -> TmaStore:
+            """The consumers' side of the TMA store (`TmaStore`): stmatrix from the accumulator's layout into
+            the sub-tiles in shared memory, the residual (`early`) read in the same order, `EPI_STAGES` bulk-store
+            groups in flight."""
             r2s = cute.make_tiled_copy_S(
                 sm90.sm90_get_smem_store_op(self.c_layout, elem_ty_d=dtype, elem_ty_acc=cutlass.Float32),
                 cute.make_tiled_copy_C_atom(cute.make_copy_atom(
@@ -255,11 +270,11 @@ def _kernels(cutlass, cute, driver):
             stores = pipeline.PipelineTmaStore.create(
                 num_stages=EPI_STAGES, producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, self.threads))
             residual = r2s.retile(early) if self.epilogue == "add" else None
-            return (r2s, mine.partition_D(sc), r2s.retile(acc), residual, cute.make_rmem_tensor(shape, dtype),
-                    stores, pipeline.NamedBarrier(barrier_id=1, num_threads=self.threads))
+            return TmaStore(r2s, mine.partition_D(sc), r2s.retile(acc), residual, cute.make_rmem_tensor(shape, dtype),
+                            stores, pipeline.NamedBarrier(barrier_id=1, num_threads=self.threads))
 
         @cute.jit
-        def tma_store_tile(self, store: tuple, tma_c: cute.CopyAtom, gc: cute.Tensor, sc: cute.Tensor, warp,
+        def tma_store_tile(self, store: TmaStore, tma_c: cute.CopyAtom, gc: cute.Tensor, sc: cute.Tensor, warp,
                            done_tiles: cutlass.Int32):
             """The tile's outputs, rounded as `epilogue_out` rounds them, in sub-tiles of EPI_N columns: each
             through stmatrix into the next of the `EPI_STAGES` shared-memory slots (the bulk store that read it
