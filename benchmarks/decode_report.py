@@ -194,7 +194,20 @@ def stock_not_run(cell, lattice: tuple[str, ...] | None = None) -> list[str]:
     if cell.get("legacy"):
         return []
     ran = {r["key"] for r in cell["rows"] if r.get("group") == "stock" and r.get("status") == "ok"}
-    return [k for k in (lattice if lattice is not None else stock_lattice()) if k not in ran]
+    raised = stock_raised(cell, lattice)
+    return [k for k in (lattice if lattice is not None else stock_lattice()) if k not in ran and k not in raised]
+
+
+def stock_raised(cell, lattice: tuple[str, ...] | None = None) -> dict[str, str]:
+    """The lattice's rows that ran and raised, each with the first line of its error: stock PyTorch that
+    cannot run at this size sets no bar, so such a row is not "not run", and the table names it apart
+    (12-08, H100: Qwen3-30B-A3B under max-autotune with coordinate descent raised in Inductor's CUDA-graph
+    trees after 459 s of warm-up, where max-autotune alone ran)."""
+    lattice = lattice if lattice is not None else stock_lattice()
+    ok = {r["key"] for r in cell["rows"] if r.get("status") == "ok"}
+    return {r["key"]: (r.get("reason") or "").split("\n")[0] for r in cell["rows"]
+            if r.get("group") == "stock" and r.get("status") == "error" and r["key"] in lattice
+            and r["key"] not in ok}
 
 
 def misses(cell, lattice: tuple[str, ...] | None = None) -> list[str]:
@@ -238,12 +251,14 @@ def markdown(cells: list[dict], lattice: tuple[str, ...] | None = None) -> str:
         gate = "-" if not gates else ("pass" if not any(r.get("failed") for r in gates) else
                                       "FAILED: " + ", ".join(r["key"] for r in gates if r.get("failed")))
         shape = cell["shape"]
-        ran = len(lattice) - len(stock_not_run(cell, lattice))
+        raised = stock_raised(cell, lattice)
+        ran = len(lattice) - len(stock_not_run(cell, lattice)) - len(raised)
         lines.append(" | ".join([
             f"| {cell['model']}" + (" (legacy)" if cell.get("legacy") else ""), str(shape["prompt"]),
             str(shape["batch"]),
             f"{_fmt(stock_tps.get('value'))} ({stock_tps.get('key', '-')}"
-            + (f"; {ran} of {len(lattice)} rows)" if not cell.get("legacy") else ")"),
+            + (f"; {ran} of {len(lattice)} rows" + (f", raised: {', '.join(raised)}" if raised else "") + ")"
+               if not cell.get("legacy") else ")"),
             _fmt(hoid and hoid["tokens_per_s"]), _fmt(ratio, digits=2, suffix="x"),
             _fmt(export and export["tokens_per_s"]), _fmt(back and back["tokens_per_s"]),
             _fmt(hoid["tokens_per_s"] / roof if hoid and roof else None, 100, 0, "%"),

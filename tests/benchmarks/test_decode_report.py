@@ -145,3 +145,18 @@ def test_best_stock_over_part_of_the_lattice_does_not_meet_the_musts():
     assert missed.startswith("stock rows not run: ") and "fast-reduce-overhead" in missed and "hf-eager" not in missed
     assert f"1 of {len(lattice)} rows" in dr.markdown([cell])
     assert dr.stock_not_run({**cell, "legacy": True}) == []  # the first version's file asked for no lattice
+
+
+def test_a_stock_row_that_raised_is_named_apart_from_rows_not_run():
+    """12-08: max-autotune with coordinate descent raised in Inductor's CUDA-graph trees on Qwen3-30B-A3B; it ran,
+    so the musts do not wait on it, and the table says it raised rather than counting it as a result."""
+    hoid = _row("hoid-compile", 300, group="hoid", optimize={"warm": {"seconds": 150}})
+    raised = _row("cd", None, status="error", reason="RuntimeError: Detected 5 tensor(s)\nDebugging: ...")
+    cell = {"rows": [_row("s", 100), raised, hoid], "model": "m", "shape": {"prompt": 1, "batch": 1}}
+    lattice = ("s", "cd", "t")
+    assert dr.stock_raised(cell, lattice) == {"cd": "RuntimeError: Detected 5 tensor(s)"}
+    assert dr.stock_not_run(cell, lattice) == ["t"]
+    table = dr.markdown([cell], lattice)
+    assert "1 of 3 rows, raised: cd" in table and "stock rows not run: t" in table
+    # a later run of the same key that finished wins over the error
+    assert dr.stock_raised({**cell, "rows": [*cell["rows"], _row("cd", 90)]}, lattice) == {}
