@@ -111,12 +111,17 @@
 #               and six calls inside closed windows (15 s each), 1531 s of the budget. Counting the planned
 #               tuning showed it could not finish in its call (~195 candidates, ~490 s): `gemm` now tunes with
 #               `--grid new` (~85, ~210 s). With under ~400 s left, another start is not worth its risk.
+#     12-08 00:58-01:20 (session 31, H100: the H100-only ask was refused, the H200 ask gave an H100): cute-only
+#               3 s; cute-b && gemm 149 s (GEMM tests 34 passed in 70 s, the tuning 39 s, the anatomy 40 s);
+#               .whl installed by hand on the warm machine + `tests 400 --ignore=... -n 4` 143 s, 244 passed;
+#               the MoE's hf-bmm-reduce-overhead at 128 and 1024 in one call 202 s; hf-compile-max-autotune-cd
+#               at 128 raised after 459 s (Inductor's CUDA-graph trees); prep, cute-a, then cute-b &&
+#               `kernels_cute.py --parts model` 37 s. Results under benchmarks/results/h100/ and workloads/h100/.
 #   cute-only   [.cute1, .cute2a]  prep's CuTe part and cute-a in one call, without egglog (kernel work only)
 #   gemm        [] after cute-b in the same call: the CuTe GEMMs' GPU tests (TESTS_LIMIT, 150 s), then
 #               kernels_cute.py --parts prefill --tune --grid new (TUNE_LIMIT, 270 s) and cute_gemm_anatomy.py
-#               (ANATOMY_LIMIT, 140 s): 560 s at most, inside one call's 600 with cute-b; estimated, not yet run:
-#               ~100, ~210 and ~120 s (each GEMM shape is a build of its own: ~2 s each on a CPU core here, then
-#               its check and timing). `--grid new`: the whole plain grid (15 a shape) with the persistent GEMM's
+#               (ANATOMY_LIMIT, 140 s): 560 s at most, inside one call's 600 with cute-b; measured 12-08 on an
+#               H100: 70, 39 and 40 s (the machine's 16 cores build in parallel). `--grid new`: the whole plain grid (15 a shape) with the persistent GEMM's
 #               (9 a shape, five shapes) was ~195 candidates, ~490 s, cut before the rows the persistent GEMM runs
 #               in; the plain tiles the committed table has tried are left to it (its best per shape timed again)
 #   cute-a      [.cute2a]       the first half of CuTe's libraries, kept in /tmp

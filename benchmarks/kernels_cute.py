@@ -278,26 +278,40 @@ def run_prefill(only: str, tune: bool = False, rows=None, save=None, grid: str =
     return rows
 
 
+WHOLE_MODEL_GEMVS = {"cute": ("cute.linear", "cute.linear_add", "cute.linear_swiglu_merged"),
+                     "triton": ("triton.linear", "triton.linear_add", "triton.linear_swiglu_merged")}
+
+
+def whole_model_sets() -> dict:
+    """The whole-model part's two kernel sets: the library without the Triton GEMVs, and without any CuTe kernel."""
+    from hoid.kernels import KernelSet
+
+    def without(ids):
+        kernels = KernelSet.default()
+        for kernel_id in ids:
+            kernels = kernels.without(kernel_id)
+        return kernels
+
+    return {"cute": without(WHOLE_MODEL_GEMVS["triton"]),
+            "triton": without([s.id for s in KernelSet.default() if s.backend == "cute"])}
+
+
 def whole_model(model: str, cache_len: int, steps: int, rows=None, save=None) -> list[dict]:
-    """Decode tokens/s of `model` through `hoid.compile`: the same rewrite with the CuTe GEMVs, then with the
-    Triton GEMVs, each set lacking the other's (the rest of the library unchanged)."""
+    """Decode tokens/s of `model` through `hoid.compile`: the same rewrite with the CuTe GEMVs (the Triton GEMVs
+    left out), then with no CuTe kernel at all (the rest of the library unchanged). Until 12-08 the second set
+    lacked only the three plain CuTe GEMVs, and the rewrite still chose CuTe's split-K and norm-fused GEMVs
+    there (the H100's 577.5 tok/s "triton" row in benchmarks/results/h100/kernels_cute.json ran with them)."""
     from decode import tokens_per_second  # benchmarks/ is on the path
 
     import hoid
-    from hoid.kernels import KernelSet
     from hoid.models import build_model, decode_step_graph
     from hoid.runtime import compile as hoid_compile
     from hoid.runtime.sampling import Greedy
 
     lm = build_model(model, dtype=torch.bfloat16, device="cuda")
     graph = decode_step_graph(lm, cache_len)
-    gemvs = {"cute": ["cute.linear", "cute.linear_add", "cute.linear_swiglu_merged"],
-             "triton": ["triton.linear", "triton.linear_add", "triton.linear_swiglu_merged"]}
     rows = [] if rows is None else rows
-    for mine, other in (("cute", "triton"), ("triton", "cute")):
-        kernels = KernelSet.default()
-        for kernel_id in gemvs[other]:
-            kernels = kernels.without(kernel_id)
+    for mine, kernels in whole_model_sets().items():
         row = {"model": model, "gemvs": mine, "cache_len": cache_len, "steps": steps}
         try:
             rewritten = hoid.search.rewrite(graph, device="h200", kernels=kernels)
@@ -306,14 +320,25 @@ def whole_model(model: str, cache_len: int, steps: int, rows=None, save=None) ->
             row["tokens_per_s"] = tokens_per_second(lambda t, p, c=compiled, s=state: c(t, p, *s)[0], steps)
             used = [n.attrs["kernel"] for n in compiled.plan.steps if n.op == "kernel"]
             row.update(captured=compiled.captured, fallbacks=compiled.fallbacks,
-                       gemv_nodes=sum(k in gemvs[mine] for k in used), kernels=sorted(set(used)))
+                       gemv_nodes=sum(k in WHOLE_MODEL_GEMVS[mine] for k in used), kernels=sorted(set(used)))
         except Exception as e:
             row["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300]}"
         keep_row(row, rows, save)
     return rows
 
 
-def table(decode: list[dict], prefill: list[dict]) -> str:
+def parts_kept(old: dict, device: str) -> dict:
+    """The rows of an existing table that a run of some parts keeps: only those measured on this device, so that
+    one file never holds one GPU's decode rows under another's name (12-08: an H100's prefill run copied the
+    H200's table, and its header named the H100 over the H200's decode rows)."""
+    if not old or old.get("device") == device:
+        return old
+    print(f"kernels_cute: the existing table is from {old.get('device')}, this run on {device}: "
+          "the parts not run are left empty, not kept", flush=True)
+    return {}
+
+
+def table(decode: list[dict], prefill: list[dict], models: list[dict] = ()) -> str:
     us = lambda r, k: f"{r['seconds'][k] * 1e6:.2f}" if k in r.get("seconds", {}) else "-"  # noqa: E731
     split = lambda r: f"{r['split']['seconds'] * 1e6:.2f}" if "split" in r else "-"  # noqa: E731
     lines = ["| model | matrix | M | cute us (best) | split us | triton us | cuBLAS us | copy us | of copy | of BW "
@@ -335,6 +360,12 @@ def table(decode: list[dict], prefill: list[dict]) -> str:
         lines.append(f"| {r['model']} | {r['what']} | {us(r, 'cute')} | {us(r, 'cute_persistent')} | "
                      f"{us(r, 'cublas')} | {r['tflops']:.0f} | {r['vs_cublas']:.2f}x | {r['rel_error']:.1e} | "
                      f"{'yes' if r['targets_met'] else 'NO'} |")
+    if models:
+        lines += ["", "| model | GEMVs | cache | steps | tokens/s | kernels |", "|---|---|---:|---:|---:|---|"]
+        for r in models:
+            tps = f"{r['tokens_per_s']:.1f}" if "tokens_per_s" in r else r.get("error", "-")
+            lines.append(f"| {r['model']} | {r['gemvs']} | {r.get('cache_len', '-')} | {r.get('steps', '-')} | {tps} | "
+                         f"{', '.join(r.get('kernels', []))} |")
     return "\n".join(lines)
 
 
@@ -363,11 +394,12 @@ def main() -> int:
     parts = set(args.parts.split(","))
     path = out / "kernels_cute.json"
     old = json.loads(path.read_text()) if path.exists() else {}
+    kept = parts_kept(old, torch.cuda.get_device_name())
     hopper = torch.cuda.get_device_capability()[0] == 9
-    # the parts run start empty and fill row by row; the others keep their rows from the file
-    decode = [] if "decode" in parts else old.get("decode", [])
-    prefill = [] if "prefill" in parts and hopper else old.get("prefill", [])
-    models = [] if "model" in parts else old.get("whole_model", [])
+    # the parts run start empty and fill row by row; the others keep their rows from the file (same device only)
+    decode = [] if "decode" in parts else kept.get("decode", [])
+    prefill = [] if "prefill" in parts and hopper else kept.get("prefill", [])
+    models = [] if "model" in parts else kept.get("whole_model", [])
     import cutlass
 
     def save(complete: bool = False) -> None:
@@ -380,7 +412,7 @@ def main() -> int:
                   "timer": "hoid.measure.time_cuda: CUDA-graph replay, rotation past 4x L2",
                   "seconds_total": time.time() - start, "decode": decode, "prefill": prefill, "whole_model": models}
         for name, text in (("kernels_cute.json", json.dumps(result, indent=1, default=str)),
-                           ("kernels_cute.md", table(decode, prefill) + "\n")):
+                           ("kernels_cute.md", table(decode, prefill, models) + "\n")):
             (out / f"{name}.tmp").write_text(text)
             os.replace(out / f"{name}.tmp", out / name)
 
@@ -392,10 +424,7 @@ def main() -> int:
     if "model" in parts:
         whole_model(args.model, 1024, args.steps, rows=models, save=save)
     save(complete=True)
-    print(table(decode, prefill))
-    for r in models:
-        print(f"{r['model']} decode with the {r['gemvs']} GEMVs: "
-              f"{r.get('tokens_per_s', float('nan')):.1f} tokens/s {r.get('error', '')}")
+    print(table(decode, prefill, models))
     print(f"{time.time() - start:.0f} s")
     return 0 if all(r.get("targets_met") for r in decode + prefill) and not any("error" in r for r in models) else 1
 

@@ -42,3 +42,30 @@ def test_a_new_grid_row_keeps_the_earlier_tries_apart_from_its_own(capsys):
     by_what = {r["what"]: r for r in rows}
     assert by_what["qkv p128"]["tried_before"] == earlier[0]["tried"]
     assert "tried_before" not in by_what["o + residual p128"]  # no earlier row: nothing carried
+
+
+def test_a_run_keeps_the_parts_it_did_not_run_only_from_the_same_device(capsys):
+    """12-08: an H100's prefill run copied the H200's table, and the file named the H100 over the H200's rows."""
+    from kernels_cute import parts_kept, table
+
+    h200 = {"device": "NVIDIA H200", "decode": [{"what": "qkv"}], "prefill": [], "whole_model": []}
+    assert parts_kept(h200, "NVIDIA H200") is h200
+    assert parts_kept(h200, "NVIDIA H100 80GB HBM3") == {}
+    assert "from NVIDIA H200, this run on NVIDIA H100" in capsys.readouterr().out
+    assert parts_kept({}, "NVIDIA H100 80GB HBM3") == {}
+    # the whole-model rows are in the table file too, a row that failed with its error
+    rows = [{"model": "qwen3-1.7b", "gemvs": "cute", "cache_len": 1024, "steps": 128, "tokens_per_s": 591.77,
+             "kernels": ["cute.linear", "triton.rmsnorm"]}, {"model": "qwen3-1.7b", "gemvs": "triton", "error": "boom"}]
+    text = table([], [], rows)
+    assert "| qwen3-1.7b | cute | 1024 | 128 | 591.8 | cute.linear, triton.rmsnorm |" in text and "| boom |" in text
+
+
+def test_the_whole_model_parts_triton_set_has_no_cute_kernel_and_the_cute_set_no_triton_gemv():
+    """12-08: the "triton" set lacked only the plain CuTe GEMVs, and the rewrite chose CuTe's split-K ones there."""
+    from kernels_cute import WHOLE_MODEL_GEMVS, whole_model_sets
+
+    sets = whole_model_sets()
+    assert not [s.id for s in sets["triton"] if s.backend == "cute"]
+    assert all(k in sets["triton"] for k in WHOLE_MODEL_GEMVS["triton"])
+    assert all(k in sets["cute"] for k in WHOLE_MODEL_GEMVS["cute"])
+    assert not any(k in sets["cute"] for k in WHOLE_MODEL_GEMVS["triton"])
