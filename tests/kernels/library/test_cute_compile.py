@@ -130,7 +130,7 @@ def test_the_gemv_reads_its_residual_before_its_sums(kernel_id):
         assert b.count_before_wait("ld.global.b16") == 0, b.kernel  # and never before a PDL build's wait
 
 
-def assert_a_hopper_gemm(b, refused_notices=("C7514",)):
+def assert_a_hopper_gemm(b, refused_notices=("C7514",), spill_allowed=0):
     """What every Hopper GEMM build must show: sm_90a, WGMMA and TMA loads, an epilogue whose loads go out ahead
     of its stores, and an assembler that serialized no WGMMA and spilled nothing."""
     assert b.ptx_target == "sm_90a" and b.cubin_bytes > 0
@@ -149,7 +149,7 @@ def assert_a_hopper_gemm(b, refused_notices=("C7514",)):
     # residual epilogue at 128 x 128 in one warpgroup took 255 registers and spilled)
     report = ptxas_report(b.ptx, b.ptx_target)
     assert not [w for w in report.warnings if any(n in w for n in refused_notices)], (b.kernel, report.text)
-    assert report.spilled_bytes == 0, (b.kernel, report.text)
+    assert report.spilled_bytes <= spill_allowed, (b.kernel, report.text)
     # the residual's loads (the only 16-bit global loads: split-K's partials are float32) go out before the
     # first WGMMA, so that their round trip passes under the main loop (`cute_gemm.Gemm.load_residual`)
     lines = b.ptx.splitlines()
@@ -204,13 +204,18 @@ def test_with_the_residual_the_gemm_at_4096_tokens_builds_without_spilling():
 @pytest.mark.slow
 @pytest.mark.parametrize("kernel_id", PERSISTENT_IDS)
 def test_the_persistent_gemm_builds_warp_specialized(kernel_id):
-    from hoid.kernels.library.cute_gemm_persistent import CONSUMER_REGS, PRODUCER_REGS
+    from hoid.kernels.library.cute_gemm_persistent import BUILD_SHAPES, CONSUMER_REGS, PRODUCER_REGS, choose
 
     builds = all_kernels()[kernel_id].compile("sm_90")
-    assert builds
-    for b in builds:
-        # and setmaxnreg honoured (C7508: ptxas ignores it where it cannot tell the registers at entry)
-        assert_a_hopper_gemm(b, refused_notices=("C7514", "C7508"))
+    epilogue = "add" if kernel_id == "cute.gemm_linear_add_persistent" else "none"
+    configs = [choose(m, n, k, **given, epilogue=epilogue) for m, k, n, given in BUILD_SHAPES[epilogue]]
+    for b, cfg in zip(builds, configs, strict=True):
+        # the residual at 128 x 256 through the TMA store spills 18 bytes (ptxas, 12-08) and still ran the down
+        # projection at 4096 tokens in 138.5 us against 174.9 at 128 x 128 (H100, 12-08): measured, so allowed,
+        # and no more than that; and setmaxnreg honoured (C7508: ptxas ignores it where it cannot tell the
+        # registers at entry)
+        wide_residual = epilogue == "add" and cfg["tile_n"] == 256
+        assert_a_hopper_gemm(b, refused_notices=("C7514", "C7508"), spill_allowed=32 if wide_residual else 0)
         threads = int(re.search(r"\.reqntid (\d+)", b.ptx).group(1))
         assert threads in (256, 384), (b.kernel, threads)  # one or two consumer warpgroups and the producer's
         # with two consumer warpgroups the producer gives registers up and the consumers take them; with one,
@@ -228,7 +233,7 @@ def test_the_persistent_gemm_builds_warp_specialized(kernel_id):
 
     epilogue = "add" if kernel_id == "cute.gemm_linear_add_persistent" else "none"
     configs = [choose(m, n, k, **given, epilogue=epilogue) for m, k, n, given in BUILD_SHAPES[epilogue]]
-    assert sum(cfg["store"] == "tma" for cfg in configs) == (2 if epilogue == "none" else 1)
+    assert sum(cfg["store"] == "direct" for cfg in configs) == (2 if epilogue == "none" else 1)  # "auto" is TMA
     for b, cfg in zip(builds, configs, strict=True):
         if cfg["store"] == "tma":
             assert not b.count("st.global") and b.count("stmatrix.sync.aligned") > 0, b.kernel
