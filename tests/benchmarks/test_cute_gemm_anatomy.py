@@ -49,15 +49,15 @@ def test_a_case_fits_each_launch_and_cublas_and_its_table_row_reads_them(monkeyp
     monkeypatch.setattr(anatomy, "make_inputs", lambda pattern, m, n, k: [anatomy.torch.empty(m, k)])
     monkeypatch.setattr(anatomy, "hoid_seconds", cute_seconds)
     monkeypatch.setattr(anatomy, "eager_seconds", lambda pattern, inputs: 2e-6 + 0.1e-6 * inputs[0].shape[1] / 64)
-    split = anatomy.run_case("o + residual p128", 128, 2048, 2048, "linear_add")  # "auto": 64 x 64 tiles, 2 splits
+    split = anatomy.run_case("down + residual p128", 128, 2048, 6144, "linear_add")  # "auto": 64 x 64, 2 splits
     assert split["fits"]["auto"]["params"]["split_k"] == 2 and split["fits"]["unsplit"]["params"]["split_k"] == 1
     for label in ("auto", "unsplit", "cublas"):
         fit = split["fits"][label]
         assert fit["fixed"] == pytest.approx(2e-6 if label == "cublas" else 3e-6)
         assert fit["per"] == pytest.approx(0.1e-6 if label == "cublas" else 0.4e-6)
-    assert [t["k"] for t in split["fits"]["auto"]["times"]][-1] == 2048  # the shape's own K last
+    assert [t["k"] for t in split["fits"]["auto"]["times"]][-1] == 6144  # the shape's own K last
     unsplit = anatomy.run_case("qkv p1024", 1024, 4096, 2048, "linear")  # one wave of 128 x 256: no split
     assert set(unsplit["fits"]) == {"auto", "cublas"}
     text = anatomy.table([split, {"what": "broken", "error": "E: no"}])
-    assert "| o + residual p128 | auto | 64x64 split 2 | 3.00 | 400 |" in text
-    assert "| o + residual p128 | cublas | cuBLAS | 2.00 | 100 |" in text and "| broken | E: no |" in text
+    assert "| down + residual p128 | auto | 64x64 split 2 | 3.00 | 400 |" in text
+    assert "| down + residual p128 | cublas | cuBLAS | 2.00 | 100 |" in text and "| broken | E: no |" in text

@@ -14,11 +14,12 @@ main loop: `Gemm.load_residual`), and stores from registers,
 predicated on the tile's bounds (TMA zero-fills loads past M, N and K, so any M works; K and N must be
 multiples of 8: TMA needs 16-byte strides).
 
-Split-K (`split_k` > 1: where the tiles alone leave most multiprocessors idle, as a prompt of 128 tokens does
-for the o and down projections) gives each of a tile's splits a run of the K tiles; each split stores its
-float32 partial to a workspace, and the last split of a tile to arrive (an arrival counter per tile, as
-`triton_gemv`'s) adds the partials in split order, a fixed order whoever arrives last (bitwise deterministic),
-runs the epilogue and resets the counter for the next launch.
+Split-K (`split_k` > 1: where the tiles alone leave most multiprocessors idle and K is long enough to pay for
+the split, as at a prompt of 128 tokens for the down projection: `SPLIT_MIN_K_TILES`) gives each of a tile's
+splits a run of the K tiles; each split stores its float32 partial to a workspace, and the last split of a
+tile to arrive (an arrival counter per tile, as `triton_gemv`'s) adds the partials in split order, a fixed
+order whoever arrives last (bitwise deterministic), runs the epilogue and resets the counter for the next
+launch.
 
 Clusters (`cluster_m` = 2): two CTAs of neighbouring M tiles and the same N tile share the weight tile. Each
 loads half of it and TMA multicasts that half into both CTAs' shared memory, so the weight crosses from L2 to
@@ -60,6 +61,13 @@ TILES = ((128, 256), (128, 128), (64, 128), (64, 64))
 # With the residual epilogue, 128 x 256 (128 accumulators a thread beside the chunk's residuals) spilled 86
 # bytes (ptxas, sm_90a, 12-07: Qwen3-1.7B's down projection at 4096 tokens): "auto" takes the others there
 RESIDUAL_TILES = TILES[1:]
+# A split of K pays for itself only over a long K: each launch's fixed cost, fitted over K beside its cost per
+# K tile (benchmarks/cute_gemm_anatomy.py, H100, 12-08: benchmarks/results/h100/cute_gemm_anatomy.md), was
+# 11.4 us in two splits against 5.1 in one at Qwen3-1.7B's o projection + residual at a prompt of 128 (64 x 64
+# tiles), for 283 ns a K tile of each split against 208: the two meet at ~94 K tiles. At that o projection's
+# 32 K tiles one split ran 11.8 us against the two splits' 15.9 (the 12-05 H200 tuning never tried it); at the
+# down projection's 96 two splits ran 24.3 against 25.4
+SPLIT_MIN_K_TILES = 48
 
 
 def tile_count(m: int, n: int, tile_m: int, tile_n: int) -> int:
@@ -85,10 +93,11 @@ def choose(m: int, n: int, k: int, tile_m="auto", tile_n="auto", stages="auto", 
     projections, 128 tiles of 128 x 128, 31.4 and 56.4 against 41.9 and 98.2 as 64 x 128. 64-row tiles take
     one warpgroup, whose WGMMAs cover them once. Where `tile_m` or `tile_n` is given, the rule picks among the
     tiles that have it; where both are, they stand (128 x 64 too). Split-K where the tiles fill at most half
-    the multiprocessors: doubled while the splits still fit one wave, divide the K tiles evenly and keep 4 or
-    more each (at most 4 splits). Clusters of two M tiles (`cluster_m` = 2) only where given, and only over an
-    even count of M tiles: unmeasured on the H200 yet (kernels_cute.py's tuning grid has them), so "auto"
-    keeps the plain launch. With the residual (`epilogue` "add"), "auto" picks among `RESIDUAL_TILES`."""
+    the multiprocessors: doubled while the splits still fit one wave, divide the K tiles evenly and keep
+    `SPLIT_MIN_K_TILES` or more each (at most 4 splits). Clusters of two M tiles (`cluster_m` = 2) only where
+    given, and only over an even count of M tiles: they won only at a prompt of 1024's o and down projections
+    with the residual (H200 12-05, H100 12-08: `docs/cute-kernels.md`), so "auto" keeps the plain launch.
+    With the residual (`epilogue` "add"), "auto" picks among `RESIDUAL_TILES`."""
     if tile_m == "auto" or tile_n == "auto":
         fits = tile_options(tile_m, tile_n, epilogue)
         tile_m, tile_n = next((t for t in fits if tile_count(m, n, *t) * 2 >= SMS), fits[-1])
@@ -102,8 +111,8 @@ def choose(m: int, n: int, k: int, tile_m="auto", tile_n="auto", stages="auto", 
     tiles, k_tiles = tile_count(m, n, tile_m, tile_n), -(-k // TILE_K)
     if split_k == "auto":
         split_k = 1
-        while (tiles * split_k * 2 <= SMS and k_tiles >= 4 * split_k * 2 and k_tiles % (split_k * 2) == 0
-               and split_k < 4):
+        while (tiles * split_k * 2 <= SMS and k_tiles >= SPLIT_MIN_K_TILES * split_k * 2
+               and k_tiles % (split_k * 2) == 0 and split_k < 4):
             split_k *= 2
     elif k_tiles % split_k:
         even = [s for s in (1, 2, 4) if k_tiles % s == 0]
@@ -425,12 +434,15 @@ def launch_linear_add(x, w, residual, out, **params) -> None:
 # --- builds without a GPU ----------------------------------------------------------------------------
 
 # One build per tile "auto" picks (m, k, n): 128 x 256 (4096^3; Qwen3-1.7B's QKV at a prompt of 1024), 64 x 128
-# (its QKV at a prompt of 256), 64 x 64 (its QKV at a prompt of 128), 128 x 128 with the residual (its o
-# projection at a prompt of 1024) and 64 x 64 with the residual in two splits of K (the same at 128); and
-# clusters of two M tiles (`cluster_m`, given): 128 x 256 at 4096^3, 64 x 64 split in two with the residual.
+# (its QKV at a prompt of 256), 64 x 64 (its QKV at a prompt of 128), 128 x 128 with the
+# residual (its o projection at a prompt of 1024) and 64 x 64 with the residual in two splits of K (the same at
+# 128, the split given: "auto" splits only a longer K since 12-08, `SPLIT_MIN_K_TILES`; given, these stay the
+# builds the shipped prices measured); and clusters of two M tiles (`cluster_m`, given): 128 x 256 at 4096^3,
+# 64 x 64 split in two with the residual.
 BUILD_SHAPES = {"none": ((4096, 4096, 4096, {}), (256, 2048, 4096, {}), (128, 2048, 4096, {}),
                          (4096, 4096, 4096, {"cluster_m": 2})),
-                "add": ((1024, 2048, 2048, {}), (128, 2048, 2048, {}), (128, 2048, 2048, {"cluster_m": 2}))}
+                "add": ((1024, 2048, 2048, {}), (128, 2048, 2048, {"split_k": 2}),
+                        (128, 2048, 2048, {"cluster_m": 2, "split_k": 2}))}
 
 
 def _fake_counters():

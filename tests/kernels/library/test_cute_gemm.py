@@ -53,8 +53,11 @@ def test_the_gemm_splits_k_where_its_tiles_leave_the_multiprocessors_idle():
     from hoid.ir import TensorType
     from hoid.kernels.library.cute_gemm import LINEAR_ADD_SPEC
 
-    assert choose(128, 2048, 2048)["split_k"] == 2   # Qwen3-1.7B's o projection at a prompt of 128: 64 tiles
-    assert choose(256, 512, 1024)["split_k"] == 4    # 32 tiles
+    assert choose(128, 2048, 6144)["split_k"] == 2   # Qwen3-1.7B's down projection at a prompt of 128: 64 tiles
+    # its o projection there: 64 tiles too, but 32 K tiles, where one split ran faster (SPLIT_MIN_K_TILES)
+    assert choose(128, 2048, 2048)["split_k"] == 1
+    assert choose(256, 512, 16384)["split_k"] == 4   # 32 tiles, 256 K tiles
+    assert choose(256, 512, 8192)["split_k"] == 2    # 128 K tiles: two splits of 64, not four of 32
     assert choose(128, 4096, 2048)["split_k"] == 1   # its QKV: 128 tiles, a wave already
     assert choose(128, 2048, 256)["split_k"] == 1    # 4 K tiles: too few to split
     assert choose(1024, 2048, 2048, split_k=2)["split_k"] == 2  # given, it stands
@@ -62,8 +65,9 @@ def test_the_gemm_splits_k_where_its_tiles_leave_the_multiprocessors_idle():
     with pytest.raises(ValueError, match=r"does not divide the 2 K tiles .* \[1, 2\] do here"):
         choose(128, 2048, 128, split_k=4)
     types = [TensorType((128, 2048), "bf16"), TensorType((2048, 2048), "bf16"), TensorType((128, 2048), "bf16")]
-    assert LINEAR_ADD_SPEC.workspace_types(types, {}, choose(128, 2048, 2048)) == (TensorType((2, 128, 2048), "f32"),)
-    assert LINEAR_ADD_SPEC.workspace_types(types, {}, choose(128, 2048, 2048, split_k=1)) == ()
+    assert LINEAR_ADD_SPEC.workspace_types(types, {}, choose(128, 2048, 2048, split_k=2)) == (
+        TensorType((2, 128, 2048), "f32"),)
+    assert LINEAR_ADD_SPEC.workspace_types(types, {}, choose(128, 2048, 2048)) == ()
 
 
 def test_clusters_of_two_m_tiles_only_where_given_and_over_an_even_count_of_them():
