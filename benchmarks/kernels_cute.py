@@ -78,6 +78,9 @@ GEMM_GRID += [dict(tile_m=tm, tile_n=tn, cluster_m=2) for tm, tn in TILES]
 # the 12-05 tuning (0.60x cuBLAS at the o projection, p128) had not tried it
 GEMM_GRID_ADDED = [dict(tile_m=128, tile_n=64, stages=st) for st in ("auto", 3)]
 GEMM_GRID += GEMM_GRID_ADDED
+# the persistent GEMM's tuning tiles (with each store): the plain GEMM's and 128 x 64, which its "auto" walks with
+# where 128 x 128 tiles are no more than the multiprocessors (cute_gemm_persistent.WALK_TILES)
+PERSISTENT_TILES = (*TILES, (128, 64))
 
 
 def plain_grid(grid: str, before: dict | None) -> list[dict]:
@@ -257,7 +260,8 @@ def run_prefill(only: str, tune: bool = False, rows=None, save=None, grid: str =
             if not persistent.rejects([TensorType.of(t) for t in inputs], {}):
                 pers_s, pers_params, pers_err = hoid_seconds(persistent.id, inputs)
                 for cand in ([dict(tile_m=tm, tile_n=tn, store=st)
-                              for (tm, tn), st in itertools.product(TILES, ("direct", "tma"))] if tune else ()):
+                              for (tm, tn), st in itertools.product(PERSISTENT_TILES, ("direct", "tma"))]
+                             if tune else ()):
                     s, p, e = hoid_seconds(persistent.id, inputs, cand)
                     row.setdefault("tried_persistent", []).append({"params": p, "seconds": s, "rel_error": e})
                     if s < pers_s:

@@ -70,6 +70,12 @@ EPI_N, EPI_STAGES = 32, 4
 # multiprocessor's 65,536 registers; the producer only counts stages and issues TMA. With one consumer
 # warpgroup (64-row tiles) each thread may hold 255 already, and ptxas ignored setmaxnreg there (C7508)
 PRODUCER_REGS, CONSUMER_REGS = 40, 232
+# The tiles "auto" walks with, largest first: 128 rows, two consumer warpgroups. 128 x 64 last, for the shapes
+# whose 128 x 128 tiles are no more than the multiprocessors: Qwen3-1.7B's o and down projections + residual at
+# a prompt of 1024 (128 tiles, one wave: the plain GEMM at 0.70x and 0.80x cuBLAS, H100 12-08), where 256
+# tiles of 128 x 64 walk about two a CTA. Unmeasured there when added (12-08); the search times it beside the
+# plain GEMM and cuBLAS. At 32 accumulators a thread its consumers need no registers moved (`reallocates`)
+WALK_TILES = ((128, 256), (128, 128), (128, 64))
 
 
 class TmaStore(NamedTuple):
@@ -89,19 +95,20 @@ class TmaStore(NamedTuple):
 
 def choose(m: int, n: int, k: int, tile_m="auto", tile_n="auto", stages="auto", store="auto",
            epilogue="none") -> dict:
-    """The largest 128-row tile of `cute_gemm.tile_options` whose tiles outnumber the multiprocessors, else
-    `cute_gemm.choose`'s; its stages (one split, no cluster); and `ctas`: one per multiprocessor, or one per
-    tile where the tiles are fewer. The plain GEMM's rule stops at the largest tile that fills half a wave,
-    where a walk has nothing to overlap: Qwen3-1.7B's QKV at a prompt of 1024 is 128 tiles of 128 x 256 there,
-    256 of 128 x 128 here. Only 128-row tiles walk by default: two consumer warpgroups, which `setmaxnreg`
-    serves (one warpgroup ignores it, C7508); the tuner gives the others. `store` "auto" is "tma" (the module
+    """The largest of `WALK_TILES` (those that have the given tile_m or tile_n) whose tiles outnumber the
+    multiprocessors, else `cute_gemm.choose`'s; its stages (one split, no cluster); and `ctas`: one per
+    multiprocessor, or one per tile where the tiles are fewer. The plain GEMM's rule stops at the largest tile
+    that fills half a wave, where a walk has nothing to overlap: Qwen3-1.7B's QKV at a prompt of 1024 is 128
+    tiles of 128 x 256 there, 256 of 128 x 128 here. Only 128-row tiles walk by default: two consumer
+    warpgroups (one ignores `setmaxnreg`, C7508); the tuner gives the others. `store` "auto" is "tma" (the module
     says why). With the TMA store the residual takes 128 x 256 tiles too, which the plain GEMM's epilogue
     does not (`cute_gemm.RESIDUAL_TILES`: it spilled there): the down projection at 4096 tokens ran in 138.5 us
     at 128 x 256 against 174.9 at 128 x 128 (H100, 12-08, the module's run)."""
     store = "tma" if store == "auto" else store
     if tile_m == "auto" or tile_n == "auto":
-        walking = [t for t in G.tile_options(tile_m, tile_n, "none" if store == "tma" else epilogue)
-                   if t[0] == 128 and G.tile_count(m, n, *t) > G.SMS]
+        spills = epilogue == "add" and store != "tma" and tile_n != 256  # the direct store's residual at 128 x 256
+        walking = [t for t in WALK_TILES if tile_m in ("auto", t[0]) and tile_n in ("auto", t[1])
+                   and not (spills and t[1] == 256) and G.tile_count(m, n, *t) > G.SMS]
         tile_m, tile_n = walking[0] if walking else (tile_m, tile_n)
     cfg = G.choose(m, n, k, tile_m, tile_n, stages, split_k=1, cluster_m=1, epilogue=epilogue)
     # the TMA store's slots fit beside the most stages `cute_gemm.choose` gives any tile, with 1 KB to spare at
@@ -123,6 +130,9 @@ def _kernels(cutlass, cute, driver):
         def __init__(self, epilogue: str, tile_m: int, tile_n: int, stages: int, store: str, ctas: int):
             super().__init__(epilogue, tile_m, tile_n, stages, 1, 1)
             self.ctas, self.store = ctas, store
+            # registers moved from the producer to the consumers only where their accumulators need them: at
+            # 128 x 64 (32 floats a thread) ptxas ignores setmaxnreg (C7508), as with one consumer warpgroup
+            self.reallocates = self.atoms[0] > 1 and tile_n > 64
             self.producer_warp = self.threads // 32  # the first warp past the consumer warpgroups
             self.epi_tile = (tile_m, EPI_N)
 
@@ -180,7 +190,7 @@ def _kernels(cutlass, cute, driver):
             pipeline.pipeline_init_wait(cluster_shape_mn=(1, 1))
 
             if warp >= self.producer_warp:
-                if cutlass.const_expr(self.atoms[0] > 1):
+                if cutlass.const_expr(self.reallocates):
                     cute.arch.setmaxregister_decrease(PRODUCER_REGS)
                 if warp == self.producer_warp:
                     put = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
@@ -204,7 +214,7 @@ def _kernels(cutlass, cute, driver):
                             put.advance()
                     ring.producer_tail(put)  # leave only once every stage given out has come back
             else:
-                if cutlass.const_expr(self.atoms[0] > 1):
+                if cutlass.const_expr(self.reallocates):
                     cute.arch.setmaxregister_increase(CONSUMER_REGS)
                 group = cute.arch.make_warp_uniform(tidx // 128)
                 thr = mma.get_slice(cute.make_layout(self.atoms[0], stride=128)(group))
@@ -353,13 +363,14 @@ def launch_linear_add(x, w, residual, out, **params) -> None:
 # shape (M, N and K past the tiles' ends) in 64 x 64 tiles as the tuner may give them (one consumer
 # warpgroup: "auto" never picks 64-row tiles where they outnumber the multiprocessors); with the residual,
 # the down projection at 4096 tokens (128 x 256 through the TMA store; 128 x 128, `cute_gemm.RESIDUAL_TILES`,
-# with the direct one) and the ragged one. "auto" stores through TMA: the direct store is built too
+# with the direct one), the ragged one, and the o projection at a prompt of 1024 (256 tiles of 128 x 64). "auto"
+# stores through TMA: the direct store is built too
 BUILD_SHAPES = {"none": ((4096, 4096, 4096, {}), (1024, 2048, 12288, {}), (1024, 2048, 4096, {}),
                          (2100, 1000, 4000, {"tile_m": 64, "tile_n": 64}),
                          (4096, 4096, 4096, {"store": "direct"}),
                          (2100, 1000, 4000, {"tile_m": 64, "tile_n": 64, "store": "direct"})),
                 "add": ((4096, 6144, 2048, {}), (2100, 1000, 4000, {"tile_m": 64, "tile_n": 64}),
-                        (4096, 6144, 2048, {"store": "direct"}))}
+                        (4096, 6144, 2048, {"store": "direct"}), (1024, 2048, 2048, {}))}
 
 
 def _all_builds(epilogue: str):

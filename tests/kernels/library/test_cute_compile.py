@@ -219,10 +219,10 @@ def test_the_persistent_gemm_builds_warp_specialized(kernel_id):
         threads = int(re.search(r"\.reqntid (\d+)", b.ptx).group(1))
         assert threads in (256, 384), (b.kernel, threads)  # one or two consumer warpgroups and the producer's
         # with two consumer warpgroups the producer gives registers up and the consumers take them; with one,
-        # neither (ptxas ignored setmaxnreg there: C7508)
+        # or at 128 x 64 (32 accumulators a thread), neither (ptxas ignored setmaxnreg there: C7508)
         realloc = (b.count(f"setmaxnreg.dec.sync.aligned.u32 \t{PRODUCER_REGS};"),
                    b.count(f"setmaxnreg.inc.sync.aligned.u32 \t{CONSUMER_REGS};"))
-        assert realloc == ((1, 1) if threads == 384 else (0, 0)), (b.kernel, realloc)
+        assert realloc == ((1, 1) if threads == 384 and cfg["tile_n"] > 64 else (0, 0)), (b.kernel, realloc)
         # no cluster and no split-K: no remote arrival, no arrival counter
         assert "multicast::cluster" not in b.ptx and not b.count("barrier.cluster"), b.kernel
         assert not b.count("mbarrier.arrive.shared::cluster") and not b.count("atom.global"), b.kernel

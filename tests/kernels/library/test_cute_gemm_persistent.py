@@ -4,7 +4,7 @@ test_cute_compile.py, its GPU checks in test_cute_gpu.py."""
 import pytest
 
 from hoid.kernels.library import cute_gemm
-from hoid.kernels.library.cute_gemm_persistent import LINEAR_ADD_SPEC, LINEAR_SPEC, choose
+from hoid.kernels.library.cute_gemm_persistent import LINEAR_ADD_SPEC, LINEAR_SPEC, WALK_TILES, choose
 
 
 def walking_tile(m, n, tiles):
@@ -18,8 +18,8 @@ def test_the_largest_128_row_tile_that_walks_and_one_cta_a_multiprocessor_or_a_t
     cfg = choose(m, n, k)
     plain = cute_gemm.choose(m, n, k, split_k=1)
     # where a 128-row tile walks (more tiles than multiprocessors) it is taken, else the plain GEMM's tile
-    assert (cfg["tile_m"], cfg["tile_n"]) == (walking_tile(m, n, cute_gemm.TILES) or (plain["tile_m"],
-                                                                                      plain["tile_n"]))
+    assert (cfg["tile_m"], cfg["tile_n"]) == (walking_tile(m, n, WALK_TILES) or (plain["tile_m"], plain["tile_n"]))
+    assert WALK_TILES == ((128, 256), (128, 128), (128, 64))  # the oracle's list, largest first
     assert cfg["stages"] == cute_gemm.choose(m, n, k, cfg["tile_m"], cfg["tile_n"], split_k=1)["stages"]
     tiles = -(-m // cfg["tile_m"]) * -(-n // cfg["tile_n"])  # counted here, not by cute_gemm.tile_count: the oracle
     assert cfg["ctas"] == min(tiles, cute_gemm.SMS)
@@ -30,9 +30,10 @@ def test_where_the_plain_gemm_fills_one_wave_the_persistent_one_takes_a_smaller_
     # Qwen3-1.7B's QKV at a prompt of 1024: 128 tiles of 128 x 256 (one a CTA, nothing to overlap), 256 of 128 x 128
     assert (cute_gemm.choose(1024, 4096, 2048)["tile_n"], choose(1024, 4096, 2048)["tile_n"]) == (256, 128)
     assert choose(1024, 4096, 2048)["ctas"] == 132
-    # 64-row tiles only where given: the o projection there is 128 tiles of 128 x 128 and does not walk
-    assert (choose(1024, 2048, 2048, epilogue="add")["tile_m"], choose(1024, 2048, 2048, epilogue="add")["ctas"]) \
-        == (128, 128)
+    # the o projection there: 128 tiles of 128 x 128, one a CTA; 256 of 128 x 64 walk (64-row tiles only where
+    # given)
+    cfg = choose(1024, 2048, 2048, epilogue="add")
+    assert (cfg["tile_m"], cfg["tile_n"], cfg["ctas"]) == (128, 64, 132)
 
 
 def test_at_4096_cubed_each_cta_walks_about_four_tiles():
@@ -66,8 +67,9 @@ def test_it_takes_only_shapes_whose_tiles_outnumber_the_multiprocessors():
     assert not refused(4096, 4096, 4096)   # 512 tiles of 128 x 256
     assert not refused(1024, 2048, 12288)  # Qwen3-1.7B's gate/up at a prompt of 1024: 384
     assert not refused(1024, 2048, 4096)   # its QKV there: 256 tiles of 128 x 128 (128 of the plain's 128 x 256)
-    assert "more output tiles than the 132" in refused(1024, 2048, 2048)  # its o there: 128 tiles, one a CTA
-    assert "more output tiles than the 132" in refused(128, 2048, 12288)  # a prompt of 128: 96
+    assert not refused(1024, 2048, 2048)   # its o there: 256 tiles of 128 x 64 (128 of 128 x 128, one a CTA)
+    assert "more output tiles than the 132" in refused(128, 2048, 4096)  # its QKV at a prompt of 128: 64 of 128 x 64
+    assert "more output tiles than the 132" in refused(512, 2048, 1024)  # 64 tiles of 128 x 64
 
 
 def test_with_the_residual_bfloat16_only_and_the_plain_gemms_residual_tiles():

@@ -131,11 +131,12 @@ def test_the_gemm_in_clusters_of_two_m_tiles_matches_float64(tile):
 
 @pytest.mark.skipif(torch.cuda.is_available() and not _is_hopper(), reason="WGMMA: sm_90 only")
 @pytest.mark.parametrize("shape", [(4096, 4096, 4096, False), (1024, 12288, 2048, False), (4096, 2048, 6144, True),
-                                   (2100, 4000, 520, False), (2100, 4000, 520, True)],
+                                   (1024, 2048, 2048, True), (2100, 4000, 520, False), (2100, 4000, 520, True)],
                          ids=lambda s: "x".join(map(str, s[:3])) + ("+res" if s[3] else ""))
 def test_the_persistent_gemm_matches_float64_where_its_ctas_walk_several_tiles(shape):
-    # not yet run on a GPU when written (12-07): 4096^3 walks 512 tiles over 132 CTAs, the last wave partial;
-    # 2100 x 4000 at K = 520 has tails in M, N and K (TMA zero-fills K's) over 33 x 63 tiles of 64 x 64
+    # 4096^3 walks 512 tiles over 132 CTAs, the last wave partial; the o projection at a prompt of 1024 256 of
+    # 128 x 64 (added 12-08, after the others passed on an H100); 2100 x 4000 at K = 520 has tails in M, N and K
+    # (TMA zero-fills K's) over 33 x 63 tiles of 64 x 64
     m, n, k, residual = shape
     kernel_id = "cute.gemm_linear_add_persistent" if residual else "cute.gemm_linear_persistent"
     params = {"tile_m": 64, "tile_n": 64} if k == 520 else {}
@@ -143,7 +144,8 @@ def test_the_persistent_gemm_matches_float64_where_its_ctas_walk_several_tiles(s
 
 
 @pytest.mark.skipif(torch.cuda.is_available() and not _is_hopper(), reason="WGMMA: sm_90 only")
-@pytest.mark.parametrize("tile", [(128, 256), (128, 128), (64, 128), (64, 64)], ids=lambda t: f"{t[0]}x{t[1]}")
+@pytest.mark.parametrize("tile", [(128, 256), (128, 128), (128, 64), (64, 128), (64, 64)],
+                         ids=lambda t: f"{t[0]}x{t[1]}")
 def test_every_tile_of_the_persistent_gemm_matches_float64_and_repeats_bitwise(tile):
     from hoid.kernels.library import cute_gemm_persistent
 
@@ -158,9 +160,10 @@ def test_every_tile_of_the_persistent_gemm_matches_float64_and_repeats_bitwise(t
 
 
 @pytest.mark.skipif(torch.cuda.is_available() and not _is_hopper(), reason="WGMMA: sm_90 only")
-@pytest.mark.parametrize("tile", [(128, 256), (128, 128), (64, 128), (64, 64)], ids=lambda t: f"{t[0]}x{t[1]}")
+@pytest.mark.parametrize("tile", [(128, 256), (128, 128), (128, 64), (64, 128), (64, 64)],
+                         ids=lambda t: f"{t[0]}x{t[1]}")
 def test_the_persistent_gemms_tma_store_writes_what_the_direct_store_writes(tile):
-    # not yet run on a GPU when written (12-07): the sub-tiles' registers are the accumulator's (and the
+    # passed on an H100 (12-08) but at 128 x 64 (added since): the sub-tiles' registers are the accumulator's (and the
     # residual's) in `retile`'s order, stmatrix'd and TMA-stored; the same rounding as the direct store, so the
     # same bits, with and without the residual. 2100 x 4000 ends inside a tile in M and N (the TMA store clips
     # there); the NaN-filled outputs show any element missed
