@@ -119,11 +119,13 @@
 #               `kernels_cute.py --parts model` 37 s. Results under benchmarks/results/h100/ and workloads/h100/.
 #   cute-only   [.cute1, .cute2a]  prep's CuTe part and cute-a in one call, without egglog (kernel work only)
 #   gemm        [] after cute-b in the same call: the CuTe GEMMs' GPU tests (TESTS_LIMIT, 150 s), then
-#               kernels_cute.py --parts prefill --tune --grid new (TUNE_LIMIT, 270 s) and cute_gemm_anatomy.py
-#               (ANATOMY_LIMIT, 140 s): 560 s at most, inside one call's 600 with cute-b; measured 12-08 on an
-#               H100: 70, 39 and 40 s (the machine's 16 cores build in parallel). `--grid new`: the whole plain grid (15 a shape) with the persistent GEMM's
-#               (9 a shape, five shapes) was ~195 candidates, ~490 s, cut before the rows the persistent GEMM runs
-#               in; the plain tiles the committed table has tried are left to it (its best per shape timed again)
+#               kernels_cute.py --parts prefill --tune --grid full (GRID; TUNE_LIMIT, 270 s) and
+#               cute_gemm_anatomy.py (ANATOMY_LIMIT, 140 s): 560 s at most, inside one call's 600 with cute-b.
+#               Measured 12-08 on an H100 with --grid new: 70, 39 and 40 s, ~0.6 s a candidate (62 of them),
+#               not the ~2.5 s estimated from this machine's builds. So the whole grid again (since 12-08 "auto"
+#               splits K less: SPLIT_MIN_K_TILES): ~14 plain candidates a shape over ten shapes and the
+#               persistent GEMM's 10 over seven, ~210, ~130 s estimated. GRID=new: only the plain tiles the
+#               committed table has not tried and its best per shape
 #   cute-a      [.cute2a]       the first half of CuTe's libraries, kept in /tmp
 #   cute-b      [.cute2b]       the second half; CuTe DSL importable from here on (sitecustomize)
 #   tests [LIMIT [ARGS]]  []    python -m pytest -m gpu (every GPU test; CuTe's too once installed), ARGS to
@@ -335,7 +337,8 @@ case ${1:-} in
       -rs tests/kernels/library/test_cute_gpu.py -k gemm 2>&1 | tee "$out/cute_gemm_gpu_tests.txt" | tail -15
     # the committed table first, so the one that comes back keeps the decode and model rows this run leaves
     cp benchmarks/results/kernels_cute.json "$out/kernels_cute.json"
-    LIMIT=${TUNE_LIMIT:-270} bash "$0" run benchmarks/kernels_cute.py --parts prefill --tune --grid new --out "$out"
+    LIMIT=${TUNE_LIMIT:-270} bash "$0" run benchmarks/kernels_cute.py --parts prefill --tune --grid "${GRID:-full}" \
+      --out "$out"
     LIMIT=${ANATOMY_LIMIT:-140} bash "$0" run benchmarks/cute_gemm_anatomy.py --out "$out" ;;
   cute-a)
     [[ -d /tmp/cute ]] || { echo "cute-a: /tmp/cute is gone (the machine went cold): prep again" >&2; exit 1; }
