@@ -95,7 +95,7 @@ def test_the_tma_store_is_asked_for_and_its_slots_fit_beside_any_tiles_stages():
     assert choose(4096, 4096, 4096)["store"] == "tma"  # faster at every shape timed (H100, 12-08: the module)
     assert choose(4096, 4096, 4096, store="direct")["store"] == "direct"
     assert choose(4096, 2048, 6144, store="tma", epilogue="add")["store"] == "tma"
-    for tile_m, tile_n in cute_gemm.TILES:
+    for tile_m, tile_n in {*cute_gemm.TILES, *WALK_TILES}:
         cfg = choose(4096, 4096, 4096, tile_m=tile_m, tile_n=tile_n, store="tma")
         ring = cfg["stages"] * (tile_m + tile_n) * cute_gemm.TILE_K * 2
         slots = EPI_STAGES * tile_m * EPI_N * 2  # the TMA store's sub-tiles of 16-bit outputs
