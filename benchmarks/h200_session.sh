@@ -335,7 +335,8 @@ case ${1:-} in
       || { echo "gemm: CuTe DSL is not importable: cute-only, then cute-b && gemm" >&2; exit 1; }
     HOID_REQUIRE_CUTE=1 timeout -s INT -k 20 "${TESTS_LIMIT:-150}" python3 -m pytest -m gpu -q -p no:cacheprovider \
       -rs tests/kernels/library/test_cute_gpu.py -k gemm 2>&1 | tee "$out/cute_gemm_gpu_tests.txt" | tail -15
-    # the committed table first, so the one that comes back keeps the decode and model rows this run leaves
+    # the committed table first, so the one that comes back keeps the decode and model rows this run leaves,
+    # where the device is the table's (an H100's run keeps none of the H200's: kernels_cute.parts_kept)
     cp benchmarks/results/kernels_cute.json "$out/kernels_cute.json"
     LIMIT=${TUNE_LIMIT:-270} bash "$0" run benchmarks/kernels_cute.py --parts prefill --tune --grid "${GRID:-full}" \
       --out "$out"

@@ -39,7 +39,6 @@ import argparse
 import datetime
 import itertools
 import json
-import os
 import platform
 import sys
 import time
@@ -49,12 +48,14 @@ import torch
 import torch.nn.functional as F
 
 from hoid.ir import TensorType
+from hoid.ir.io import replace_atomically
 from hoid.kernels import Target, all_kernels
 from hoid.kernels.launch import bind_spec, resolve_params
 from hoid.kernels.library.cute_gemm import MIN_ROWS, TILES
 from hoid.measure import time_cuda
 
 sys.path.insert(0, str(Path(__file__).parent))
+from decode_loop import save_json  # noqa: E402
 from kernel_table import copy_bandwidth, copy_seconds  # noqa: E402
 
 # hidden, intermediate, q heads, kv heads, head dim, vocabulary (hoid/models/configs.py)
@@ -415,10 +416,9 @@ def main() -> int:
                   "parts_run": sorted(parts), "complete": complete,
                   "timer": "hoid.measure.time_cuda: CUDA-graph replay, rotation past 4x L2",
                   "seconds_total": time.time() - start, "decode": decode, "prefill": prefill, "whole_model": models}
-        for name, text in (("kernels_cute.json", json.dumps(result, indent=1, default=str)),
-                           ("kernels_cute.md", table(decode, prefill, models) + "\n")):
-            (out / f"{name}.tmp").write_text(text)
-            os.replace(out / f"{name}.tmp", out / name)
+        save_json(out / "kernels_cute.json", result)
+        text = table(decode, prefill, models) + "\n"
+        replace_atomically(out / "kernels_cute.md", lambda tmp: tmp.write_text(text))
 
     if "decode" in parts:
         for m in map(int, args.m.split(",")):
